@@ -1,0 +1,70 @@
+# basal-c build. `make` builds build/basal; `make test` runs every test in the
+# release build and again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Sources are found by wildcard: a new src/<dir>/*.c joins the library, a new
+# tests/test_*.c becomes a test binary, a new tests/t_*.sh a script test.
+
+CC      ?= cc
+SHARED  ?= $(abspath ../shared)
+NODE_DIR = tests/oracle
+
+# No -ffast-math and no FP contraction anywhere: results must be reproducible
+# bit for bit (spec 05 §13.2 A5). Vector kernels use explicit FMA intrinsics.
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
+                -ffp-contract=off -fno-fast-math -pthread -Iinclude -Isrc
+LIBS = -ljansson -lutf8proc -lm -lpthread
+
+LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c)
+CLI_SRC = $(wildcard src/cli/*.c)
+TEST_SRC = $(wildcard tests/test_*.c)
+TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
+
+# Per-variant settings: build (release) and build-asan (sanitizers).
+OPT_build      = -O2
+OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+.PHONY: all asan test test-release test-asan deps fixtures goldens clean run
+
+all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
+asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
+
+define variant
+$(1)/obj/%.o: src/%.c $$(wildcard src/*/*.h include/*.h) | $(1)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+
+$(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+
+$(1)/basal: $$(patsubst src/%.c,$(1)/obj/%.o,$$(CLI_SRC)) $(1)/libbasal.a
+	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$^ $$(LIBS) -o $$@
+
+$(1)/tests/%: tests/%.c tests/check.h $(1)/libbasal.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) -o $$@
+
+$(1):
+	@mkdir -p $(1)
+endef
+$(eval $(call variant,build))
+$(eval $(call variant,build-asan))
+
+# Node oracles (tokenizer engine, TypeSafe SDK), pinned in tests/oracle/package.json.
+deps: $(NODE_DIR)/node_modules/.installed
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json
+	cd $(NODE_DIR) && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+fixtures: build/basal deps
+	BASAL=build/basal tools/make-fixtures.sh build/fixtures
+
+test: test-release test-asan
+
+test-release: all fixtures
+	SHARED=$(SHARED) tests/run.sh build
+
+test-asan: asan fixtures
+	SHARED=$(SHARED) tests/run.sh build-asan
+
+clean:
+	rm -rf build build-asan

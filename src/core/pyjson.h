@@ -1,0 +1,44 @@
+/* JSON values as the Basal protocol needs them (spec 01 §3): a strict parser
+ * that keeps object key order and number literals exactly as written, and a
+ * writer byte-identical to CPython's json.dumps(value, ensure_ascii=False). */
+#ifndef BS_PYJSON_H
+#define BS_PYJSON_H
+
+#include <stddef.h>
+#include "basal.h"
+#include "core/util.h"
+
+typedef enum { BJ_NULL, BJ_FALSE, BJ_TRUE, BJ_NUMBER, BJ_STRING, BJ_ARRAY, BJ_OBJECT } bj_type;
+
+typedef struct bj_value bj_value;
+struct bj_value {
+    bj_type type;
+    char *str;        /* BJ_STRING: UTF-8 bytes (may contain NUL); BJ_NUMBER: the literal */
+    size_t len;       /* byte length of str */
+    size_t n;         /* BJ_ARRAY / BJ_OBJECT: number of items */
+    bj_value **items; /* the values */
+    char **keys;      /* BJ_OBJECT: keys (UTF-8, may contain NUL) */
+    size_t *key_lens;
+};
+
+typedef struct bj_parse_opts {
+    int max_depth; /* nesting limit (arrays + objects); 0 means 128 */
+} bj_parse_opts;
+
+/* Parses RFC 8259 JSON (rejects NaN/Infinity literals, lone surrogate escapes,
+ * invalid UTF-8, trailing data, nesting beyond max_depth). A duplicate key keeps
+ * the position of its first occurrence with the value of its last (CPython dict
+ * semantics). On error, e->msg gives the reason and the byte offset. */
+int bj_parse(const char *text, size_t len, const bj_parse_opts *opts, bj_value **out, bs_err *e);
+void bj_free(bj_value *v);
+
+/* Appends json.dumps(v, ensure_ascii=False) of the value CPython's json.loads
+ * would produce from the same text (floats via repr, integers verbatim). */
+void bj_pydumps(const bj_value *v, bs_buf *out);
+/* text(v) of the protocol: a string's own bytes, otherwise bj_pydumps. */
+void bj_pytext(const bj_value *v, bs_buf *out);
+
+/* Object lookup by key (NULL if absent or v is not an object). */
+const bj_value *bj_get(const bj_value *v, const char *key);
+
+#endif

@@ -1,0 +1,45 @@
+/* Small shared helpers: whole-file reads, checked allocation, path joins. */
+#ifndef BS_UTIL_H
+#define BS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "basal.h"
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+int bs_read_file(const char *path, char **out, size_t *len, bs_err *e);
+/* Writes len bytes to path (truncating). */
+int bs_write_file(const char *path, const void *data, size_t len, bs_err *e);
+/* snprintf into a malloc'd string; NULL on allocation failure. */
+char *bs_strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *bs_path_join(const char *dir, const char *name);
+int bs_file_exists(const char *path);
+
+/* Exact widening of 16-bit float formats to f32. */
+static inline float bs_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
+    return v.f;
+}
+float bs_f16_to_f32(uint16_t h);
+/* Round-to-nearest-even narrowing (finite inputs; NaN stays NaN). */
+uint16_t bs_f32_to_bf16(float f);
+uint16_t bs_f32_to_f16(float f);
+
+
+
+/* Growable byte buffer; data is always NUL-terminated. On allocation failure
+ * the buffer sets oom and later appends are no-ops (check once at the end). */
+typedef struct bs_buf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} bs_buf;
+
+void bs_buf_init(bs_buf *b);
+void bs_buf_free(bs_buf *b);
+void bs_buf_reserve(bs_buf *b, size_t extra);
+void bs_buf_put(bs_buf *b, const void *p, size_t n);
+void bs_buf_puts(bs_buf *b, const char *s);
+void bs_buf_putc(bs_buf *b, char c);
+void bs_buf_printf(bs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test binary of a build directory and every tests/t_*.sh script.
+# Prints one line per test and a closing "N passed, N failed" line.
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export BASAL="$root/$build/basal"
+export BUILD="$root/$build"
+export FIXTURES="$root/build/fixtures"
+export SHARED="${SHARED:-$root/../shared}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+pass=0; fail=0; failed=()
+logdir="$root/$build/test-logs"; mkdir -p "$logdir"
+run_one() {
+    local name=$1; shift
+    local t0=$EPOCHREALTIME
+    if "$@" >"$logdir/$name.log" 2>&1; then
+        pass=$((pass+1)); printf 'PASS %-32s %6.2fs  %s\n' "$name" "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')" "$(tail -n 1 "$logdir/$name.log")"
+    else
+        fail=$((fail+1)); failed+=("$name")
+        printf 'FAIL %-32s\n' "$name"; tail -n 30 "$logdir/$name.log" | sed 's/^/    /'
+    fi
+}
+for t in "$build"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for s in tests/t_*.sh; do
+    [ -f "$s" ] || continue
+    run_one "$(basename "$s" .sh)" bash "$s"
+done
+echo "[$build] ${failed[*]:+failed: ${failed[*]}}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
