@@ -1,0 +1,53 @@
+/* `basal` command-line entry: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "basal.h"
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"convert-llama2c", cmd_convert_llama2c, "CHECKPOINT TOKENIZER OUTDIR  convert a llama2.c model to a HF directory"},
+    {"make-model", cmd_make_model, "OUTDIR [--preset P] [--seed N] [--tokenizer FILE]  write a synthetic Basal model"},
+    {"generate", cmd_generate, "--model DIR --steps N [--prompt TEXT]  greedy decoding (debugging)"},
+    {"logits", cmd_logits, "--model DIR --input FILE|-  logits of chosen ids at chosen rows (debugging)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: basal <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "basal: option %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("%s (CPU)\n", BASAL_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "basal: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,291 @@
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+/* Rows of the MLP processed at once: bounds the [rows, I] intermediates
+ * (a 16k-token state would otherwise need gigabytes) without changing any
+ * output, since every GEMM row is independent. */
+enum { MLP_CHUNK = 256 };
+
+/* Fixed-order f32 dot product: eight interleaved partial sums, combined in a
+ * fixed tree; the order depends only on n. */
+static float dot_f32(const float *a, const float *b, int n) {
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) s[l] = s[l] + a[i + l] * b[i + l];
+    for (; i < n; i++) s[i & 7] = s[i & 7] + a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* RMSNorm(x; w)_i = w_i * (x_i * r), r = 1/sqrt(mean(x^2) + eps), as Hugging
+ * Face's LlamaRMSNorm in f32 (x*r first, then the weight). */
+static void rmsnorm(const float *x, const float *w, int h, float eps, float *out) {
+    float ss = dot_f32(x, x, h);
+    float r = 1.0f / sqrtf(ss / (float)h + eps);
+    for (int i = 0; i < h; i++) out[i] = w[i] * (x[i] * r);
+}
+
+static void add_bias(float *y, int rows, int n, const float *b) {
+    if (!b) return;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) y[(size_t)r * n + i] = y[(size_t)r * n + i] + b[i];
+}
+
+/* Rotate-half RoPE on every head of one token row. */
+static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn) {
+    int d = hd / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *u = v + (size_t)h * hd;
+        for (int i = 0; i < d; i++) {
+            float a = u[i], b = u[i + d];
+            u[i] = a * cs[i] - b * sn[i];
+            u[i + d] = b * cs[i] + a * sn[i];
+        }
+    }
+}
+
+typedef struct {
+    const bs_model *m;
+    const bs_fwd_input *in;
+    const int32_t *unit_of;   /* [M] unit index of each token */
+    const int32_t *queries;   /* compact indices to compute */
+    const float *q, *k, *v;   /* [M][Nh*hd], [M][Nkv*hd] */
+    float *out;               /* [nq][Nh*hd] */
+    float *scratch;           /* [threads][Pmax] scores */
+} attn_job;
+
+/* One task = one query token, all heads. Keys are visited in ordinal order
+ * (= position, spec 05 §9 V4) with an exact two-pass softmax, so a query's
+ * result depends only on its own prompt. */
+static void attn_task(void *arg, int task, int thread) {
+    attn_job *j = arg;
+    const bs_config *c = &j->m->cfg;
+    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, rep = nh / nkv;
+    int qd = nh * hd, kvd = nkv * hd;
+    int t = j->queries[task];
+    const bs_unit *u = &j->in->units[j->unit_of[t]];
+    float *sc = j->scratch + (size_t)thread * c->max_pos;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    float *o = j->out + (size_t)task * qd;
+    for (int h = 0; h < nh; h++) {
+        const float *qv = j->q + (size_t)t * qd + (size_t)h * hd;
+        int g = h / rep;
+        int nk = 0;
+        float mx = -INFINITY;
+        for (int r = 0; r < u->n_ranges; r++) {
+            int s0 = u->r_start[r];
+            int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
+            for (int kt = s0; kt < s1; kt++) {
+                float s = dot_f32(qv, j->k + (size_t)kt * kvd + (size_t)g * hd, hd) * scale;
+                sc[nk++] = s;
+                if (s > mx) mx = s;
+            }
+        }
+        float sum = 0.0f;
+        for (int i = 0; i < nk; i++) {
+            sc[i] = expf(sc[i] - mx);
+            sum = sum + sc[i];
+        }
+        float *oh = o + (size_t)h * hd;
+        for (int d = 0; d < hd; d++) oh[d] = 0.0f;
+        nk = 0;
+        for (int r = 0; r < u->n_ranges; r++) {
+            int s0 = u->r_start[r];
+            int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
+            for (int kt = s0; kt < s1; kt++) {
+                float p = sc[nk++];
+                const float *vv = j->v + (size_t)kt * kvd + (size_t)g * hd;
+                for (int d = 0; d < hd; d++) oh[d] = oh[d] + p * vv[d];
+            }
+        }
+        float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) oh[d] = oh[d] * inv;
+    }
+}
+
+/* Checks the compact list against the model and the tree invariants; fills
+ * unit_of. Every token must see exactly pos + 1 keys (spec 05 §6 I5). */
+static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of, bs_err *e) {
+    const bs_config *c = &m->cfg;
+    int M = in->n_tokens;
+    if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
+    if (in->n_readouts <= 0 || in->n_out_ids <= 0) return bs_fail(e, BS_EINVAL, "forward: nothing to read out");
+    for (int i = 0; i < M; i++) {
+        if (in->ids[i] < 0 || in->ids[i] >= c->vocab)
+            return bs_fail(e, BS_EINVAL, "forward: token id %d outside the vocabulary (%d)", in->ids[i], c->vocab);
+        if (in->pos[i] < 0) return bs_fail(e, BS_EINVAL, "forward: negative position");
+        if (in->pos[i] >= c->max_pos)
+            return bs_fail(e, BS_ERANGE, "forward: position %d exceeds max_position_embeddings %d",
+                           in->pos[i], c->max_pos);
+        unit_of[i] = -1;
+    }
+    for (int ui = 0; ui < in->n_units; ui++) {
+        const bs_unit *u = &in->units[ui];
+        if (u->n_ranges < 1 || u->n_ranges > BS_MAX_TREE_DEPTH || u->q_len <= 0 || u->q_start < 0 ||
+            u->q_start > M - u->q_len)
+            return bs_fail(e, BS_EINTERNAL, "forward: unit %d is malformed", ui);
+        int last = u->n_ranges - 1;
+        if (u->r_start[last] != u->q_start || u->r_len[last] != u->q_len)
+            return bs_fail(e, BS_EINTERNAL, "forward: unit %d: own block is not its last key range", ui);
+        int before = 0;
+        for (int r = 0; r < last; r++) {
+            if (u->r_len[r] < 0 || u->r_start[r] < 0 || u->r_start[r] > M - u->r_len[r] ||
+                u->r_start[r] + u->r_len[r] > u->q_start)
+                return bs_fail(e, BS_EINTERNAL, "forward: unit %d: key range %d is invalid", ui, r);
+            before += u->r_len[r];
+        }
+        for (int t = u->q_start; t < u->q_start + u->q_len; t++) {
+            if (unit_of[t] != -1) return bs_fail(e, BS_EINTERNAL, "forward: token %d is in two units", t);
+            unit_of[t] = ui;
+            if (in->pos[t] != before + (t - u->q_start))
+                return bs_fail(e, BS_EINTERNAL, "forward: token %d sees %d keys but has position %d", t,
+                               before + (t - u->q_start) + 1, in->pos[t]);
+        }
+    }
+    for (int i = 0; i < M; i++)
+        if (unit_of[i] < 0) return bs_fail(e, BS_EINTERNAL, "forward: token %d is in no unit", i);
+    for (int r = 0; r < in->n_readouts; r++)
+        if (in->readouts[r] < 0 || in->readouts[r] >= M)
+            return bs_fail(e, BS_EINVAL, "forward: readout row %d outside the token list", in->readouts[r]);
+    for (int u = 0; u < in->n_out_ids; u++)
+        if (in->out_ids[u] < 0 || in->out_ids[u] >= c->vocab)
+            return bs_fail(e, BS_EINVAL, "forward: output id %d outside the vocabulary", in->out_ids[u]);
+    return BS_OK;
+}
+
+/* Post-attention half of a layer on `rows` rows: o_proj + residual, norm, MLP
+ * + residual. x and att are [rows][H] / [rows][Nh*hd]. */
+static void layer_tail(const bs_model *m, const bs_layer *ly, float *x, const float *att, int rows,
+                       float *tmp, float *xn, float *g, float *u) {
+    const bs_config *c = &m->cfg;
+    int H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim;
+    bs_gemm(m->pool, att, qd, rows, &ly->wo, tmp, H);
+    add_bias(tmp, rows, H, ly->bo);
+    for (size_t i = 0; i < (size_t)rows * H; i++) x[i] = x[i] + tmp[i];
+    for (int r = 0; r < rows; r++) rmsnorm(x + (size_t)r * H, ly->ln2, H, (float)c->rms_eps, xn + (size_t)r * H);
+    for (int r0 = 0; r0 < rows; r0 += MLP_CHUNK) {
+        int cr = rows - r0 < MLP_CHUNK ? rows - r0 : MLP_CHUNK;
+        const float *a = xn + (size_t)r0 * H;
+        bs_gemm(m->pool, a, H, cr, &ly->wg, g, I);
+        add_bias(g, cr, I, ly->bg);
+        bs_gemm(m->pool, a, H, cr, &ly->wu, u, I);
+        add_bias(u, cr, I, ly->bu);
+        for (size_t i = 0; i < (size_t)cr * I; i++) {
+            float gv = g[i];
+            float s = gv / (1.0f + expf(-gv));
+            g[i] = s * u[i];
+        }
+        bs_gemm(m->pool, g, I, cr, &ly->wd, tmp, H);
+        add_bias(tmp, cr, H, ly->bd);
+        float *xr = x + (size_t)r0 * H;
+        for (size_t i = 0; i < (size_t)cr * H; i++) xr[i] = xr[i] + tmp[i];
+    }
+}
+
+int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
+    const bs_config *c = &m->cfg;
+    int M = in->n_tokens, R = in->n_readouts, H = c->hidden, I = c->inter;
+    int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    int rc = BS_OK;
+    int nthreads = bs_pool_size(m->pool);
+    int32_t *unit_of = NULL, *all_rows = NULL;
+    float *x = NULL, *xn = NULL, *q = NULL, *k = NULL, *v = NULL, *att = NULL, *tmp = NULL;
+    float *g = NULL, *u = NULL, *scratch = NULL, *xr = NULL, *attr = NULL;
+
+    if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
+    unit_of = malloc((size_t)M * sizeof *unit_of);
+    if (!unit_of) { rc = bs_fail(e, BS_ENOMEM, "forward: out of memory"); goto done; }
+    if ((rc = validate(m, in, unit_of, e)) < 0) goto done;
+
+    size_t rows_max = (size_t)(M > R ? M : R);
+    int chunk = MLP_CHUNK < (int)rows_max ? MLP_CHUNK : (int)rows_max;
+    x = malloc((size_t)M * H * sizeof *x);
+    xn = malloc(rows_max * H * sizeof *xn);
+    q = malloc((size_t)M * qd * sizeof *q);
+    k = malloc((size_t)M * kvd * sizeof *k);
+    v = malloc((size_t)M * kvd * sizeof *v);
+    att = malloc(rows_max * qd * sizeof *att);
+    tmp = malloc(rows_max * H * sizeof *tmp);
+    g = malloc((size_t)chunk * I * sizeof *g);
+    u = malloc((size_t)chunk * I * sizeof *u);
+    scratch = malloc((size_t)nthreads * c->max_pos * sizeof *scratch);
+    xr = malloc((size_t)R * H * sizeof *xr);
+    attr = malloc((size_t)R * qd * sizeof *attr);
+    all_rows = malloc((size_t)M * sizeof *all_rows);
+    if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !xr || !attr || !all_rows) {
+        rc = bs_fail(e, BS_ENOMEM, "forward: out of memory for %d tokens", M);
+        goto done;
+    }
+    for (int i = 0; i < M; i++) all_rows[i] = i;
+
+    for (int i = 0; i < M; i++) bs_tensor_read_f32(m->embed, (int64_t)in->ids[i] * H, H, x + (size_t)i * H);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const bs_layer *ly = &m->layers[l];
+        int last = l == c->n_layers - 1;
+        for (int i = 0; i < M; i++) rmsnorm(x + (size_t)i * H, ly->ln1, H, (float)c->rms_eps, xn + (size_t)i * H);
+        /* The last layer needs keys and values of every token but queries only
+         * at the readout rows (spec 05 §10 Z2). */
+        if (last) {
+            for (int r = 0; r < R; r++) memcpy(tmp + (size_t)r * H, xn + (size_t)in->readouts[r] * H, (size_t)H * sizeof *tmp);
+            bs_gemm(m->pool, tmp, H, R, &ly->wq, attr, qd);
+            add_bias(attr, R, qd, ly->bq);
+            for (int r = 0; r < R; r++) memcpy(q + (size_t)in->readouts[r] * qd, attr + (size_t)r * qd, (size_t)qd * sizeof *q);
+        } else {
+            bs_gemm(m->pool, xn, H, M, &ly->wq, q, qd);
+            add_bias(q, M, qd, ly->bq);
+        }
+        bs_gemm(m->pool, xn, H, M, &ly->wk, k, kvd);
+        add_bias(k, M, kvd, ly->bk);
+        bs_gemm(m->pool, xn, H, M, &ly->wv, v, kvd);
+        add_bias(v, M, kvd, ly->bv);
+        const int32_t *qrows = last ? in->readouts : all_rows;
+        int nq = last ? R : M;
+        for (int i = 0; i < M; i++) {
+            const float *cs = m->rope_cos + (size_t)in->pos[i] * (hd / 2);
+            const float *sn = m->rope_sin + (size_t)in->pos[i] * (hd / 2);
+            rope(k + (size_t)i * kvd, c->n_kv_heads, hd, cs, sn);
+        }
+        for (int r = 0; r < nq; r++) {
+            int t = qrows[r];
+            if (last && r > 0) { /* identical readout rows share one query row: rotate once */
+                int dup = 0;
+                for (int p = 0; p < r; p++) dup |= qrows[p] == t;
+                if (dup) continue;
+            }
+            rope(q + (size_t)t * qd, c->n_heads, hd, m->rope_cos + (size_t)in->pos[t] * (hd / 2),
+                 m->rope_sin + (size_t)in->pos[t] * (hd / 2));
+        }
+        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch};
+        bs_pool_run(m->pool, nq, attn_task, &job);
+        if (last) {
+            for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
+            layer_tail(m, ly, xr, att, R, tmp, xn, g, u);
+        } else {
+            layer_tail(m, ly, x, att, M, tmp, xn, g, u);
+        }
+    }
+
+    for (int r = 0; r < R; r++) {
+        float *h = xn + (size_t)r * H;
+        rmsnorm(xr + (size_t)r * H, m->final_norm, H, (float)c->rms_eps, h);
+        for (int o = 0; o < in->n_out_ids; o++) {
+            float lg = bs_dot_row(h, &m->lm_head, in->out_ids[o]);
+            if (!isfinite(lg)) {
+                rc = bs_fail(e, BS_EINTERNAL, "non-finite letter logits");
+                goto done;
+            }
+            logits[(size_t)r * in->n_out_ids + o] = lg;
+        }
+    }
+done:
+    free(unit_of); free(all_rows);
+    free(x); free(xn); free(q); free(k); free(v); free(att); free(tmp);
+    free(g); free(u); free(scratch); free(xr); free(attr);
+    return rc;
+}

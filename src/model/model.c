@@ -1,0 +1,124 @@
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
+    *out = NULL;
+    const bs_tensor *t = bs_weights_get(w, name);
+    if (!t) return bs_fail(e, BS_EFORMAT, "model.safetensors: missing tensor %s", name);
+    if (t->numel != n)
+        return bs_fail(e, BS_EFORMAT, "model.safetensors: %s has %lld elements, expected %lld", name,
+                       (long long)t->numel, (long long)n);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return bs_fail(e, BS_ENOMEM, "out of memory widening %s", name);
+    bs_tensor_read_f32(t, 0, n, v);
+    *out = v;
+    return BS_OK;
+}
+
+static int get_mat(const bs_weights *w, const char *name, bs_wmat *out, bs_err *e) {
+    const bs_tensor *t = bs_weights_get(w, name);
+    if (!t || t->ndim != 2) return bs_fail(e, BS_EFORMAT, "model.safetensors: missing matrix %s", name);
+    out->dtype = t->dtype;
+    out->data = t->data;
+    out->n = (int)t->shape[0];
+    out->k = (int)t->shape[1];
+    return BS_OK;
+}
+
+static int load_layer(bs_model *m, int l, bs_err *e) {
+    const bs_config *c = &m->cfg;
+    bs_layer *ly = &m->layers[l];
+    char name[128];
+    int rc;
+#define MAT(field, suffix) \
+    snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, suffix); \
+    if ((rc = get_mat(&m->weights, name, &ly->field, e)) < 0) return rc;
+#define VEC(field, suffix, kind, n) \
+    snprintf(name, sizeof name, "model.layers.%d.%s." kind, l, suffix); \
+    if ((rc = widen_vec(&m->weights, name, (n), &ly->field, e)) < 0) return rc;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    MAT(wq, "self_attn.q_proj") MAT(wk, "self_attn.k_proj") MAT(wv, "self_attn.v_proj")
+    MAT(wo, "self_attn.o_proj") MAT(wg, "mlp.gate_proj") MAT(wu, "mlp.up_proj") MAT(wd, "mlp.down_proj")
+    VEC(ln1, "input_layernorm", "weight", c->hidden)
+    VEC(ln2, "post_attention_layernorm", "weight", c->hidden)
+    if (c->attn_bias) {
+        VEC(bq, "self_attn.q_proj", "bias", qd) VEC(bk, "self_attn.k_proj", "bias", kvd)
+        VEC(bv, "self_attn.v_proj", "bias", kvd) VEC(bo, "self_attn.o_proj", "bias", c->hidden)
+    }
+    if (c->mlp_bias) {
+        VEC(bg, "mlp.gate_proj", "bias", c->inter) VEC(bu, "mlp.up_proj", "bias", c->inter)
+        VEC(bd, "mlp.down_proj", "bias", c->hidden)
+    }
+#undef MAT
+#undef VEC
+    return BS_OK;
+}
+
+/* cos/sin for every position below Pmax: inv_freq and angles in f64 (spec 05
+ * §7.3), rounded to f32 once. */
+static int build_rope(bs_model *m, bs_err *e) {
+    const bs_config *c = &m->cfg;
+    int d = c->head_dim / 2;
+    size_t n = (size_t)c->max_pos * (size_t)d;
+    m->rope_cos = malloc(n * sizeof(float));
+    m->rope_sin = malloc(n * sizeof(float));
+    if (!m->rope_cos || !m->rope_sin) return bs_fail(e, BS_ENOMEM, "out of memory for the RoPE table");
+    for (int i = 0; i < d; i++) {
+        double inv = 1.0 / pow(c->rope_theta, (2.0 * i) / (double)c->head_dim);
+        for (int p = 0; p < c->max_pos; p++) {
+            double a = (double)p * inv;
+            m->rope_cos[(size_t)p * d + i] = (float)cos(a);
+            m->rope_sin[(size_t)p * d + i] = (float)sin(a);
+        }
+    }
+    return BS_OK;
+}
+
+int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
+    memset(m, 0, sizeof *m);
+    int rc;
+    m->pool = pool;
+    if (!(m->dir = strdup(dir))) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if ((rc = bs_config_load(&m->cfg, dir, e)) < 0) goto fail;
+    if (m->cfg.decoy_rope_theta)
+        fprintf(stderr, "basal: warning: %s/config.json: top-level rope_theta differs from "
+                        "rope_parameters.rope_theta and is ignored\n", dir);
+    if ((rc = bs_weights_open(&m->weights, dir, e)) < 0) goto fail;
+    if ((rc = bs_weights_check_llama(&m->weights, &m->cfg, e)) < 0) goto fail;
+    m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
+    if (!m->layers) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if ((rc = load_layer(m, l, e)) < 0) goto fail;
+    m->embed = bs_weights_get(&m->weights, "model.embed_tokens.weight");
+    if ((rc = get_mat(&m->weights, "lm_head.weight", &m->lm_head, e)) < 0) goto fail;
+    if ((rc = widen_vec(&m->weights, "model.norm.weight", m->cfg.hidden, &m->final_norm, e)) < 0) goto fail;
+    if ((rc = build_rope(m, e)) < 0) goto fail;
+    return BS_OK;
+fail:
+    bs_model_free(m);
+    return rc;
+}
+
+void bs_model_free(bs_model *m) {
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            bs_layer *ly = &m->layers[l];
+            free(ly->ln1); free(ly->ln2);
+            free(ly->bq); free(ly->bk); free(ly->bv); free(ly->bo);
+            free(ly->bg); free(ly->bu); free(ly->bd);
+        }
+        free(m->layers);
+    }
+    free(m->final_norm);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    bs_weights_close(&m->weights);
+    free(m->dir);
+    memset(m, 0, sizeof *m);
+}

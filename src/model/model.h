@@ -1,0 +1,34 @@
+/* A loaded Llama model: checked config, memory-mapped weights, and the small
+ * per-layer vectors (norm weights, biases) widened to f32 once at load. */
+#ifndef BS_MODEL_H
+#define BS_MODEL_H
+
+#include "cpu/gemm.h"
+#include "cpu/pool.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+
+typedef struct bs_layer {
+    bs_wmat wq, wk, wv, wo, wg, wu, wd;
+    float *ln1, *ln2;                 /* input / post-attention RMSNorm weights [H] */
+    float *bq, *bk, *bv, *bo;         /* NULL without attention_bias */
+    float *bg, *bu, *bd;              /* NULL without mlp_bias */
+} bs_layer;
+
+typedef struct bs_model {
+    char *dir;
+    bs_config cfg;
+    bs_weights weights;
+    bs_layer *layers;
+    const bs_tensor *embed;  /* [V, H] rows gathered per token */
+    bs_wmat lm_head;         /* [V, H], only requested rows are ever read */
+    float *final_norm;       /* [H] */
+    float *rope_cos, *rope_sin; /* [Pmax][hd/2], f64 angles rounded to f32 */
+    bs_pool *pool;           /* borrowed; NULL = serial */
+} bs_model;
+
+/* Loads config.json and the weights of dir and checks the exact tensor set. */
+int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e);
+void bs_model_free(bs_model *m);
+
+#endif

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Debian 12 packages for building and testing basal-c (spec 07 §9). Node 20 and
+# npm come with the machine image; Debian's older nodejs is installed only when
+# no node is present.
+set -euo pipefail
+pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
+      libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
