@@ -1,0 +1,217 @@
+/* Tree equivalence and batch invariance of the CPU forward pass (spec 05 §9,
+ * §13, §18 items 5–6) on the synthetic Basal-format fixtures: a prompt's
+ * readout logits are bitwise identical run alone, packed in a prefix trie with
+ * other prompts, as one of several rows at any offset, with 1 or 2 threads,
+ * and whatever other vocabulary rows are read out. Also the storage
+ * equivalences of spec 07 §8.1 (bf16 = f32 = sharded) and input errors. */
+#include <stdint.h>
+
+#include "check.h"
+#include "engine/pack.h"
+#include "model/forward.h"
+
+enum { NP = 12, MAXLEN = 160, NIDS = 10 };
+
+static uint64_t rng = 12345;
+static uint32_t rnd(uint32_t n) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33) % n;
+}
+
+static int32_t prompts[NP][MAXLEN], lens[NP];
+static int32_t out_ids[NIDS];
+
+/* Basal-shaped prompts: shared template, 3 states, 2 questions per state,
+ * 2 option orders per question. */
+static void make_prompts(int vocab) {
+    int32_t tmpl[24], state[3][64], q[6][8];
+    int state_len[3] = {17, 64, 5};
+    for (int i = 0; i < 24; i++) tmpl[i] = (int32_t)rnd((uint32_t)vocab);
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 64; i++) state[s][i] = (int32_t)rnd((uint32_t)vocab);
+    for (int s = 0; s < 6; s++)
+        for (int i = 0; i < 8; i++) q[s][i] = (int32_t)rnd((uint32_t)vocab);
+    int32_t optA = (int32_t)rnd((uint32_t)vocab), optB = (int32_t)rnd((uint32_t)vocab);
+    int p = 0;
+    for (int s = 0; s < 3; s++)
+        for (int qi = 0; qi < 2; qi++)
+            for (int o = 0; o < 2; o++, p++) {
+                int n = 0;
+                for (int i = 0; i < 24; i++) prompts[p][n++] = tmpl[i];
+                for (int i = 0; i < state_len[s]; i++) prompts[p][n++] = state[s][i];
+                for (int i = 0; i < 8; i++) prompts[p][n++] = q[s * 2 + qi][i];
+                prompts[p][n++] = o ? optB : optA;
+                prompts[p][n++] = o ? optA : optB;
+                lens[p] = n;
+            }
+    for (int i = 0; i < NIDS; i++) out_ids[i] = (int32_t)rnd((uint32_t)vocab);
+}
+
+/* Runs the given prompts as rows (each row a trie of consecutive prompts,
+ * row_sizes[r] of them); writes logits of prompt k at out[k * nids]. */
+static int run_rows(const bs_model *m, const int *order, int n, const int *row_sizes, int n_rows,
+                    const int32_t *ids, int nids, float *out) {
+    bs_row rows[NP];
+    bs_err e = {0};
+    const int32_t *pp[NP];
+    int32_t pl[NP];
+    int k = 0, rc = 0;
+    for (int r = 0; r < n_rows; r++) {
+        for (int i = 0; i < row_sizes[r]; i++) {
+            pp[i] = prompts[order[k + i]];
+            pl[i] = lens[order[k + i]];
+        }
+        rc |= bs_pack_row(&rows[r], pp, pl, row_sizes[r], &e);
+        k += row_sizes[r];
+    }
+    if (rc || k != n) return -1;
+    bs_packed pk;
+    rc = bs_packed_build(&pk, rows, n_rows, ids, nids, &e);
+    float *lg = malloc((size_t)pk.in.n_readouts * nids * sizeof *lg);
+    rc = rc ? rc : bs_forward(m, &pk.in, lg, &e);
+    if (rc) fprintf(stderr, "forward failed: %s\n", e.msg);
+    else
+        for (int i = 0; i < n; i++)
+            memcpy(out + (size_t)order[i] * nids, lg + (size_t)pk.readout_of[i] * nids, (size_t)nids * sizeof *lg);
+    free(lg);
+    bs_packed_free(&pk);
+    for (int r = 0; r < n_rows; r++) bs_row_free(&rows[r]);
+    return rc;
+}
+
+static int load(bs_model *m, const char *name, bs_pool *pool) {
+    char dir[1024];
+    bs_err e = {0};
+    snprintf(dir, sizeof dir, "%s/%s", check_env("FIXTURES", "build/fixtures"), name);
+    int rc = bs_model_load(m, dir, pool, &e);
+    if (rc) fprintf(stderr, "cannot load %s: %s\n", dir, e.msg);
+    CHECK_INT(rc, 0);
+    return rc;
+}
+
+static void expect_same(const char *what, const float *a, const float *b, size_t n) {
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    if (diff) fprintf(stderr, "%s: %zu of %zu logits differ bitwise\n", what, diff, n);
+    CHECK_INT(diff, 0);
+}
+
+static void invariance(const char *model_name) {
+    bs_pool *pool1 = bs_pool_create(1), *pool2 = bs_pool_create(2);
+    bs_model m;
+    if (load(&m, model_name, pool2)) goto out;
+    make_prompts(m.cfg.vocab);
+    size_t sz = (size_t)NP * NIDS;
+    float *alone = malloc(sz * 4), *got = malloc(sz * 4);
+    int order[NP], ones[NP];
+    for (int i = 0; i < NP; i++) { order[i] = i; ones[i] = 1; }
+
+    for (int i = 0; i < NP; i++) CHECK_INT(run_rows(&m, &i, 1, ones, 1, out_ids, NIDS, alone), 0);
+
+    int all[] = {NP};
+    CHECK_INT(run_rows(&m, order, NP, all, 1, out_ids, NIDS, got), 0);
+    expect_same("one trie row vs alone", got, alone, sz);
+
+    CHECK_INT(run_rows(&m, order, NP, ones, NP, out_ids, NIDS, got), 0);
+    expect_same("separate rows in one forward vs alone", got, alone, sz);
+
+    int rev[NP];
+    for (int i = 0; i < NP; i++) rev[i] = NP - 1 - i;
+    int mixed[] = {5, 1, 4, 2};
+    CHECK_INT(run_rows(&m, rev, NP, mixed, 4, out_ids, NIDS, got), 0);
+    expect_same("reversed prompts in mixed tries vs alone", got, alone, sz);
+
+    /* Cross-request sharing: questions of different "requests" interleaved. */
+    int inter[NP] = {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+    int two[] = {6, 6};
+    CHECK_INT(run_rows(&m, inter, NP, two, 2, out_ids, NIDS, got), 0);
+    expect_same("interleaved requests vs alone", got, alone, sz);
+
+    /* Thread count does not change a bit. */
+    m.pool = pool1;
+    CHECK_INT(run_rows(&m, order, NP, all, 1, out_ids, NIDS, got), 0);
+    expect_same("1 thread vs 2 threads", got, alone, sz);
+    m.pool = pool2;
+
+    /* The readout of one id does not depend on which other ids are read. */
+    int32_t one_id = out_ids[3];
+    float single[NP];
+    CHECK_INT(run_rows(&m, order, NP, all, 1, &one_id, 1, single), 0);
+    int diff = 0;
+    for (int p = 0; p < NP; p++) diff += memcmp(&single[p], &alone[p * NIDS + 3], 4) != 0;
+    CHECK_INT(diff, 0);
+
+    free(alone);
+    free(got);
+    bs_model_free(&m);
+out:
+    bs_pool_destroy(pool1);
+    bs_pool_destroy(pool2);
+}
+
+/* Two model directories holding the same values must give bitwise equal logits. */
+static void same_model(const char *a, const char *b) {
+    bs_pool *pool = bs_pool_create(2);
+    bs_model ma, mb;
+    if (load(&ma, a, pool)) goto out;
+    if (load(&mb, b, pool)) { bs_model_free(&ma); goto out; }
+    make_prompts(ma.cfg.vocab);
+    float la[NP * NIDS], lb[NP * NIDS];
+    int order[NP], all[] = {NP};
+    for (int i = 0; i < NP; i++) order[i] = i;
+    CHECK_INT(run_rows(&ma, order, NP, all, 1, out_ids, NIDS, la), 0);
+    CHECK_INT(run_rows(&mb, order, NP, all, 1, out_ids, NIDS, lb), 0);
+    char what[256];
+    snprintf(what, sizeof what, "%s vs %s", a, b);
+    expect_same(what, la, lb, (size_t)NP * NIDS);
+    bs_model_free(&ma);
+    bs_model_free(&mb);
+out:
+    bs_pool_destroy(pool);
+}
+
+static void input_errors(void) {
+    bs_model m;
+    if (load(&m, "tiny-bias", NULL)) return;
+    bs_err e = {0};
+    int32_t ids[3] = {1, 2, 3}, pos[3] = {0, 1, 2}, ro = 2, oid = 5;
+    float lg[1];
+    bs_unit u = {.q_start = 0, .q_len = 3, .n_ranges = 1, .r_start = {0}, .r_len = {3}};
+    bs_fwd_input in = {3, ids, pos, 1, &u, 1, &ro, 1, &oid};
+    CHECK_INT(bs_forward(&m, &in, lg, &e), 0);
+    int32_t far[3] = {m.cfg.max_pos - 2, m.cfg.max_pos - 1, m.cfg.max_pos};
+    in.pos = far;
+    CHECK_INT(bs_forward(&m, &in, lg, &e), BS_ERANGE);
+    CHECK_CONTAINS(e.msg, "max_position_embeddings");
+    in.pos = pos;
+    int32_t bad_ids[3] = {1, m.cfg.vocab, 3};
+    in.ids = bad_ids;
+    CHECK(bs_forward(&m, &in, lg, &e) < 0);
+    CHECK_CONTAINS(e.msg, "vocabulary");
+    in.ids = ids;
+    int32_t wrong_pos[3] = {0, 2, 3};
+    in.pos = wrong_pos;
+    CHECK_INT(bs_forward(&m, &in, lg, &e), BS_EINTERNAL);
+    in.pos = pos;
+    bs_unit bad = u;
+    bad.r_len[0] = 2;
+    in.units = &bad;
+    CHECK_INT(bs_forward(&m, &in, lg, &e), BS_EINTERNAL);
+    in.units = &u;
+    int32_t bad_ro = 3;
+    in.readouts = &bad_ro;
+    CHECK(bs_forward(&m, &in, lg, &e) < 0);
+    bs_model_free(&m);
+}
+
+int main(void) {
+    invariance("tiny-bias");
+    invariance("tiny-nobias");
+    invariance("tiny-hd128");
+    invariance("stories260K");
+    same_model("tiny-bias", "tiny-f32");
+    same_model("tiny-bias", "tiny-sharded");
+    same_model("tiny-bias", "tiny-always");
+    input_errors();
+    return check_report("test_forward");
+}
