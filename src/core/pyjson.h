@@ -41,4 +41,27 @@ void bj_pytext(const bj_value *v, bs_buf *out);
 /* Object lookup by key (NULL if absent or v is not an object). */
 const bj_value *bj_get(const bj_value *v, const char *key);
 
+/* Where and why a parse failed, in CPython json terms (spec 02 §3): msg is one
+ * of CPython's messages (or this project's "Invalid UTF-8" / "Maximum nesting
+ * depth exceeded"), pos the character index CPython's JSONDecodeError.pos would
+ * give, lineno/colno as CPython computes them from pos. msg is NULL when the
+ * parse failed for lack of memory. */
+typedef struct bj_error {
+    const char *msg;  /* static string */
+    size_t byte_off;  /* byte offset into text */
+    size_t pos;       /* character (code point) index */
+    size_t lineno, colno;
+} bj_error;
+
+/* bj_parse, also filling *err (if not NULL) on failure. */
+int bj_parse_ex(const char *text, size_t len, const bj_parse_opts *opts, bj_value **out,
+                bj_error *err, bs_err *e);
+
+/* Python repr(float): shortest round-trip digits, "1e-05", "100.0", "-0.0",
+ * "Infinity", "NaN". */
+void bj_fmt_pyfloat(double x, bs_buf *out);
+/* The response writer's float layout (spec 02 §1.2, basal-rs): shortest
+ * round-trip digits, "0.00001", "1e-6", "1e16", "1.5e300"; non-finite -> null. */
+void bs_fmt_double_shortest(double x, bs_buf *out);
+
 #endif
