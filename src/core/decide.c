@@ -1,0 +1,153 @@
+#include "core/decide.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+static const char *const type_names[BS_N_TYPES] = {"choice", "noul", "score", "multi", "act"};
+
+void bs_calibration_free(bs_calibration *c) {
+    for (int i = 0; i < c->n_thresholds; i++) free(c->thresholds[i].key);
+    free(c->thresholds);
+    memset(c, 0, sizeof *c);
+}
+
+int bs_calibration_parse(bs_calibration *c, const char *text, size_t len, bs_err *e) {
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    int rc = BS_OK;
+    if (!root) return bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not valid JSON: %s (line %d)", je.text, je.line);
+    if (!json_is_object(root)) { rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not a JSON object"); goto done; }
+    json_t *tp = json_object_get(root, "temperature_per_prim");
+    if (json_is_object(tp)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(tp, k, v) {
+            int t = -1;
+            for (int i = 0; i < BS_N_TYPES; i++)
+                if (!strcmp(k, type_names[i])) t = i;
+            if (t < 0) { rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: unknown type %s", k); goto done; }
+            if (!json_is_number(v)) { rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: temperature"); goto done; }
+            double x = json_number_value(v);
+            if (!isfinite(x) || x <= 0) {
+                rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: temperature of %s must be a positive number", k);
+                goto done;
+            }
+            c->has_temp[t] = 1;
+            c->temp[t] = x;
+            c->calibrated = 1;
+        }
+    }
+    json_t *th = json_object_get(root, "thresholds");
+    if (json_is_object(th) && json_object_size(th) > 0) {
+        c->thresholds = calloc(json_object_size(th), sizeof *c->thresholds);
+        if (!c->thresholds) { rc = bs_fail(e, BS_ENOMEM, "CALIBRATION.json: out of memory"); goto done; }
+        const char *k;
+        json_t *v;
+        json_object_foreach(th, k, v) {
+            json_t *conf = json_object_get(v, "confidence");
+            if (!json_is_number(conf)) continue; /* only entries with a confidence certify anything */
+            bs_threshold *t = &c->thresholds[c->n_thresholds];
+            if (!(t->key = strdup(k))) { rc = bs_fail(e, BS_ENOMEM, "CALIBRATION.json: out of memory"); goto done; }
+            t->confidence = json_number_value(conf);
+            c->n_thresholds++;
+        }
+    }
+done:
+    json_decref(root);
+    if (rc < 0) bs_calibration_free(c);
+    return rc;
+}
+
+int bs_calibration_load(bs_calibration *c, const char *model_dir, bs_err *e) {
+    memset(c, 0, sizeof *c);
+    char *path = bs_path_join(model_dir, "CALIBRATION.json"), *text = NULL;
+    size_t len = 0;
+    if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
+    int rc = BS_OK;
+    if (bs_file_exists(path)) {
+        rc = bs_read_file(path, &text, &len, e);
+        if (rc == 0) rc = bs_calibration_parse(c, text, len, e);
+    }
+    free(text);
+    free(path);
+    return rc;
+}
+
+double bs_calibration_temp(const bs_calibration *c, bs_type_key t) {
+    return c && c->has_temp[t] ? c->temp[t] : 1.0;
+}
+
+static void softmax_f64(const double *x, int k, double *q) {
+    double mx = x[0];
+    for (int i = 1; i < k; i++)
+        if (x[i] > mx) mx = x[i];
+    double sum = 0.0;
+    for (int i = 0; i < k; i++) {
+        q[i] = exp(x[i] - mx);
+        sum += q[i];
+    }
+    for (int i = 0; i < k; i++) q[i] /= sum;
+}
+
+int bs_softmax_logits(const float *logits, int k, double *q, bs_err *e) {
+    double x[256];
+    if (k <= 0 || k > 256) return bs_fail(e, BS_EINTERNAL, "softmax over %d letters", k);
+    for (int i = 0; i < k; i++) {
+        if (!isfinite(logits[i])) return bs_fail(e, BS_EINTERNAL, "non-finite letter logits");
+        x[i] = (double)logits[i];
+    }
+    softmax_f64(x, k, q);
+    return BS_OK;
+}
+
+void bs_average_orders(const double *const *q, const int *const *perm, int n_orders, int k, double *p_avg) {
+    for (int j = 0; j < k; j++) p_avg[j] = 0.0;
+    for (int o = 0; o < n_orders; o++)
+        for (int p = 0; p < k; p++) p_avg[perm[o][p]] += q[o][p];
+    for (int j = 0; j < k; j++) p_avg[j] /= (double)n_orders;
+}
+
+void bs_calibrate(const double *p_avg, int k, double temp, double *p_cal) {
+    if (temp == 1.0) {
+        if (p_cal != p_avg) memcpy(p_cal, p_avg, (size_t)k * sizeof *p_cal);
+        return;
+    }
+    double x[256];
+    for (int i = 0; i < k && i < 256; i++) x[i] = log(p_avg[i] > 1e-12 ? p_avg[i] : 1e-12) / temp;
+    softmax_f64(x, k, p_cal);
+}
+
+int bs_argmax(const double *p, int k) {
+    int m = 0;
+    for (int i = 1; i < k; i++)
+        if (p[i] > p[m]) m = i;
+    return m;
+}
+
+double bs_choice_confidence(const double *p, int k) {
+    double n = (double)k;
+    return (p[bs_argmax(p, k)] - 1.0 / n) / (1.0 - 1.0 / n);
+}
+
+double bs_score_value(const double *p, int k) {
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s += (double)i * p[i];
+    return s;
+}
+
+double bs_score_confidence(const double *p, int k) {
+    int m = bs_argmax(p, k);
+    double mid = (double)(k - 1) / 2.0, u = 0.0, d = 0.0;
+    for (int i = 0; i < k; i++) u += fabs((double)i - mid);
+    u /= (double)k;
+    for (int i = 0; i < k; i++) d += p[i] * fabs((double)(i - m));
+    double c = 1.0 - d / u;
+    return c > 0.0 ? c : 0.0;
+}
+
+double bs_max_p(const double *p, int k) { return p[bs_argmax(p, k)]; }
