@@ -3,12 +3,18 @@
 #ifndef BS_CLI_H
 #define BS_CLI_H
 
+#include <stdio.h>
+
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_decide(int argc, char **argv);
 
 /* Shared option helpers: returns the value after a flag or NULL (and prints usage error). */
 const char *cli_value(int argc, char **argv, int *i);
+/* Prints compact JSON re-indented with 2 spaces and a final newline. */
+void cli_print_pretty(FILE *f, const char *s, size_t n);
 
 #endif

@@ -15,6 +15,8 @@ static const command commands[] = {
     {"convert-llama2c", cmd_convert_llama2c, "CHECKPOINT TOKENIZER OUTDIR  convert a llama2.c model to a HF directory"},
     {"make-model", cmd_make_model, "OUTDIR [--preset P] [--seed N] [--tokenizer FILE]  write a synthetic Basal model"},
     {"generate", cmd_generate, "--model DIR --steps N [--prompt TEXT]  greedy decoding (debugging)"},
+    {"prepare", cmd_prepare, "--model DIR [--request FILE|-]  print prompts, token ids, letter ids (no weights)"},
+    {"decide", cmd_decide, "--model DIR [--request FILE|-] [--timing]  answer one /v1/systemone request"},
     {"logits", cmd_logits, "--model DIR --input FILE|-  logits of chosen ids at chosen rows (debugging)"},
 };
 
@@ -22,14 +24,6 @@ static void usage(FILE *f) {
     fprintf(f, "usage: basal <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
-}
-
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "basal: option %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 int main(int argc, char **argv) {

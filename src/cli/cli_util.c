@@ -1,0 +1,45 @@
+/* Helpers shared by the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "basal: option %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Re-indents compact JSON with 2 spaces (as Python's json.dumps(indent=2) lays
+ * it out); string contents are copied untouched, empty containers stay "{}". */
+void cli_print_pretty(FILE *f, const char *s, size_t n) {
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            fputc(c, f);
+            if (c == '\\' && i + 1 < n) fputc(s[++i], f);
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        switch (c) {
+        case '"': in_str = 1; fputc(c, f); break;
+        case '{': case '[':
+            if (i + 1 < n && (s[i + 1] == '}' || s[i + 1] == ']')) { fputc(c, f); fputc(s[++i], f); break; }
+            fputc(c, f);
+            depth++;
+            fprintf(f, "\n%*s", depth * 2, "");
+            break;
+        case '}': case ']':
+            depth--;
+            fprintf(f, "\n%*s%c", depth * 2, "", c);
+            break;
+        case ',': fprintf(f, ",\n%*s", depth * 2, ""); break;
+        case ':': fputs(": ", f); break;
+        default: fputc(c, f);
+        }
+    }
+    fputc('\n', f);
+}

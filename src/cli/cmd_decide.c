@@ -1,0 +1,249 @@
+/* `basal decide` and `basal prepare` (spec 06 §5.1–§5.2): one /v1/systemone
+ * request from a file or stdin through the whole pipeline (validation, prompts,
+ * tokens, letter ids, one tree-packed forward, decision math), or only up to
+ * the prompts (prepare: manifests and tokenizer, no weights). Validation
+ * errors print the endpoint's error body on stdout and exit 2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/respjson.h"
+#include "core/util.h"
+#include "engine/pack.h"
+#include "engine/plan.h"
+
+typedef struct {
+    const char *model_dir, *request;
+    int timing, threads;
+} opts_t;
+
+static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->request = "-";
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--model")) { if (!(o->model_dir = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--request")) { if (!(o->request = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
+        else if (!strcmp(argv[i], "--timing") && !strcmp(cmd, "decide")) o->timing = 1;
+        else {
+            fprintf(stderr, "basal %s: unknown option %s\n", cmd, argv[i]);
+            return 2;
+        }
+    }
+    if (!o->model_dir) {
+        fprintf(stderr, "usage: basal %s --model DIR [--request FILE|-]%s\n", cmd,
+                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N]");
+        return 2;
+    }
+    return 0;
+}
+
+static int read_body(const char *path, char **data, size_t *len) {
+    bs_err e = {0};
+    if (strcmp(path, "-")) {
+        if (bs_read_file(path, data, len, &e) < 0) { fprintf(stderr, "basal: %s\n", e.msg); return -1; }
+        return 0;
+    }
+    bs_buf b;
+    bs_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) bs_buf_put(&b, chunk, n);
+    if (b.oom) { bs_buf_free(&b); return -1; }
+    if (!b.data) bs_buf_put(&b, "", 0);
+    *data = b.data;
+    *len = b.len;
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Steps 4–9 of 02 §3 for one request against one model, then planning.
+ * Returns 0 with a plan, 2 with the error body printed, 1 on a runtime error. */
+static int validate_and_plan(const bs_basal_model *m, bs_letter_cache *lc, const char *data, size_t len,
+                             bs_request **req, bs_plan *plan) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    bj_value *body = NULL;
+    int status = 1, rc;
+    if ((rc = bs_body_parse(data, len, BS_DIALECT_SYSTEMONE, &body, &rep, &e)) < 0) goto out;
+    size_t ml = 0;
+    const char *model = bs_body_model(body, &ml);
+    if (model && (ml != strlen(m->name) || memcmp(model, m->name, ml))) {
+        bs_reply_unknown_model(BS_DIALECT_SYSTEMONE, model, ml, &rep);
+        bj_free(body);
+        rc = BS_EINVAL;
+        goto out;
+    }
+    if ((rc = bs_request_validate(body, BS_DIALECT_SYSTEMONE, NULL, req, &rep, &e)) < 0) goto out;
+    if ((rc = bs_request_check_capability(*req, NULL, &rep, &e)) < 0) goto out;
+    if ((rc = bs_plan_build(plan, m, lc, *req, &rep, &e)) < 0) goto out;
+    status = 0;
+out:
+    if (status && rc == BS_EINVAL && rep.body.len) {
+        fwrite(rep.body.data, 1, rep.body.len, stdout);
+        fputc('\n', stdout);
+        status = 2;
+    } else if (status) {
+        fprintf(stderr, "basal: %s\n", e.msg[0] ? e.msg : bs_strerror(rc));
+    }
+    bs_reply_free(&rep);
+    return status;
+}
+
+int cmd_decide(int argc, char **argv) {
+    opts_t o;
+    int status = parse_opts("decide", argc, argv, &o);
+    if (status) return status;
+    status = 1;
+    double t0 = now_ms();
+    bs_err e = {0};
+    bs_pool *pool = bs_pool_create(o.threads);
+    bs_basal_model m;
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    bs_request *req = NULL;
+    bs_plan plan = {0};
+    bs_buf out;
+    bs_buf_init(&out);
+    char *data = NULL;
+    size_t len = 0;
+    int loaded = 0, planned = 0;
+    if (!pool || read_body(o.request, &data, &len) < 0) goto done;
+    if (bs_basal_load(&m, o.model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal decide: %s\n", e.msg); goto done; }
+    loaded = 1;
+    double t1 = now_ms();
+    if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
+    planned = 1;
+    status = 1;
+    double t2 = now_ms();
+    bs_plan *pp = &plan;
+    if (bs_plans_forward(&m, &pp, 1, &e) < 0 || bs_plan_answer(&plan, &m, -1, &out, &e) < 0) {
+        fprintf(stderr, "basal decide: %s\n", e.msg);
+        goto done;
+    }
+    double t3 = now_ms();
+    cli_print_pretty(stdout, out.data, out.len);
+    if (o.timing)
+        fprintf(stderr, "timing: {\"load_ms\": %.3f, \"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f}\n",
+                t1 - t0, t2 - t1, t3 - t2, t3 - t0);
+    status = 0;
+done:
+    if (planned) bs_plan_free(&plan);
+    bs_request_free(req);
+    if (loaded) bs_basal_free(&m);
+    bs_letter_cache_free(&lc);
+    bs_pool_destroy(pool);
+    bs_buf_free(&out);
+    free(data);
+    return status;
+}
+
+static void put_ids(bs_buf *b, const int32_t *v, size_t n) {
+    bs_buf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) bs_buf_printf(b, i ? ",%d" : "%d", v[i]);
+    bs_buf_putc(b, ']');
+}
+
+static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
+    bs_buf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, t[i].s, t[i].len);
+    }
+    bs_buf_putc(b, ']');
+}
+
+/* One element of the prepare output (06 §5.2). */
+static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, bs_err *e) {
+    const bs_question *q = &r->questions[it->question];
+    bs_buf_puts(b, "{\"item\":{\"question\":");
+    bs_resp_string(b, q->id.s, q->id.len);
+    bs_buf_printf(b, ",\"type\":\"%s\",\"lang\":\"%s\",\"keys\":", bs_qtype_name(q->type), bs_lang_name(q->lang));
+    put_texts(b, q->keys, q->n_options);
+    bs_buf_puts(b, ",\"options\":");
+    put_texts(b, q->options, q->n_options);
+    bs_buf_puts(b, "},\"orders\":[");
+    const int32_t *prompts[BS_N_ORDERS];
+    int32_t lens[BS_N_ORDERS];
+    for (int o = 0; o < BS_N_ORDERS; o++) {
+        const bs_order *od = &it->orders[o];
+        if (o) bs_buf_putc(b, ',');
+        bs_buf_puts(b, "{\"perm\":[");
+        for (size_t i = 0; i < it->k; i++) bs_buf_printf(b, i ? ",%zu" : "%zu", od->perm[i]);
+        bs_buf_puts(b, "],\"prompt\":");
+        bs_resp_string(b, od->prompt.data, od->prompt.len);
+        bs_buf_puts(b, ",\"input_ids\":");
+        put_ids(b, od->ids, (size_t)od->n_ids);
+        bs_buf_puts(b, ",\"letter_ids\":");
+        put_ids(b, it->letter_ids, it->k);
+        bs_buf_putc(b, '}');
+        prompts[o] = od->ids;
+        lens[o] = od->n_ids;
+    }
+    bs_row row;
+    int rc = bs_pack_row(&row, prompts, lens, BS_N_ORDERS, e);
+    if (rc < 0) return rc;
+    bs_buf_puts(b, "],\"packed\":{\"ids\":");
+    put_ids(b, row.ids, (size_t)row.len);
+    bs_buf_puts(b, ",\"pos\":");
+    put_ids(b, row.pos, (size_t)row.len);
+    bs_buf_puts(b, ",\"node\":");
+    put_ids(b, row.node, (size_t)row.len);
+    bs_buf_puts(b, ",\"parent\":");
+    put_ids(b, row.parent, (size_t)row.n_blocks);
+    bs_buf_puts(b, ",\"last\":");
+    put_ids(b, row.last, (size_t)row.n_prompts);
+    bs_buf_printf(b, ",\"prefix_len\":%d,\"state_len\":0},\"state_len\":0}", row.prefix_len);
+    bs_row_free(&row);
+    return BS_OK;
+}
+
+int cmd_prepare(int argc, char **argv) {
+    opts_t o;
+    int status = parse_opts("prepare", argc, argv, &o);
+    if (status) return status;
+    status = 1;
+    bs_err e = {0};
+    bs_basal_model m;
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    bs_request *req = NULL;
+    bs_plan plan = {0};
+    bs_buf out;
+    bs_buf_init(&out);
+    char *data = NULL;
+    size_t len = 0;
+    int loaded = 0, planned = 0;
+    if (read_body(o.request, &data, &len) < 0) goto done;
+    if (bs_basal_load(&m, o.model_dir, NULL, 0, &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+    loaded = 1;
+    if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
+    planned = 1;
+    status = 1;
+    bs_buf_putc(&out, '[');
+    for (size_t i = 0; i < plan.n_items; i++) {
+        if (i) bs_buf_putc(&out, ',');
+        if (put_item(&out, req, &plan.items[i], &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+    }
+    bs_buf_putc(&out, ']');
+    if (out.oom) goto done;
+    cli_print_pretty(stdout, out.data, out.len);
+    status = 0;
+done:
+    if (planned) bs_plan_free(&plan);
+    bs_request_free(req);
+    if (loaded) bs_basal_free(&m);
+    bs_letter_cache_free(&lc);
+    bs_buf_free(&out);
+    free(data);
+    return status;
+}

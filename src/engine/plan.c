@@ -1,0 +1,351 @@
+#include "engine/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/decide.h"
+#include "core/respjson.h"
+#include "engine/pack.h"
+#include "model/forward.h"
+
+void bs_letter_cache_init(bs_letter_cache *c) {
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+void bs_letter_cache_free(bs_letter_cache *c) { pthread_mutex_destroy(&c->mu); }
+
+/* 01 §5: tokenize prompt + letter for each of the first k letters; each must
+ * add exactly one id to the prompt's ids, and the k ids must differ. */
+static int compute_letters(const bs_basal_model *m, const bs_order *o, size_t k, int32_t *ids, bs_err *e) {
+    bs_buf s;
+    bs_buf_init(&s);
+    int ok = 1, rc = BS_OK;
+    for (size_t i = 0; i < k && ok; i++) {
+        s.len = 0;
+        bs_buf_put(&s, o->prompt.data, o->prompt.len);
+        bs_buf_putc(&s, BS_LETTERS[i]);
+        if (s.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); break; }
+        int32_t *t = NULL;
+        size_t n = 0;
+        if ((rc = bs_tokenizer_encode(m->tok, s.data, s.len, &t, &n, NULL, e)) < 0) break;
+        ok = n == (size_t)o->n_ids + 1 && memcmp(t, o->ids, (size_t)o->n_ids * sizeof *t) == 0;
+        if (ok) ids[i] = t[n - 1];
+        free(t);
+        for (size_t j = 0; ok && j < i; j++) ok = ids[j] != ids[i];
+    }
+    bs_buf_free(&s);
+    return rc < 0 ? rc : ok;
+}
+
+static int letters_for(const bs_basal_model *m, bs_letter_cache *lc, const bs_order *o, size_t k, int32_t *ids,
+                       bs_err *e) {
+    pthread_mutex_lock(&lc->mu);
+    int rc = BS_OK;
+    if (lc->state[k] == 0) {
+        int32_t got[BS_MAX_LETTER_OPTIONS];
+        rc = compute_letters(m, o, k, got, e);
+        if (rc >= 0) {
+            lc->state[k] = rc ? 1 : -1;
+            memcpy(lc->ids[k], got, sizeof got);
+            rc = BS_OK;
+        }
+    }
+    if (rc == BS_OK) {
+        if (lc->state[k] > 0) memcpy(ids, lc->ids[k], k * sizeof *ids);
+        else rc = 1; /* not single tokens */
+    }
+    pthread_mutex_unlock(&lc->mu);
+    return rc;
+}
+
+void bs_reply_internal(bs_reply *rep, const char *msg) {
+    rep->status = 500;
+    rep->body.len = 0;
+    bs_buf_puts(&rep->body, "{\"error\":\"internal\",\"detail\":");
+    bs_resp_cstr(&rep->body, msg);
+    bs_buf_putc(&rep->body, '}');
+}
+
+/* The dialect's form of a planning error: /v1/basal gets 422 {"error": msg}. */
+static void reply_letters(bs_reply *rep, bs_dialect d, size_t k) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", k);
+    if (d == BS_DIALECT_BASAL) {
+        rep->status = 422;
+        rep->body.len = 0;
+        bs_buf_puts(&rep->body, "{\"error\":");
+        bs_resp_cstr(&rep->body, msg);
+        bs_buf_putc(&rep->body, '}');
+    } else {
+        bs_reply_internal(rep, msg);
+    }
+}
+
+void bs_plan_free(bs_plan *p) {
+    for (size_t i = 0; i < p->n_items; i++)
+        for (int o = 0; o < BS_N_ORDERS; o++) {
+            bs_buf_free(&p->items[i].orders[o].prompt);
+            free(p->items[i].orders[o].ids);
+        }
+    free(p->items);
+    memset(p, 0, sizeof *p);
+}
+
+int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
+                  bs_reply *rep, bs_err *e) {
+    memset(p, 0, sizeof *p);
+    p->req = r;
+    int rc = BS_OK;
+    bs_buf too_long;
+    bs_buf_init(&too_long);
+    size_t n_long = 0;
+    p->items = calloc(r->n_questions ? r->n_questions : 1, sizeof *p->items);
+    if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
+    for (size_t qi = 0; qi < r->n_questions; qi++) {
+        const bs_question *q = &r->questions[qi];
+        if (q->n_options < 2) continue; /* answered without the model */
+        if (q->n_options > BS_MAX_LETTER_OPTIONS) {
+            rc = bs_fail(e, BS_EINTERNAL, "question with %zu options reached planning", q->n_options);
+            goto fail;
+        }
+        bs_item *it = &p->items[p->n_items++];
+        it->question = qi;
+        it->k = q->n_options;
+        size_t longest = 0;
+        for (int o = 0; o < BS_N_ORDERS; o++) {
+            bs_order *od = &it->orders[o];
+            bs_prompt_perm(it->k, o, od->perm);
+            if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &q->instructions,
+                                      q->options, od->perm, it->k, e)) < 0)
+                goto fail;
+            if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            size_t n = 0;
+            if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
+                goto fail;
+            od->n_ids = (int32_t)n;
+            p->input_tokens += n;
+            if (n > longest) longest = n;
+        }
+        /* 04 §3 P7: only this request fails, one element per offending question. */
+        if (longest > (size_t)m->cfg.max_pos) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, m->cfg.max_pos);
+            if (r->dialect == BS_DIALECT_BASAL) {
+                if (n_long) bs_buf_puts(&too_long, "; ");
+                bs_buf_puts(&too_long, msg);
+            } else {
+                bs_buf_puts(&too_long, n_long ? ",{" : "{");
+                bs_buf_puts(&too_long, "\"type\":\"prompt_too_long\",\"loc\":[\"body\",\"questions\",");
+                bs_resp_string(&too_long, q->id.s, q->id.len);
+                bs_buf_puts(&too_long, "],\"msg\":");
+                bs_resp_cstr(&too_long, msg);
+                bs_buf_putc(&too_long, '}');
+            }
+            n_long++;
+            continue;
+        }
+        int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
+        if (lr < 0) { rc = lr; goto fail; }
+        if (lr == 1) {
+            reply_letters(rep, r->dialect, it->k);
+            rc = BS_EINVAL;
+            goto fail;
+        }
+    }
+    if (n_long) {
+        rep->status = 422;
+        rep->body.len = 0;
+        if (r->dialect == BS_DIALECT_BASAL) {
+            bs_buf_puts(&rep->body, "{\"error\":");
+            bs_resp_string(&rep->body, too_long.data, too_long.len);
+            bs_buf_putc(&rep->body, '}');
+        } else {
+            bs_buf_puts(&rep->body, "{\"error\":\"unsupported\",\"detail\":[");
+            bs_buf_put(&rep->body, too_long.data, too_long.len);
+            bs_buf_puts(&rep->body, "]}");
+        }
+        rc = BS_EINVAL;
+        goto fail;
+    }
+    bs_buf_free(&too_long);
+    return BS_OK;
+fail:
+    bs_buf_free(&too_long);
+    bs_plan_free(p);
+    return rc;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int bs_plans_forward(const bs_basal_model *m, bs_plan *const *plans, size_t n, bs_err *e) {
+    if (!m->has_weights) return bs_fail(e, BS_EINTERNAL, "forward: model loaded without weights");
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) np += plans[i]->n_items * BS_N_ORDERS;
+    if (np == 0) return BS_OK;
+    const int32_t **prompts = malloc(np * sizeof *prompts);
+    int32_t *lens = malloc(np * sizeof *lens), *uids = malloc(np * BS_MAX_LETTER_OPTIONS * sizeof *uids);
+    float *lg = NULL;
+    bs_row row = {0};
+    bs_packed pk = {0};
+    int rc = BS_OK, packed = 0;
+    if (!prompts || !lens || !uids) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+    size_t k = 0, nu = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < plans[i]->n_items; j++) {
+            const bs_item *it = &plans[i]->items[j];
+            for (int o = 0; o < BS_N_ORDERS; o++, k++) {
+                prompts[k] = it->orders[o].ids;
+                lens[k] = it->orders[o].n_ids;
+            }
+            for (size_t l = 0; l < it->k; l++) uids[nu++] = it->letter_ids[l];
+        }
+    /* U = the sorted, de-duplicated union of all letter ids (05 §11 Y1) */
+    qsort(uids, nu, sizeof *uids, cmp_i32);
+    size_t nuniq = 0;
+    for (size_t i = 0; i < nu; i++)
+        if (nuniq == 0 || uids[nuniq - 1] != uids[i]) uids[nuniq++] = uids[i];
+    if ((rc = bs_pack_row(&row, prompts, lens, (int32_t)np, e)) < 0) goto done;
+    if ((rc = bs_packed_build(&pk, &row, 1, uids, (int32_t)nuniq, e)) < 0) goto done;
+    packed = 1;
+    lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
+    if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+    if ((rc = bs_forward(&m->model, &pk.in, lg, e)) < 0) goto done;
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < plans[i]->n_items; j++) {
+            bs_item *it = &plans[i]->items[j];
+            for (int o = 0; o < BS_N_ORDERS; o++, k++) {
+                const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
+                for (size_t l = 0; l < it->k; l++) {
+                    const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
+                    it->orders[o].logits[l] = row_lg[hit - uids];
+                }
+            }
+        }
+done:
+    free(lg);
+    if (packed) bs_packed_free(&pk);
+    bs_row_free(&row);
+    free(prompts);
+    free(lens);
+    free(uids);
+    return rc;
+}
+
+static bs_type_key type_key(bs_qtype t) {
+    switch (t) {
+    case BS_Q_NOUL: return BS_TYPE_NOUL;
+    case BS_Q_SCORE: return BS_TYPE_SCORE;
+    default: return BS_TYPE_CHOICE;
+    }
+}
+
+static void put_probs(bs_buf *b, const bs_question *q, const double *p) {
+    bs_buf_puts(b, "\"probabilities\":{");
+    for (size_t i = 0; i < q->n_options; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, q->keys[i].s, q->keys[i].len);
+        bs_buf_putc(b, ':');
+        bs_resp_double(b, p[i]);
+    }
+    bs_buf_putc(b, '}');
+}
+
+static void put_legend(bs_buf *b, const bs_question *q, bs_dialect d) {
+    bs_buf_puts(b, "\"legend\":{");
+    for (size_t i = 0; i < q->n_options; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, q->keys[i].s, q->keys[i].len);
+        bs_buf_putc(b, ':');
+        if (d == BS_DIALECT_SYSTEMONE && q->legend && q->legend[i]) bs_resp_value(b, q->legend[i]);
+        else bs_resp_string(b, q->options[i].s, q->options[i].len);
+    }
+    bs_buf_putc(b, '}');
+}
+
+/* One answer object from the final distribution p (canonical key order). */
+static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const double *p) {
+    size_t k = q->n_options;
+    int m = bs_argmax(p, (int)k);
+    bs_buf_puts(b, "{\"type\":");
+    if (q->type == BS_Q_NOUL) {
+        bs_buf_puts(b, "\"noul\",\"noul\":");
+        bs_resp_double(b, p[0]);
+        if (d == BS_DIALECT_BASAL) {
+            bs_buf_puts(b, ",\"probabilities\":{\"true\":");
+            bs_resp_double(b, p[0]);
+            bs_buf_puts(b, ",\"false\":");
+            bs_resp_double(b, p[1]);
+            bs_buf_puts(b, "},\"confidence\":");
+            bs_resp_double(b, bs_max_p(p, (int)k));
+        }
+    } else if (q->type == BS_Q_SCORE) {
+        bs_buf_puts(b, "\"score\",\"score\":");
+        bs_resp_double(b, bs_score_value(p, (int)k));
+        bs_buf_putc(b, ',');
+        put_legend(b, q, d);
+        bs_buf_putc(b, ',');
+        put_probs(b, q, p);
+        bs_buf_puts(b, ",\"confidence\":");
+        /* a single level is certain (02 §4.6); the formula would divide by zero */
+        bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_score_confidence(p, (int)k));
+    } else {
+        bs_buf_puts(b, "\"choice\",\"choice\":");
+        bs_resp_string(b, q->keys[m].s, q->keys[m].len);
+        bs_buf_putc(b, ',');
+        put_probs(b, q, p);
+        bs_buf_puts(b, ",\"confidence\":");
+        bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_choice_confidence(p, (int)k));
+    }
+    bs_buf_putc(b, '}');
+}
+
+int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e) {
+    const bs_request *r = p->req;
+    size_t branches = 0, item = 0;
+    bs_buf_puts(out, "{\"model\":");
+    bs_resp_cstr(out, m->name);
+    bs_buf_puts(out, ",\"answers\":{");
+    for (size_t qi = 0; qi < r->n_questions; qi++) {
+        const bs_question *q = &r->questions[qi];
+        double pf[BS_MAX_LETTER_OPTIONS] = {1.0};
+        if (qi) bs_buf_putc(out, ',');
+        bs_resp_string(out, q->id.s, q->id.len);
+        bs_buf_putc(out, ':');
+        if (q->n_options >= 2) {
+            if (item >= p->n_items || p->items[item].question != qi)
+                return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
+            const bs_item *it = &p->items[item++];
+            double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
+            int rc;
+            if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
+            if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
+            int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
+            for (size_t i = 0; i < it->k; i++) {
+                perm0[i] = (int)it->orders[0].perm[i];
+                perm1[i] = (int)it->orders[1].perm[i];
+            }
+            const double *qs[2] = {q0, q1};
+            const int *perms[2] = {perm0, perm1};
+            bs_average_orders(qs, perms, 2, (int)it->k, avg);
+            double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, type_key(q->type));
+            bs_calibrate(avg, (int)it->k, temp, pf);
+            branches++;
+        }
+        put_answer(out, q, r->dialect, pf);
+    }
+    bs_buf_printf(out, "},\"usage\":{\"input_tokens\":%zu,\"output_tokens\":0,\"questions\":%zu,\"branches\":%zu",
+                  p->input_tokens, r->n_questions, branches);
+    if (latency_ms >= 0) {
+        bs_buf_puts(out, ",\"latency_ms\":");
+        bs_resp_double(out, latency_ms);
+    }
+    bs_buf_puts(out, "}}");
+    if (out->oom) return bs_fail(e, BS_ENOMEM, "out of memory");
+    return BS_OK;
+}
