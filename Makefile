@@ -11,9 +11,9 @@ NODE_DIR = tests/oracle
 # bit for bit (spec 05 §13.2 A5). Vector kernels use explicit FMA intrinsics.
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -fno-fast-math -pthread -Iinclude -Isrc
-LIBS = -ljansson -lutf8proc -lm -lpthread
+LIBS = -lmicrohttpd -lyaml -ljansson -lutf8proc -lm -lpthread
 
-LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c)
+LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/server/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
@@ -65,6 +65,10 @@ test-release: all fixtures
 
 test-asan: asan fixtures
 	SHARED=$(SHARED) tests/run.sh build-asan
+
+# Regenerates the committed tokenizer goldens with the npm oracle.
+goldens: deps
+	node tools/tokenizer-goldens.js
 
 clean:
 	rm -rf build build-asan
