@@ -1,0 +1,890 @@
+/* Request validation and readout items for /v1/systemone and /v1/basal
+ * (spec 02 §3–§5, 01 §2.6–§2.8). The two dialects share the top level and the
+ * named-option texts; their per-question rules differ (strict pydantic-style
+ * schema with every error collected, versus upstream's lenient parsing with
+ * one error per question). multi and act are recognised but their builders
+ * are a later issue: such questions pass validation and are refused at the
+ * capability step. */
+#include "core/request.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/request_err.h"
+#include "core/respjson.h"
+
+const char *bs_qtype_name(bs_qtype t) {
+    switch (t) {
+    case BS_Q_CHOICE: return "choice";
+    case BS_Q_NOUL: return "noul";
+    case BS_Q_SCORE: return "score";
+    case BS_Q_MULTI: return "multi";
+    case BS_Q_ACT: return "act";
+    }
+    return "choice";
+}
+
+static int qtype_parse(const char *s, size_t n, bs_qtype *t) {
+    static const bs_qtype all[] = { BS_Q_CHOICE, BS_Q_NOUL, BS_Q_SCORE, BS_Q_MULTI, BS_Q_ACT };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *name = bs_qtype_name(all[i]);
+        if (strlen(name) == n && memcmp(name, s, n) == 0) {
+            *t = all[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void bs_reply_init(bs_reply *r) {
+    r->status = 0;
+    bs_buf_init(&r->body);
+}
+
+void bs_reply_free(bs_reply *r) { bs_buf_free(&r->body); }
+
+int bs_json_truthy(const bj_value *v) {
+    if (!v) return 0;
+    switch (v->type) {
+    case BJ_NULL:
+    case BJ_FALSE: return 0;
+    case BJ_TRUE: return 1;
+    /* A nonzero integer literal is at least 1 in magnitude, so strtod is 0
+     * exactly for Python's falsy 0, -0, 0.0, 0e5 and underflowing floats. */
+    case BJ_NUMBER: return v->str && strtod(v->str, NULL) != 0;
+    case BJ_STRING: return v->len > 0;
+    case BJ_ARRAY:
+    case BJ_OBJECT: return v->n > 0;
+    }
+    return 0;
+}
+
+static int is_str(const bj_value *v, const char *s) {
+    return v && v->type == BJ_STRING && v->len == strlen(s) && memcmp(v->str, s, v->len) == 0;
+}
+
+static int is_description(const bj_value *v) {
+    return v->type == BJ_STRING || v->type == BJ_OBJECT || v->type == BJ_ARRAY;
+}
+
+static int is_null(const bj_value *v) { return !v || v->type == BJ_NULL; }
+
+/* ---- step 4–5: body ---- */
+
+int bs_body_parse(const char *data, size_t len, bs_dialect d, bj_value **out, bs_reply *rep, bs_err *e) {
+    *out = NULL;
+    /* json.loads on bytes drops a UTF-8 BOM; positions count from after it. */
+    if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+        data += 3;
+        len -= 3;
+    }
+    bj_parse_opts po = { .max_depth = 128 };
+    bj_error pe;
+    bs_err pe_err;
+    int rc = bj_parse_ex(data, len, &po, out, &pe, &pe_err);
+    if (rc == BS_ENOMEM || (rc < 0 && !pe.msg)) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
+    bs_buf *b = &rep->body;
+    b->len = 0;
+    if (rc < 0) {
+        rep->status = 422;
+        if (d == BS_DIALECT_SYSTEMONE) {
+            bs_buf_printf(b, "{\"detail\":[{\"type\":\"json_invalid\",\"loc\":[\"body\",%zu],"
+                             "\"msg\":\"JSON decode error\",\"input\":{},\"ctx\":{\"error\":", pe.pos);
+            bs_resp_cstr(b, pe.msg);
+            bs_buf_puts(b, "}}]}");
+        } else {
+            bs_buf msg;
+            bs_buf_init(&msg);
+            bs_buf_printf(&msg, "%s: line %zu column %zu (char %zu)", pe.msg, pe.lineno, pe.colno, pe.pos);
+            bs_buf_puts(b, "{\"error\":");
+            bs_resp_string(b, msg.data ? msg.data : "", msg.len);
+            bs_buf_putc(b, '}');
+            if (msg.oom) b->oom = 1;
+            bs_buf_free(&msg);
+        }
+        if (b->oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
+        return bs_fail(e, BS_EINVAL, "request body: %s", pe_err.msg);
+    }
+    if (d == BS_DIALECT_BASAL && (*out)->type != BJ_OBJECT) {
+        bj_free(*out);
+        *out = NULL;
+        rep->status = 422;
+        bs_buf_puts(b, "{\"error\":\"request body must be a JSON object\"}");
+        if (b->oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
+        return bs_fail(e, BS_EINVAL, "request body must be a JSON object");
+    }
+    return BS_OK;
+}
+
+const char *bs_body_model(const bj_value *body, size_t *len) {
+    const bj_value *m = bj_get(body, "model");
+    if (!m || m->type != BJ_STRING) return NULL;
+    if (len) *len = m->len;
+    return m->str;
+}
+
+void bs_reply_unknown_model(bs_dialect d, const char *model, size_t len, bs_reply *rep) {
+    bs_buf msg;
+    bs_buf_init(&msg);
+    bs_buf_puts(&msg, "Unknown model: ");
+    bs_buf_put(&msg, model, len);
+    bs_buf *b = &rep->body;
+    b->len = 0;
+    if (d == BS_DIALECT_SYSTEMONE) {
+        rep->status = 400;
+        bs_buf_puts(b, "{\"detail\":{\"error_type\":\"api_usage_error\",\"message\":");
+        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
+        bs_buf_puts(b, "}}");
+    } else {
+        rep->status = 422;
+        bs_buf_puts(b, "{\"error\":");
+        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
+        bs_buf_putc(b, '}');
+    }
+    if (msg.oom) b->oom = 1;
+    bs_buf_free(&msg);
+}
+
+/* ---- building blocks ---- */
+
+typedef struct vctx {
+    bs_dialect d;
+    verrs errs;
+    bs_request *r;
+    int oom;
+} vctx;
+
+static int text_dup(bs_text *t, const char *s, size_t n) {
+    t->s = malloc(n + 1);
+    if (!t->s) return -1;
+    if (n) memcpy(t->s, s, n);
+    t->s[n] = 0;
+    t->len = n;
+    return 0;
+}
+
+/* Moves a buffer's bytes into t (the buffer is left empty). */
+static int text_from_buf(bs_text *t, bs_buf *b) {
+    if (b->oom) return -1;
+    int rc = text_dup(t, b->data ? b->data : "", b->len);
+    b->len = 0;
+    return rc;
+}
+
+static int text_of(bs_text *t, const bj_value *v) {
+    bs_buf b;
+    bs_buf_init(&b);
+    bj_pytext(v, &b);
+    int rc = text_from_buf(t, &b);
+    bs_buf_free(&b);
+    return rc;
+}
+
+static int text_eq(const bs_text *a, const bs_text *b) {
+    return a->len == b->len && (a->len == 0 || memcmp(a->s, b->s, a->len) == 0);
+}
+
+static int alloc_options(bs_question *q, size_t n) {
+    q->n_options = n;
+    q->keys = calloc(n ? n : 1, sizeof *q->keys);
+    q->options = calloc(n ? n : 1, sizeof *q->options);
+    return q->keys && q->options ? 0 : -1;
+}
+
+/* Named options (01 §2.8): raw text = key for a null description, else
+ * text(description); shown = raw when the description is null, or in hide
+ * mode when no other entry has the same raw text; else "<key>: <raw>". descs[i]
+ * NULL means a null description. Keys must already be in q->keys. */
+static int named_options(bs_question *q, const bj_value *const *descs) {
+    size_t n = q->n_options;
+    int rc = -1;
+    char *dup = NULL;
+    bs_text *raw = calloc(n ? n : 1, sizeof *raw);
+    if (!raw) return -1;
+    for (size_t i = 0; i < n; i++) {
+        int r1 = is_null(descs[i]) ? text_dup(&raw[i], q->keys[i].s, q->keys[i].len) : text_of(&raw[i], descs[i]);
+        if (r1 < 0) goto cleanup;
+    }
+    /* n is at most 255 here (10 on /v1/basal), so pairwise comparison is cheap. */
+    dup = calloc(n ? n : 1, 1);
+    if (!dup) goto cleanup;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (text_eq(&raw[i], &raw[j])) dup[i] = dup[j] = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (is_null(descs[i]) || (q->hide && !dup[i])) {
+            q->options[i] = raw[i];
+            raw[i].s = NULL;
+        } else {
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_put(&b, q->keys[i].s, q->keys[i].len);
+            bs_buf_put(&b, ": ", 2);
+            bs_buf_put(&b, raw[i].s, raw[i].len);
+            int r2 = text_from_buf(&q->options[i], &b);
+            bs_buf_free(&b);
+            if (r2 < 0) goto cleanup;
+        }
+    }
+    rc = 0;
+cleanup:
+    for (size_t i = 0; i < n; i++) free(raw[i].s);
+    free(raw);
+    free(dup);
+    return rc;
+}
+
+/* Distinct byte strings in first-occurrence order (a Python dict's keys); a
+ * hash index keeps a body with a million list entries linear. */
+typedef struct strset {
+    bs_text *items; /* owned copies */
+    size_t n, cap;
+    size_t *slot;   /* index + 1, 0 = empty */
+    size_t nslot;
+} strset;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void strset_free(strset *st) {
+    for (size_t i = 0; i < st->n; i++) free(st->items[i].s);
+    free(st->items);
+    free(st->slot);
+    memset(st, 0, sizeof *st);
+}
+
+static int strset_rehash(strset *st, size_t nslot) {
+    size_t *slot = calloc(nslot, sizeof *slot);
+    if (!slot) return -1;
+    for (size_t i = 0; i < st->n; i++) {
+        size_t h = (size_t)hash_bytes(st->items[i].s, st->items[i].len) & (nslot - 1);
+        while (slot[h]) h = (h + 1) & (nslot - 1);
+        slot[h] = i + 1;
+    }
+    free(st->slot);
+    st->slot = slot;
+    st->nslot = nslot;
+    return 0;
+}
+
+/* Adds s unless present; takes ownership of s->s either way. */
+static int strset_add(strset *st, bs_text *s) {
+    if ((st->n + 1) * 2 > st->nslot && strset_rehash(st, st->nslot ? st->nslot * 2 : 32) < 0) goto fail;
+    size_t h = (size_t)hash_bytes(s->s, s->len) & (st->nslot - 1);
+    for (; st->slot[h]; h = (h + 1) & (st->nslot - 1))
+        if (text_eq(&st->items[st->slot[h] - 1], s)) {
+            free(s->s);
+            s->s = NULL;
+            return 0;
+        }
+    if (st->n == st->cap) {
+        size_t nc = st->cap ? st->cap * 2 : 16;
+        bs_text *ni = realloc(st->items, nc * sizeof *ni);
+        if (!ni) goto fail;
+        st->items = ni;
+        st->cap = nc;
+    }
+    st->items[st->n] = *s;
+    st->slot[h] = ++st->n;
+    s->s = NULL;
+    return 0;
+fail:
+    free(s->s);
+    s->s = NULL;
+    return -1;
+}
+
+/* Keys from a list (choice extension): text(element) for each, duplicates
+ * collapsed; descriptions are all null. */
+static int keys_from_list(const bj_value *arr, strset *st) {
+    for (size_t i = 0; i < arr->n; i++) {
+        bs_text t;
+        if (text_of(&t, arr->items[i]) < 0 || strset_add(st, &t) < 0) return -1;
+    }
+    return 0;
+}
+
+static int options_from_set(bs_question *q, strset *st) {
+    if (alloc_options(q, st->n) < 0) return -1;
+    const bj_value **descs = calloc(st->n ? st->n : 1, sizeof *descs);
+    if (!descs) return -1;
+    for (size_t i = 0; i < st->n; i++) {
+        q->keys[i] = st->items[i];
+        st->items[i].s = NULL;
+    }
+    int rc = named_options(q, descs);
+    free(descs);
+    return rc;
+}
+
+static int options_from_object(bs_question *q, const bj_value *obj) {
+    if (alloc_options(q, obj->n) < 0) return -1;
+    for (size_t i = 0; i < obj->n; i++)
+        if (text_dup(&q->keys[i], obj->keys[i], obj->key_lens[i]) < 0) return -1;
+    return named_options(q, (const bj_value *const *)obj->items);
+}
+
+/* Score levels from an array: keys "0", "1", … and texts text(level). */
+static int options_from_levels(bs_question *q, const bj_value *arr) {
+    if (alloc_options(q, arr->n) < 0) return -1;
+    for (size_t i = 0; i < arr->n; i++) {
+        char k[24];
+        int kn = snprintf(k, sizeof k, "%zu", i);
+        if (text_dup(&q->keys[i], k, (size_t)kn) < 0 || text_of(&q->options[i], arr->items[i]) < 0) return -1;
+    }
+    return 0;
+}
+
+static int yes_no(bs_question *q, const bj_value *yes, const bj_value *no) {
+    if (alloc_options(q, 2) < 0 || text_dup(&q->keys[0], "true", 4) < 0 || text_dup(&q->keys[1], "false", 5) < 0)
+        return -1;
+    const bj_value *side[2] = { yes, no };
+    const char *dflt[2] = { bs_lang_yes(q->lang), bs_lang_no(q->lang) };
+    for (int i = 0; i < 2; i++) {
+        int rc = side[i] ? text_of(&q->options[i], side[i]) : text_dup(&q->options[i], dflt[i], strlen(dflt[i]));
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* Question-level loc: body, questions, <id>; the type segment joins later. */
+static vloc qloc(const bs_question *q, const char *typeseg) {
+    vloc l = vloc_str(vloc_cstr(vloc_body(), "questions"), q->id.s, q->id.len);
+    l.typeseg = typeseg;
+    return l;
+}
+
+/* "<prefix><q>" usage message with the raw question id. */
+static void usage_with_id(vctx *c, ve_kind kind, const char *prefix, const bs_question *q) {
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_buf_puts(&b, prefix);
+    bs_buf_put(&b, q->id.s, q->id.len);
+    if (b.oom) c->oom = 1;
+    else verrs_add(&c->errs, kind, "value_error", qloc(q, NULL), b.data, b.len, NULL, 0, NULL);
+    bs_buf_free(&b);
+}
+
+/* ---- /v1/systemone questions ---- */
+
+static int so_noul(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
+    const bj_value *crit = bj_get(qo, "criteria");
+    if (!is_null(crit) && crit->type != BJ_OBJECT) { /* N1 */
+        verrs_addc(&c->errs, VE_SCHEMA, "model_type", vloc_cstr(L, "criteria"),
+                   "Input should be a valid dictionary or instance of NoulCriteria", crit, 1, NULL);
+        return 0;
+    }
+    const bj_value *side[2] = { NULL, NULL };
+    static const char *const names[2] = { "true", "false" };
+    int bad = 0;
+    for (int i = 0; i < 2 && crit; i++) {
+        const bj_value *v = bj_get(crit, names[i]);
+        if (is_null(v)) continue;
+        if (!is_description(v)) { /* N2 */
+            verrs_union(&c->errs, vloc_cstr(vloc_cstr(L, "criteria"), names[i]), v);
+            bad = 1;
+        }
+        side[i] = v; /* "", {}, [] are kept as given on this dialect */
+    }
+    return bad ? 0 : yes_no(q, side[0], side[1]);
+}
+
+static int so_choice(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
+    const bj_value *crit = bj_get(qo, "criteria");
+    vloc LC = vloc_cstr(L, "criteria");
+    if (!crit) { /* C1 */
+        verrs_missing(&c->errs, LC, qo);
+        return 0;
+    }
+    if (crit->type == BJ_OBJECT) {
+        int bad = 0;
+        for (size_t i = 0; i < crit->n; i++) /* C2 */
+            if (!is_null(crit->items[i]) && !is_description(crit->items[i])) {
+                verrs_union(&c->errs, vloc_str(LC, crit->keys[i], crit->key_lens[i]), crit->items[i]);
+                bad = 1;
+            }
+        if (bad) return 0;
+        if (crit->n == 0) { /* C5 */
+            usage_with_id(c, VE_USAGE_STR, "Choice question must have at least one choice: ", q);
+            return 0;
+        }
+        if (crit->n > BS_MAX_CHOICE_OPTIONS) { /* C6 */
+            verrs_addc(&c->errs, VE_USAGE_STR, "value_error", LC, "Too many choices. Must have at most 255 choices.",
+                       NULL, 0, NULL);
+            return 0;
+        }
+        return options_from_object(q, crit);
+    }
+    if (crit->type == BJ_ARRAY) {
+        for (size_t i = 0; i < crit->n; i++) /* C3: the first bad element only */
+            if (crit->items[i]->type != BJ_STRING) {
+                verrs_addc(&c->errs, VE_SCHEMA, "string_type", vloc_idx(LC, i), "Input should be a valid string",
+                           crit->items[i], 1, NULL);
+                return 0;
+            }
+        strset st = { 0 };
+        int rc = keys_from_list(crit, &st);
+        if (rc == 0 && st.n == 0)
+            usage_with_id(c, VE_USAGE_STR, "Choice question must have at least one choice: ", q);
+        else if (rc == 0 && st.n > BS_MAX_CHOICE_OPTIONS)
+            verrs_addc(&c->errs, VE_USAGE_STR, "value_error", LC, "Too many choices. Must have at most 255 choices.",
+                       NULL, 0, NULL);
+        else if (rc == 0)
+            rc = options_from_set(q, &st);
+        strset_free(&st);
+        return rc;
+    }
+    verrs_addc(&c->errs, VE_SCHEMA, "dict_type", LC, "Input should be a valid dictionary", crit, 1, NULL); /* C4 */
+    return 0;
+}
+
+static int so_score(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
+    const char *field = "criteria";
+    const bj_value *f = bj_get(qo, "criteria");
+    if (is_null(f)) {
+        field = "levels";
+        f = bj_get(qo, "levels");
+    }
+    if (is_null(f)) { /* S1 */
+        verrs_missing(&c->errs, vloc_cstr(L, "criteria"), qo);
+        return 0;
+    }
+    vloc LF = vloc_cstr(L, field);
+    static const char *const too_many = "Too many score levels. Must have at most 10 levels.";
+    if (f->type == BJ_ARRAY) {
+        if (f->n == 0) { /* S2 */
+            verrs_too_short(&c->errs, LF, f);
+            return 0;
+        }
+        int bad = 0;
+        for (size_t i = 0; i < f->n; i++) /* S3 */
+            if (!is_description(f->items[i])) {
+                verrs_union(&c->errs, vloc_idx(LF, i), f->items[i]);
+                bad = 1;
+            }
+        if (bad) return 0;
+        if (f->n > BS_MAX_SCORE_LEVELS) { /* S4 */
+            verrs_addc(&c->errs, VE_USAGE_STR, "value_error", LF, too_many, NULL, 0, NULL);
+            return 0;
+        }
+        if (options_from_levels(q, f) < 0) return -1;
+    } else if (f->type == BJ_OBJECT) {
+        if (f->n == 0) { /* S5 */
+            verrs_too_short(&c->errs, LF, f);
+            return 0;
+        }
+        if (f->n > BS_MAX_SCORE_LEVELS) { /* S4 */
+            verrs_addc(&c->errs, VE_USAGE_STR, "value_error", LF, too_many, NULL, 0, NULL);
+            return 0;
+        }
+        if (options_from_object(q, f) < 0) return -1;
+    } else { /* S6 */
+        verrs_addc(&c->errs, VE_SCHEMA, "list_type", LF, "Input should be a valid list", f, 1, NULL);
+        return 0;
+    }
+    q->legend = calloc(f->n, sizeof *q->legend);
+    if (!q->legend) return -1;
+    for (size_t i = 0; i < f->n; i++) q->legend[i] = f->items[i];
+    return 0;
+}
+
+static int so_question(vctx *c, bs_question *q, const bj_value *qo) {
+    if (qo->type != BJ_OBJECT) { /* Q1 */
+        verrs_addc(&c->errs, VE_SCHEMA, "model_attributes_type", qloc(q, NULL),
+                   "Input should be a valid dictionary or object to extract fields from", qo, 1, NULL);
+        return 0;
+    }
+    size_t start = c->errs.n;
+    const bj_value *t = bj_get(qo, "type");
+    int known = 0;
+    if (!t) { /* Q2 */
+        verrs_addc(&c->errs, VE_SCHEMA, "union_tag_not_found", qloc(q, NULL),
+                   "Unable to extract tag using discriminator 'type'", qo, 1, "{\"discriminator\":\"'type'\"}");
+    } else if (t->type == BJ_STRING) {
+        known = qtype_parse(t->str, t->len, &q->type);
+        if (!known) { /* Q3 */
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_puts(&b, "Invalid request. Unknown question type ");
+            bs_quote_debug(&b, t->str, t->len);
+            bs_buf_puts(&b, " (choice, noul, score): ");
+            bs_buf_put(&b, q->id.s, q->id.len);
+            if (b.oom) c->oom = 1;
+            else verrs_add(&c->errs, VE_USAGE_OBJ, "value_error", qloc(q, NULL), b.data, b.len, NULL, 0, NULL);
+            bs_buf_free(&b);
+        }
+    } else { /* Q4 */
+        bs_buf b;
+        bs_buf_init(&b);
+        bs_buf_puts(&b, "Invalid request. Question type ");
+        bs_resp_value(&b, t);
+        bs_buf_puts(&b, " is not a string: ");
+        bs_buf_put(&b, q->id.s, q->id.len);
+        if (b.oom) c->oom = 1;
+        else verrs_add(&c->errs, VE_USAGE_OBJ, "value_error", qloc(q, NULL), b.data, b.len, NULL, 0, NULL);
+        bs_buf_free(&b);
+    }
+    vloc L = qloc(q, known ? bs_qtype_name(q->type) : NULL);
+    const bj_value *ins = bj_get(qo, "instructions");
+    if (is_null(ins)) {
+        if (text_dup(&q->instructions, "", 0) < 0) return -1;
+    } else if (is_description(ins)) {
+        if (text_of(&q->instructions, ins) < 0) return -1;
+    } else { /* Q5 */
+        verrs_union(&c->errs, vloc_cstr(L, "instructions"), ins);
+    }
+    const bj_value *ok = bj_get(qo, "option_keys");
+    if (is_str(ok, "hide")) q->hide = 1;
+    else if (!is_null(ok) && !is_str(ok, "show")) /* Q6 */
+        verrs_addc(&c->errs, VE_SCHEMA, "literal_error", vloc_cstr(L, "option_keys"),
+                   "option_keys must be \"show\" or \"hide\"", NULL, 0, NULL);
+    if (!known) return 0;
+    q->lang = bs_lang_detect(c->r->state.s, c->r->state.len, q->instructions.s, q->instructions.len);
+    q->evidence = bs_json_truthy(bj_get(qo, "evidence"));
+    switch (q->type) {
+    case BS_Q_NOUL:
+        if (is_null(ins) && is_null(bj_get(qo, "criteria"))) { /* Q7 replaces the question's other errors */
+            verrs_truncate(&c->errs, start);
+            usage_with_id(c, VE_USAGE_STR, "Noul question must have criteria or instructions: ", q);
+            return 0;
+        }
+        return so_noul(c, q, qo, L);
+    case BS_Q_CHOICE: return so_choice(c, q, qo, L);
+    case BS_Q_SCORE: return so_score(c, q, qo, L);
+    case BS_Q_MULTI:
+    case BS_Q_ACT:
+        /* Extension point (03 §1–§2): their builders and validation rules
+         * come with the multi/act issue; step 9 refuses them until then. */
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- /v1/basal questions (upstream to_items as ported by basal-rs) ---- */
+
+static void basal_error(vctx *c, const bs_question *q, const char *field, const char *msg, size_t n) {
+    vloc l = qloc(q, NULL);
+    if (field) l = vloc_cstr(l, field);
+    verrs_add(&c->errs, VE_SCHEMA, "value_error", l, msg, n, NULL, 0, NULL);
+}
+
+static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
+    if (qo->type != BJ_OBJECT) {
+        basal_error(c, q, NULL, "question must be an object", 26);
+        return 0;
+    }
+    const bj_value *t = bj_get(qo, "type");
+    q->type = BS_Q_CHOICE;
+    if (t && t->type == BJ_STRING && !qtype_parse(t->str, t->len, &q->type)) q->uncalibrated = 1;
+    const bj_value *ins = bj_get(qo, "instructions");
+    /* upstream renders json.dumps(None): an explicit null is the text "null" */
+    if ((ins ? text_of(&q->instructions, ins) : text_dup(&q->instructions, "", 0)) < 0) return -1;
+    q->lang = bs_lang_detect(c->r->state.s, c->r->state.len, q->instructions.s, q->instructions.len);
+    q->evidence = bs_json_truthy(bj_get(qo, "evidence"));
+    const bj_value *ok = bj_get(qo, "option_keys");
+    if (is_str(ok, "hide")) {
+        q->hide = 1;
+    } else if (ok && !is_str(ok, "show")) {
+        bs_buf b;
+        bs_buf_init(&b);
+        bs_buf_puts(&b, "option_keys must be \"show\" or \"hide\", got ");
+        bs_resp_value(&b, ok);
+        if (b.oom) c->oom = 1;
+        else basal_error(c, q, "option_keys", b.data, b.len);
+        bs_buf_free(&b);
+        return 0;
+    }
+    const bj_value *crit = bj_get(qo, "criteria");
+    switch (q->type) {
+    case BS_Q_MULTI:
+    case BS_Q_ACT: return 0; /* extension point, refused at step 9 for now */
+    case BS_Q_NOUL: {
+        const bj_value *side[2] = { NULL, NULL };
+        if (bs_json_truthy(crit)) {
+            if (crit->type != BJ_OBJECT) {
+                basal_error(c, q, "criteria", "noul criteria must be an object", 31);
+                return 0;
+            }
+            /* upstream truthiness: every falsy side falls back to Tak/Nie */
+            side[0] = bs_json_truthy(bj_get(crit, "true")) ? bj_get(crit, "true") : NULL;
+            side[1] = bs_json_truthy(bj_get(crit, "false")) ? bj_get(crit, "false") : NULL;
+        }
+        if (yes_no(q, side[0], side[1]) < 0) return -1;
+        break;
+    }
+    case BS_Q_SCORE: {
+        const bj_value *f = bs_json_truthy(crit) ? crit : NULL;
+        if (!f && bs_json_truthy(bj_get(qo, "levels"))) f = bj_get(qo, "levels");
+        int rc = 0;
+        /* Out-of-range counts are only reported, so nothing is built for them. */
+        if (!f) rc = alloc_options(q, 0);
+        else if ((f->type == BJ_OBJECT || f->type == BJ_ARRAY) && (f->n < 2 || f->n > BS_MAX_LETTER_OPTIONS))
+            q->n_options = f->n;
+        else if (f->type == BJ_OBJECT) rc = options_from_object(q, f);
+        else if (f->type == BJ_ARRAY) rc = options_from_levels(q, f);
+        else {
+            basal_error(c, q, "criteria", "score criteria must be a list or an object", 42);
+            return 0;
+        }
+        if (rc < 0) return -1;
+        break;
+    }
+    case BS_Q_CHOICE: {
+        int rc = 0;
+        if (!bs_json_truthy(crit)) {
+            rc = alloc_options(q, 0);
+        } else if (crit->type == BJ_OBJECT) {
+            if (crit->n < 2 || crit->n > BS_MAX_LETTER_OPTIONS) q->n_options = crit->n;
+            else rc = options_from_object(q, crit);
+        } else if (crit->type == BJ_ARRAY) {
+            strset st = { 0 };
+            rc = keys_from_list(crit, &st);
+            if (rc == 0 && st.n >= 2 && st.n <= BS_MAX_LETTER_OPTIONS) rc = options_from_set(q, &st);
+            else q->n_options = st.n;
+            strset_free(&st);
+        } else {
+            basal_error(c, q, "criteria", "criteria must be an object or a list", 36);
+            return 0;
+        }
+        if (rc < 0) return -1;
+        break;
+    }
+    }
+    if (q->n_options < 2 || q->n_options > BS_MAX_LETTER_OPTIONS) {
+        bs_buf b;
+        bs_buf_init(&b);
+        bs_buf_puts(&b, "question ");
+        bs_quote_debug(&b, q->id.s, q->id.len);
+        bs_buf_printf(&b, ": %zu options (supported: 2..%d)", q->n_options, BS_MAX_LETTER_OPTIONS);
+        if (b.oom) c->oom = 1;
+        else basal_error(c, q, "criteria", b.data, b.len);
+        bs_buf_free(&b);
+    }
+    return 0;
+}
+
+/* ---- top level ---- */
+
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static int validate(vctx *c, const bs_request_opts *opts) {
+    bs_request *r = c->r;
+    const bj_value *body = r->body;
+    int so = c->d == BS_DIALECT_SYSTEMONE;
+    vloc B = vloc_body();
+    if (body->type != BJ_OBJECT) { /* T1 (only /v1/systemone gets here) */
+        verrs_addc(&c->errs, VE_SCHEMA, "model_attributes_type", B,
+                   "Input should be a valid dictionary or object to extract fields from", body, 1, NULL);
+        return 0;
+    }
+    const bj_value *model = bj_get(body, "model");
+    if (model && model->type == BJ_STRING) {
+        r->model = model->str;
+        r->model_len = model->len;
+    } else if (so && !model) { /* T2 */
+        verrs_missing(&c->errs, vloc_cstr(B, "model"), body);
+    } else if (so) { /* T3 */
+        verrs_addc(&c->errs, VE_SCHEMA, "string_type", vloc_cstr(B, "model"), "Input should be a valid string",
+                   model, 1, NULL);
+    }
+    const bj_value *state = bj_get(body, "state");
+    int state_ok = 0;
+    if (is_null(state)) { /* T4 */
+        verrs_missing(&c->errs, vloc_cstr(B, "state"), body);
+    } else if (so && !is_description(state)) { /* T5 */
+        verrs_union(&c->errs, vloc_cstr(B, "state"), state);
+    } else {
+        free(r->state.s);
+        r->state.s = NULL;
+        if (text_of(&r->state, state) < 0) return -1;
+        state_ok = 1;
+    }
+    const bj_value *qs = bj_get(body, "questions");
+    int qs_ok = 0;
+    if (!qs) verrs_missing(&c->errs, vloc_cstr(B, "questions"), body); /* T6 */
+    else if (qs->type == BJ_OBJECT && qs->n == 0) verrs_too_short(&c->errs, vloc_cstr(B, "questions"), qs); /* T7 */
+    else if (qs->type != BJ_OBJECT) /* T8 */
+        verrs_addc(&c->errs, VE_SCHEMA, "dict_type", vloc_cstr(B, "questions"), "Input should be a valid dictionary",
+                   qs, 1, NULL);
+    else qs_ok = 1;
+    const bj_value *facts = bj_get(body, "facts");
+    if (is_str(facts, "auto")) {
+        r->facts_auto = 1;
+        if (state_ok) {
+            r->facts_limit = utf8_chars(r->state.s, r->state.len);
+            if (opts && opts->facts) {
+                bs_buf out, msg;
+                bs_buf_init(&out);
+                bs_buf_init(&msg);
+                int rc = opts->facts(opts->facts_ctx, r->state.s, r->state.len, &out, &msg);
+                if (rc == 0 && !out.oom) {
+                    free(r->state.s);
+                    rc = text_from_buf(&r->state, &out);
+                    r->facts_applied = 1;
+                } else if (rc == 1 && !msg.oom) { /* T10 */
+                    verrs_add(&c->errs, VE_SCHEMA, "value_error", vloc_cstr(B, "state"), msg.data ? msg.data : "",
+                              msg.len, NULL, 0, NULL);
+                    rc = 0;
+                } else if (rc >= 0) {
+                    rc = -1;
+                }
+                bs_buf_free(&out);
+                bs_buf_free(&msg);
+                if (rc < 0) return -1;
+            }
+        }
+    } else if (!is_null(facts) && !is_str(facts, "off")) { /* T9 */
+        verrs_addc(&c->errs, VE_SCHEMA, "literal_error", vloc_cstr(B, "facts"), "facts must be \"off\" or \"auto\"",
+                   NULL, 0, NULL);
+    }
+    if (!qs_ok) return 0;
+    for (size_t i = 0; i < qs->n; i++) { /* T11 */
+        const bj_value *qo = qs->items[i];
+        if (is_str(bj_get(qo, "type"), "multi") && bs_json_truthy(bj_get(qo, "evidence"))) {
+            vloc l = vloc_str(vloc_cstr(B, "questions"), qs->keys[i], qs->key_lens[i]);
+            verrs_addc(&c->errs, VE_SCHEMA, "value_error", vloc_cstr(l, "evidence"),
+                       "evidence is not supported for multi", NULL, 0, NULL);
+        }
+    }
+    /* /v1/systemone reports every error at once; /v1/basal looks at the
+     * questions only with a usable state (basal-rs). */
+    if (!so && !state_ok) return 0;
+    r->questions = calloc(qs->n, sizeof *r->questions);
+    if (!r->questions) return -1;
+    r->n_questions = qs->n;
+    for (size_t i = 0; i < qs->n; i++) {
+        bs_question *q = &r->questions[i];
+        if (text_dup(&q->id, qs->keys[i], qs->key_lens[i]) < 0) return -1;
+        q->raw = qs->items[i];
+        int rc = so ? so_question(c, q, qs->items[i]) : ba_question(c, q, qs->items[i]);
+        if (rc < 0 || c->oom || c->errs.oom) return -1;
+    }
+    return 0;
+}
+
+void bs_request_free(bs_request *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_questions; i++) {
+        bs_question *q = &r->questions[i];
+        free(q->id.s);
+        free(q->instructions.s);
+        for (size_t k = 0; q->keys && k < q->n_options; k++) free(q->keys[k].s);
+        for (size_t k = 0; q->options && k < q->n_options; k++) free(q->options[k].s);
+        free(q->keys);
+        free(q->options);
+        free(q->legend);
+    }
+    free(r->questions);
+    free(r->state.s);
+    bj_free(r->body);
+    free(r);
+}
+
+int bs_request_validate(bj_value *body, bs_dialect d, const bs_request_opts *opts, bs_request **out,
+                        bs_reply *rep, bs_err *e) {
+    *out = NULL;
+    int rc = BS_OK;
+    vctx c;
+    memset(&c, 0, sizeof c);
+    c.d = d;
+    c.r = calloc(1, sizeof *c.r);
+    if (!c.r) {
+        bj_free(body);
+        return bs_fail(e, BS_ENOMEM, "request: out of memory");
+    }
+    c.r->dialect = d;
+    c.r->body = body;
+    if (!body) {
+        rc = bs_fail(e, BS_EINVAL, "request: no body");
+        goto cleanup;
+    }
+    if (text_dup(&c.r->state, "", 0) < 0 || validate(&c, opts) < 0 || c.oom || c.errs.oom) {
+        rc = bs_fail(e, BS_ENOMEM, "request: out of memory");
+        goto cleanup;
+    }
+    if (c.errs.n) {
+        verrs_reply(&c.errs, d, rep);
+        rc = rep->body.oom ? bs_fail(e, BS_ENOMEM, "request: out of memory")
+                           : bs_fail(e, BS_EINVAL, "request: %zu validation error(s)", c.errs.n);
+        goto cleanup;
+    }
+    *out = c.r;
+    c.r = NULL;
+cleanup:
+    verrs_free(&c.errs);
+    bs_request_free(c.r);
+    return rc;
+}
+
+int bs_request_parse(const char *data, size_t len, bs_dialect d, const bs_request_opts *opts,
+                     bs_request **out, bs_reply *rep, bs_err *e) {
+    bj_value *body = NULL;
+    *out = NULL;
+    int rc = bs_body_parse(data, len, d, &body, rep, e);
+    if (rc < 0) return rc;
+    return bs_request_validate(body, d, opts, out, rep, e);
+}
+
+/* ---- step 9 ---- */
+
+int bs_request_check_capability(const bs_request *r, const bs_caps *caps, bs_reply *rep, bs_err *e) {
+    verrs errs = { 0 };
+    int rc = BS_OK;
+    vloc B = vloc_body();
+    for (size_t i = 0; i < r->n_questions; i++) {
+        const bs_question *q = &r->questions[i];
+        vloc L = vloc_str(vloc_cstr(B, "questions"), q->id.s, q->id.len);
+        if (q->type == BS_Q_MULTI || q->type == BS_Q_ACT) {
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_printf(&b, "%s questions are not supported by this server yet", bs_qtype_name(q->type));
+            if (!b.oom) verrs_add(&errs, VE_SCHEMA, "unsupported_feature", L, b.data, b.len, NULL, 0, NULL);
+            else errs.oom = 1;
+            bs_buf_free(&b);
+        } else if (q->n_options > BS_MAX_LETTER_OPTIONS) {
+            /* 11–255 choice options need the group strategy (03 §5), a later issue. */
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_printf(&b, "%zu options: the letter readout of the model reads 2..10; the grouped 11..255 "
+                              "strategy is not implemented yet", q->n_options);
+            if (!b.oom)
+                verrs_add(&errs, VE_SCHEMA, "unsupported_option_count", vloc_cstr(L, "criteria"), b.data, b.len,
+                          NULL, 0, NULL);
+            else errs.oom = 1;
+            bs_buf_free(&b);
+        }
+    }
+    if (r->facts_auto && !r->facts_applied)
+        verrs_addc(&errs, VE_SCHEMA, "unsupported_feature", vloc_cstr(B, "facts"),
+                   "facts \"auto\" is not available on this server yet", NULL, 0, NULL);
+    if (!errs.n) {
+        for (size_t i = 0; i < r->n_questions; i++) {
+            const bs_question *q = &r->questions[i];
+            if (!q->evidence) continue;
+            vloc L = vloc_cstr(vloc_str(vloc_cstr(B, "questions"), q->id.s, q->id.len), "evidence");
+            if (!caps || !caps->evidence_head)
+                verrs_addc(&errs, VE_SCHEMA, "unsupported_feature", L,
+                           "evidence is not available for this model (no evidence_head.pt)", NULL, 0, NULL);
+            else if (q->n_options > BS_MAX_LETTER_OPTIONS)
+                verrs_addc(&errs, VE_SCHEMA, "unsupported_feature", L, "evidence needs at most 10 options", NULL, 0,
+                           NULL);
+        }
+    }
+    if (errs.oom) {
+        rc = bs_fail(e, BS_ENOMEM, "request: out of memory");
+    } else if (errs.n) {
+        verrs_reply_unsupported(&errs, r->dialect, rep);
+        rc = rep->body.oom ? bs_fail(e, BS_ENOMEM, "request: out of memory")
+                           : bs_fail(e, BS_EINVAL, "request: %zu unsupported feature(s)", errs.n);
+    }
+    verrs_free(&errs);
+    return rc;
+}

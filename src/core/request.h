@@ -1,0 +1,114 @@
+/* Decision requests of /v1/systemone and /v1/basal (spec 02 §3–§5, 01 §2.6–§2.8):
+ * body decoding with CPython's error positions, validation with the exact error
+ * bodies of each dialect, and the readout items (keys and shown option texts)
+ * of every question. The HTTP layer runs the steps in the order of 02 §3:
+ *
+ *   bs_body_parse        step 4 (decode) and 5 (/v1/basal: body is an object)
+ *   (admission)          step 6, the server's
+ *   bs_body_model        step 7 routing; bs_reply_unknown_model for a bad name
+ *   bs_request_validate  step 8
+ *   bs_request_check_capability  step 9
+ *
+ * Each failing step fills a bs_reply (status and JSON body) and returns
+ * BS_EINVAL; BS_ENOMEM and other codes are server errors. */
+#ifndef BS_REQUEST_H
+#define BS_REQUEST_H
+
+#include <stddef.h>
+#include "basal.h"
+#include "core/prompt.h"
+#include "core/pyjson.h"
+#include "core/util.h"
+
+typedef enum { BS_DIALECT_SYSTEMONE, BS_DIALECT_BASAL } bs_dialect;
+
+typedef enum { BS_Q_CHOICE, BS_Q_NOUL, BS_Q_SCORE, BS_Q_MULTI, BS_Q_ACT } bs_qtype;
+const char *bs_qtype_name(bs_qtype t);
+
+#define BS_MAX_CHOICE_OPTIONS 255
+#define BS_MAX_SCORE_LEVELS 10
+
+/* A failed step's answer: HTTP status and the JSON body. Initialise with
+ * bs_reply_init; every filling function replaces the body. */
+typedef struct bs_reply {
+    int status;
+    bs_buf body;
+} bs_reply;
+void bs_reply_init(bs_reply *r);
+void bs_reply_free(bs_reply *r);
+
+typedef struct bs_question {
+    bs_text id;            /* the questions key, echoed in answers */
+    bs_qtype type;
+    int uncalibrated;      /* /v1/basal: an unknown type read as choice (T = 1) */
+    bs_text instructions;  /* the question text (01 §2.7) */
+    bs_lang lang;          /* from state text (after facts) + instructions */
+    int hide;              /* option_keys "hide" */
+    int evidence;          /* Python-truthy "evidence" */
+    size_t n_options;
+    bs_text *keys;         /* answer keys, canonical order */
+    bs_text *options;      /* shown option texts (01 §2.8), canonical order */
+    /* /v1/systemone score: the original level values for the legend (array
+     * elements or object values), borrowed from the request body; else NULL.
+     * /v1/basal legends are the shown texts (options). */
+    const bj_value **legend;
+    const bj_value *raw;   /* the question object in the body (type-specific extensions) */
+} bs_question;
+
+typedef struct bs_request {
+    bs_dialect dialect;
+    bj_value *body;        /* the parsed body, owned; borrowed pointers point into it */
+    const char *model;     /* the model field if it is a string, else NULL */
+    size_t model_len;
+    bs_text state;         /* state text, after the facts injection */
+    int facts_auto;        /* facts: "auto" requested */
+    int facts_applied;     /* the facts hook ran (facts_auto without a hook is refused at step 9) */
+    size_t facts_limit;    /* characters of the state text before injection */
+    size_t n_questions;
+    bs_question *questions;
+} bs_request;
+
+/* facts: "auto" (03 §3): returns 0 with the injected state text in out, 1 when
+ * the computation raises (the Python exception text in msg, reported as T10),
+ * or a negative BS_E* code. */
+typedef int (*bs_facts_fn)(void *ctx, const char *state, size_t len, bs_buf *out, bs_buf *msg);
+
+typedef struct bs_request_opts {
+    bs_facts_fn facts; /* NULL: facts "auto" is accepted by validation and refused at step 9 */
+    void *facts_ctx;
+} bs_request_opts;
+
+/* What the serving model can do, for the capability check. */
+typedef struct bs_caps {
+    int evidence_head; /* evidence_head.pt loaded */
+} bs_caps;
+
+/* Steps 4–5: decodes the body (a leading UTF-8 BOM is skipped; nesting at
+ * most 128). A decode error or, on /v1/basal, a non-object body fills rep. */
+int bs_body_parse(const char *data, size_t len, bs_dialect d, bj_value **out, bs_reply *rep, bs_err *e);
+
+/* Step 7: the model field when the body is an object and it is a string; NULL
+ * otherwise (the request then goes to the default model). */
+const char *bs_body_model(const bj_value *body, size_t *len);
+/* 400 api_usage_error (/v1/systemone) or 422 {"error"} (/v1/basal) "Unknown model: <m>". */
+void bs_reply_unknown_model(bs_dialect d, const char *model, size_t len, bs_reply *rep);
+
+/* Step 8: validates body (ownership passes to this function, also on failure)
+ * and builds the request. opts may be NULL. */
+int bs_request_validate(bj_value *body, bs_dialect d, const bs_request_opts *opts, bs_request **out,
+                        bs_reply *rep, bs_err *e);
+
+/* Steps 4, 5 and 8 in one call, for callers without routing or admission. */
+int bs_request_parse(const char *data, size_t len, bs_dialect d, const bs_request_opts *opts,
+                     bs_request **out, bs_reply *rep, bs_err *e);
+
+/* Step 9: 422 {"error":"unsupported",…} (or the /v1/basal form) for questions
+ * this engine cannot answer. caps may be NULL (no optional capability). */
+int bs_request_check_capability(const bs_request *r, const bs_caps *caps, bs_reply *rep, bs_err *e);
+
+void bs_request_free(bs_request *r);
+
+/* Python truthiness of a JSON value (absent = NULL is falsy). */
+int bs_json_truthy(const bj_value *v);
+
+#endif

@@ -1,0 +1,71 @@
+/* Response JSON writer (spec 02 §1.2). */
+#include "core/respjson.h"
+
+#include <string.h>
+
+void bs_resp_string(bs_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    bs_buf_reserve(b, n + 2);
+    bs_buf_putc(b, '"');
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        bs_buf_put(b, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': bs_buf_put(b, "\\\"", 2); break;
+        case '\\': bs_buf_put(b, "\\\\", 2); break;
+        case '\b': bs_buf_put(b, "\\b", 2); break;
+        case '\t': bs_buf_put(b, "\\t", 2); break;
+        case '\n': bs_buf_put(b, "\\n", 2); break;
+        case '\f': bs_buf_put(b, "\\f", 2); break;
+        case '\r': bs_buf_put(b, "\\r", 2); break;
+        default: {
+            char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            bs_buf_put(b, u, 6);
+        }
+        }
+    }
+    bs_buf_put(b, s + run, n - run);
+    bs_buf_putc(b, '"');
+}
+
+void bs_resp_cstr(bs_buf *b, const char *s) { bs_resp_string(b, s, strlen(s)); }
+
+void bs_resp_double(bs_buf *b, double x) { bs_fmt_double_shortest(x, b); }
+
+void bs_resp_size(bs_buf *b, size_t v) { bs_buf_printf(b, "%zu", v); }
+
+void bs_resp_value(bs_buf *b, const bj_value *v) {
+    if (!v) {
+        bs_buf_put(b, "null", 4);
+        return;
+    }
+    switch (v->type) {
+    case BJ_NULL: bs_buf_put(b, "null", 4); break;
+    case BJ_FALSE: bs_buf_put(b, "false", 5); break;
+    case BJ_TRUE: bs_buf_put(b, "true", 4); break;
+    /* The parser kept the literal; echoing it unchanged is what clients sent. */
+    case BJ_NUMBER: bs_buf_put(b, v->str ? v->str : "0", v->str ? v->len : 1); break;
+    case BJ_STRING: bs_resp_string(b, v->str ? v->str : "", v->len); break;
+    case BJ_ARRAY:
+        bs_buf_putc(b, '[');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) bs_buf_putc(b, ',');
+            bs_resp_value(b, v->items[i]);
+        }
+        bs_buf_putc(b, ']');
+        break;
+    case BJ_OBJECT:
+        bs_buf_putc(b, '{');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) bs_buf_putc(b, ',');
+            bs_resp_string(b, v->keys[i], v->key_lens[i]);
+            bs_buf_putc(b, ':');
+            bs_resp_value(b, v->items[i]);
+        }
+        bs_buf_putc(b, '}');
+        break;
+    }
+}
