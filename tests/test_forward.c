@@ -177,7 +177,8 @@ static void input_errors(void) {
     int32_t ids[3] = {1, 2, 3}, pos[3] = {0, 1, 2}, ro = 2, oid = 5;
     float lg[1];
     bs_unit u = {.q_start = 0, .q_len = 3, .n_ranges = 1, .r_start = {0}, .r_len = {3}};
-    bs_fwd_input in = {3, ids, pos, 1, &u, 1, &ro, 1, &oid};
+    bs_fwd_input in = {.n_tokens = 3, .ids = ids, .pos = pos, .n_units = 1, .units = &u,
+                       .n_readouts = 1, .readouts = &ro, .n_out_ids = 1, .out_ids = &oid};
     CHECK_INT(bs_forward(&m, &in, lg, &e), 0);
     int32_t far[3] = {m.cfg.max_pos - 2, m.cfg.max_pos - 1, m.cfg.max_pos};
     in.pos = far;

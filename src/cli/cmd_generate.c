@@ -82,7 +82,8 @@ int cmd_generate(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) pos[i] = (int32_t)i;
         bs_unit u = {.q_start = 0, .q_len = (int32_t)n, .n_ranges = 1, .r_start = {0}, .r_len = {(int32_t)n}};
         int32_t ro = (int32_t)n - 1;
-        bs_fwd_input in = {(int32_t)n, seq, pos, 1, &u, 1, &ro, V, all};
+        bs_fwd_input in = {.n_tokens = (int32_t)n, .ids = seq, .pos = pos, .n_units = 1, .units = &u,
+                           .n_readouts = 1, .readouts = &ro, .n_out_ids = V, .out_ids = all};
         if (bs_forward(&m, &in, lg, &err) < 0) { fprintf(stderr, "basal generate: %s\n", err.msg); goto done; }
         int32_t best = 0;
         for (int32_t i = 1; i < V; i++)

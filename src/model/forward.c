@@ -57,6 +57,7 @@ typedef struct {
     const float *q, *k, *v;   /* [M][Nh*hd], [M][Nkv*hd] */
     float *out;               /* [nq][Nh*hd] */
     float *scratch;           /* [threads][Pmax] scores */
+    int layer;
 } attn_job;
 
 /* One task = one query token, all heads. Keys are visited in ordinal order
@@ -77,6 +78,15 @@ static void attn_task(void *arg, int task, int thread) {
         int g = h / rep;
         int nk = 0;
         float mx = -INFINITY;
+        const bs_kv *px = u->prefix;
+        int np = px ? px->n_tokens : 0;
+        const float *pk = px ? px->k + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
+        const float *pv = px ? px->v + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
+        for (int kt = 0; kt < np; kt++) { /* cached prefix keys come first: ordinals 0..np-1 */
+            float s = dot_f32(qv, pk + (size_t)kt * kvd, hd) * scale;
+            sc[nk++] = s;
+            if (s > mx) mx = s;
+        }
         for (int r = 0; r < u->n_ranges; r++) {
             int s0 = u->r_start[r];
             int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
@@ -94,6 +104,11 @@ static void attn_task(void *arg, int task, int thread) {
         float *oh = o + (size_t)h * hd;
         for (int d = 0; d < hd; d++) oh[d] = 0.0f;
         nk = 0;
+        for (int kt = 0; kt < np; kt++) {
+            float p = sc[nk++];
+            const float *vv = pv + (size_t)kt * kvd;
+            for (int d = 0; d < hd; d++) oh[d] = oh[d] + p * vv[d];
+        }
         for (int r = 0; r < u->n_ranges; r++) {
             int s0 = u->r_start[r];
             int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
@@ -114,7 +129,16 @@ static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of,
     const bs_config *c = &m->cfg;
     int M = in->n_tokens;
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
-    if (in->n_readouts <= 0 || in->n_out_ids <= 0) return bs_fail(e, BS_EINVAL, "forward: nothing to read out");
+    if (in->capture) {
+        const bs_kv *px = in->n_units == 1 ? in->units[0].prefix : NULL;
+        if (in->n_units != 1 || in->units[0].q_start != 0 || in->units[0].q_len != M || in->units[0].n_ranges != 1)
+            return bs_fail(e, BS_EINTERNAL, "forward: a capture needs one unit over all tokens");
+        if (in->capture->n_tokens != M + (px ? px->n_tokens : 0) || in->capture->n_layers != c->n_layers ||
+            in->capture->kvd != c->n_kv_heads * c->head_dim)
+            return bs_fail(e, BS_EINTERNAL, "forward: capture buffer does not fit");
+    } else if (in->n_readouts <= 0 || in->n_out_ids <= 0) {
+        return bs_fail(e, BS_EINVAL, "forward: nothing to read out");
+    }
     for (int i = 0; i < M; i++) {
         if (in->ids[i] < 0 || in->ids[i] >= c->vocab)
             return bs_fail(e, BS_EINVAL, "forward: token id %d outside the vocabulary (%d)", in->ids[i], c->vocab);
@@ -133,6 +157,12 @@ static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of,
         if (u->r_start[last] != u->q_start || u->r_len[last] != u->q_len)
             return bs_fail(e, BS_EINTERNAL, "forward: unit %d: own block is not its last key range", ui);
         int before = 0;
+        if (u->prefix) {
+            if (u->prefix->n_layers != c->n_layers || u->prefix->kvd != c->n_kv_heads * c->head_dim ||
+                u->prefix->n_tokens < 0)
+                return bs_fail(e, BS_EINTERNAL, "forward: unit %d: cached prefix does not fit the model", ui);
+            before = u->prefix->n_tokens;
+        }
         for (int r = 0; r < last; r++) {
             if (u->r_len[r] < 0 || u->r_start[r] < 0 || u->r_start[r] > M - u->r_len[r] ||
                 u->r_start[r] + u->r_len[r] > u->q_start)
@@ -149,10 +179,10 @@ static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of,
     }
     for (int i = 0; i < M; i++)
         if (unit_of[i] < 0) return bs_fail(e, BS_EINTERNAL, "forward: token %d is in no unit", i);
-    for (int r = 0; r < in->n_readouts; r++)
+    for (int r = 0; r < (in->capture ? 0 : in->n_readouts); r++)
         if (in->readouts[r] < 0 || in->readouts[r] >= M)
             return bs_fail(e, BS_EINVAL, "forward: readout row %d outside the token list", in->readouts[r]);
-    for (int u = 0; u < in->n_out_ids; u++)
+    for (int u = 0; u < (in->capture ? 0 : in->n_out_ids); u++)
         if (in->out_ids[u] < 0 || in->out_ids[u] >= c->vocab)
             return bs_fail(e, BS_EINVAL, "forward: output id %d outside the vocabulary", in->out_ids[u]);
     return BS_OK;
@@ -189,7 +219,7 @@ static void layer_tail(const bs_model *m, const bs_layer *ly, float *x, const fl
 
 int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
     const bs_config *c = &m->cfg;
-    int M = in->n_tokens, R = in->n_readouts, H = c->hidden, I = c->inter;
+    int M = in->n_tokens, R = in->capture ? 0 : in->n_readouts, H = c->hidden, I = c->inter;
     int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     int rc = BS_OK;
     int nthreads = bs_pool_size(m->pool);
@@ -214,8 +244,8 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     g = malloc((size_t)chunk * I * sizeof *g);
     u = malloc((size_t)chunk * I * sizeof *u);
     scratch = malloc((size_t)nthreads * c->max_pos * sizeof *scratch);
-    xr = malloc((size_t)R * H * sizeof *xr);
-    attr = malloc((size_t)R * qd * sizeof *attr);
+    xr = malloc((size_t)(R ? R : 1) * H * sizeof *xr);
+    attr = malloc((size_t)(R ? R : 1) * qd * sizeof *attr);
     all_rows = malloc((size_t)M * sizeof *all_rows);
     if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !xr || !attr || !all_rows) {
         rc = bs_fail(e, BS_ENOMEM, "forward: out of memory for %d tokens", M);
@@ -244,13 +274,26 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         add_bias(k, M, kvd, ly->bk);
         bs_gemm(m->pool, xn, H, M, &ly->wv, v, kvd);
         add_bias(v, M, kvd, ly->bv);
-        const int32_t *qrows = last ? in->readouts : all_rows;
-        int nq = last ? R : M;
         for (int i = 0; i < M; i++) {
             const float *cs = m->rope_cos + (size_t)in->pos[i] * (hd / 2);
             const float *sn = m->rope_sin + (size_t)in->pos[i] * (hd / 2);
             rope(k + (size_t)i * kvd, c->n_kv_heads, hd, cs, sn);
         }
+        if (in->capture) {
+            bs_kv *cap = in->capture;
+            const bs_kv *px = in->units[0].prefix;
+            int np = px ? px->n_tokens : 0;
+            float *ck = cap->k + (size_t)l * cap->n_tokens * kvd, *cv = cap->v + (size_t)l * cap->n_tokens * kvd;
+            if (np) {
+                memcpy(ck, px->k + (size_t)l * np * kvd, (size_t)np * kvd * sizeof *ck);
+                memcpy(cv, px->v + (size_t)l * np * kvd, (size_t)np * kvd * sizeof *cv);
+            }
+            memcpy(ck + (size_t)np * kvd, k, (size_t)M * kvd * sizeof *k);
+            memcpy(cv + (size_t)np * kvd, v, (size_t)M * kvd * sizeof *v);
+            if (last) break; /* 05 §10 Z3: a capture stops after the last layer's K/V */
+        }
+        const int32_t *qrows = last ? in->readouts : all_rows;
+        int nq = last ? R : M;
         for (int r = 0; r < nq; r++) {
             int t = qrows[r];
             if (last && r > 0) { /* identical readout rows share one query row: rotate once */
@@ -261,17 +304,18 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             rope(q + (size_t)t * qd, c->n_heads, hd, m->rope_cos + (size_t)in->pos[t] * (hd / 2),
                  m->rope_sin + (size_t)in->pos[t] * (hd / 2));
         }
-        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch};
+        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch, l};
         bs_pool_run(m->pool, nq, attn_task, &job);
         if (last) {
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
             layer_tail(m, ly, xr, att, R, tmp, xn, g, u);
         } else {
             layer_tail(m, ly, x, att, M, tmp, xn, g, u);
+            if (in->between_layers) in->between_layers(in->between_ctx);
         }
     }
 
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < R; r++) { /* R is 0 for a capture */
         float *h = xn + (size_t)r * H;
         rmsnorm(xr + (size_t)r * H, m->final_norm, H, (float)c->rms_eps, h);
         for (int o = 0; o < in->n_out_ids; o++) {
@@ -288,4 +332,30 @@ done:
     free(x); free(xn); free(q); free(k); free(v); free(att); free(tmp);
     free(g); free(u); free(scratch); free(xr); free(attr);
     return rc;
+}
+
+size_t bs_kv_bytes(const bs_model *m, int32_t n_tokens) {
+    return (size_t)n_tokens * (size_t)m->cfg.n_layers * 2u * (size_t)m->cfg.n_kv_heads * (size_t)m->cfg.head_dim *
+           sizeof(float);
+}
+
+int bs_kv_alloc(bs_kv *kv, const bs_model *m, int32_t n_tokens, bs_err *e) {
+    memset(kv, 0, sizeof *kv);
+    kv->n_tokens = n_tokens;
+    kv->n_layers = m->cfg.n_layers;
+    kv->kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    size_t n = (size_t)n_tokens * kv->n_layers * kv->kvd;
+    kv->k = calloc(n ? n : 1, sizeof *kv->k);
+    kv->v = calloc(n ? n : 1, sizeof *kv->v);
+    if (!kv->k || !kv->v) {
+        bs_kv_free(kv);
+        return bs_fail(e, BS_ENOMEM, "out of memory for the K/V of %d tokens", n_tokens);
+    }
+    return BS_OK;
+}
+
+void bs_kv_free(bs_kv *kv) {
+    free(kv->k);
+    free(kv->v);
+    memset(kv, 0, sizeof *kv);
 }

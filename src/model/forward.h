@@ -14,10 +14,20 @@
  * ancestor blocks root-down, then its own block last (r_start[n_ranges-1] ==
  * q_start, r_len[n_ranges-1] == q_len). A query sees all ancestor keys and the
  * keys of its own block up to itself. */
+/* K and V of every layer for the tokens at positions 0..n_tokens-1 of a
+ * prefix (spec 04 §13): k[l][t][kvd] and v[l][t][kvd], f32, as the forward
+ * computed them (after bias and RoPE). */
+typedef struct bs_kv {
+    int32_t n_tokens, n_layers, kvd;
+    float *k, *v;
+} bs_kv;
+
 typedef struct bs_unit {
     int32_t q_start, q_len;
     int32_t n_ranges;
     int32_t r_start[BS_MAX_TREE_DEPTH], r_len[BS_MAX_TREE_DEPTH];
+    /* keys before every range: positions 0..prefix->n_tokens-1 from a cache (or NULL) */
+    const bs_kv *prefix;
 } bs_unit;
 
 typedef struct bs_fwd_input {
@@ -30,7 +40,21 @@ typedef struct bs_fwd_input {
     const int32_t *readouts;    /* [R] compact indices whose logits are wanted */
     int32_t n_out_ids;
     const int32_t *out_ids;     /* [U] vocabulary rows of lm_head to compute */
+    /* Prefix capture (04 §13 K2/K4): when set, the forward stores the K/V of
+     * its tokens — one unit covering all of them, continuing the unit's prefix
+     * if any — into *capture (prefix part copied first) and stops after the
+     * last layer's K/V; no readouts are needed then. */
+    bs_kv *capture;
+    /* Called after every layer except the last (the long lane's checkpoint,
+     * 04 §10 L4); it may block. Never changes a result. */
+    void (*between_layers)(void *ctx);
+    void *between_ctx;
 } bs_fwd_input;
+
+/* Allocates a K/V record for n tokens of model m (zeroed); free with bs_kv_free. */
+int bs_kv_alloc(bs_kv *kv, const bs_model *m, int32_t n_tokens, bs_err *e);
+void bs_kv_free(bs_kv *kv);
+size_t bs_kv_bytes(const bs_model *m, int32_t n_tokens);
 
 /* logits[r * n_out_ids + u] = logit of out_ids[u] at readouts[r].
  * Errors: malformed input (BS_EINVAL/BS_EINTERNAL), position past the model's
