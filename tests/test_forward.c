@@ -66,7 +66,7 @@ static int run_rows(const bs_model *m, const int *order, int n, const int *row_s
     }
     if (rc || k != n) return -1;
     bs_packed pk;
-    rc = bs_packed_build(&pk, rows, n_rows, ids, nids, &e);
+    rc = bs_packed_build(&pk, rows, n_rows, NULL, ids, nids, &e);
     float *lg = malloc((size_t)pk.in.n_readouts * nids * sizeof *lg);
     rc = rc ? rc : bs_forward(m, &pk.in, lg, &e);
     if (rc) fprintf(stderr, "forward failed: %s\n", e.msg);

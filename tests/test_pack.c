@@ -46,7 +46,7 @@ static void expect(const example *ex, const int32_t *ids, int len, const int32_t
     /* R6 consequence: each readout's visible tokens are exactly its prompt. */
     bs_packed pk;
     int32_t out_id = 0;
-    CHECK_INT(bs_packed_build(&pk, &row, 1, &out_id, 1, &e), 0);
+    CHECK_INT(bs_packed_build(&pk, &row, 1, NULL, &out_id, 1, &e), 0);
     for (int p = 0; p < ex->np; p++) {
         int col = row.last[p], ui = -1;
         for (int u = 0; u < pk.in.n_units; u++)

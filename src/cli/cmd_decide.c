@@ -12,11 +12,13 @@
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/pack.h"
+#include "engine/engine.h"
 #include "engine/plan.h"
+#include "engine/runner.h"
 
 typedef struct {
     const char *model_dir, *request;
-    int timing, threads;
+    int timing, threads, no_prefix_cache;
 } opts_t;
 
 static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
@@ -28,6 +30,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
         else if (!strcmp(argv[i], "--request")) { if (!(o->request = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
         else if (!strcmp(argv[i], "--timing") && !strcmp(cmd, "decide")) o->timing = 1;
+        else if (!strcmp(argv[i], "--no-prefix-cache") && !strcmp(cmd, "decide")) o->no_prefix_cache = 1;
         else {
             fprintf(stderr, "basal %s: unknown option %s\n", cmd, argv[i]);
             return 2;
@@ -85,7 +88,7 @@ static int validate_and_plan(const bs_basal_model *m, bs_letter_cache *lc, const
     }
     if ((rc = bs_request_validate(body, BS_DIALECT_SYSTEMONE, NULL, req, &rep, &e)) < 0) goto out;
     if ((rc = bs_request_check_capability(*req, NULL, &rep, &e)) < 0) goto out;
-    if ((rc = bs_plan_build(plan, m, lc, *req, &rep, &e)) < 0) goto out;
+    if ((rc = bs_plan_build(plan, m, lc, *req, 0, &rep, &e)) < 0) goto out;
     status = 0;
 out:
     if (status && rc == BS_EINVAL && rep.body.len) {
@@ -126,7 +129,19 @@ int cmd_decide(int argc, char **argv) {
     status = 1;
     double t2 = now_ms();
     bs_plan *pp = &plan;
-    if (bs_plans_forward(&m, &pp, 1, &e) < 0 || bs_plan_answer(&plan, &m, -1, &out, &e) < 0) {
+    bs_engine_opts eo;
+    bs_engine_opts_default(&eo);
+    bs_prefix_set pinned = {0};
+    bs_runner run;
+    if (!o.no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) {
+        fprintf(stderr, "basal decide: %s\n", e.msg);
+        goto done;
+    }
+    bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
+    int frc = bs_runner_run(&run, &pp, 1, &e);
+    bs_runner_free(&run);
+    bs_prefix_set_free(&pinned);
+    if (frc < 0 || bs_plan_answer(&plan, &m, -1, &out, &e) < 0) {
         fprintf(stderr, "basal decide: %s\n", e.msg);
         goto done;
     }

@@ -46,7 +46,7 @@ static int run_packed(const bs_model *m, int32_t **prompts, const int32_t *lens,
     bs_packed pk;
     int rc = bs_pack_row(&row, (const int32_t *const *)prompts, lens, np, e);
     if (rc < 0) return rc;
-    rc = bs_packed_build(&pk, &row, 1, ids, nids, e);
+    rc = bs_packed_build(&pk, &row, 1, NULL, ids, nids, e);
     bs_row_free(&row);
     if (rc < 0) return rc;
     float *lg = malloc((size_t)pk.in.n_readouts * nids * sizeof *lg);

@@ -142,12 +142,16 @@ void bs_row_free(bs_row *row) {
     memset(row, 0, sizeof *row);
 }
 
-int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const int32_t *out_ids,
-                    int32_t n_out_ids, bs_err *e) {
+int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const bs_kv *const *prefixes,
+                    const int32_t *out_ids, int32_t n_out_ids, bs_err *e) {
     memset(p, 0, sizeof *p);
     int64_t M = 0, nb = 0, np = 0;
     for (int32_t r = 0; r < n_rows; r++) {
-        M += rows[r].len;
+        int32_t skip = prefixes && prefixes[r] ? prefixes[r]->n_tokens : 0;
+        if (skip < 0 || skip >= rows[r].len) return bs_fail(e, BS_EINTERNAL, "pack: prefix covers the whole row");
+        for (int32_t k = 0; k < rows[r].n_prompts; k++)
+            if (rows[r].last[k] < skip) return bs_fail(e, BS_EINTERNAL, "pack: a readout lies inside the cached prefix");
+        M += rows[r].len - skip;
         nb += rows[r].n_blocks;
         np += rows[r].n_prompts;
     }
@@ -164,10 +168,15 @@ int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const int3
     int32_t off = 0, nu = 0, nr = 0, pi = 0;
     for (int32_t r = 0; r < n_rows; r++) {
         const bs_row *row = &rows[r];
-        memcpy(p->ids + off, row->ids, (size_t)row->len * sizeof *p->ids);
-        memcpy(p->pos + off, row->pos, (size_t)row->len * sizeof *p->pos);
+        const bs_kv *px = prefixes ? prefixes[r] : NULL;
+        int32_t skip = px ? px->n_tokens : 0, n = row->len - skip;
+        /* row column c >= skip lands at compact index off + c - skip */
+        memcpy(p->ids + off, row->ids + skip, (size_t)n * sizeof *p->ids);
+        memcpy(p->pos + off, row->pos + skip, (size_t)n * sizeof *p->pos);
         for (int32_t b = 0; b < row->n_blocks; b++) {
-            if (row->blk_len[b] == 0) continue;
+            int32_t b0 = row->blk_start[b] > skip ? row->blk_start[b] : skip;
+            int32_t b1 = row->blk_start[b] + row->blk_len[b];
+            if (b1 <= b0) continue; /* empty, or wholly inside the prefix */
             /* ancestors root-down, then the block itself */
             int32_t chain[BS_MAX_TREE_DEPTH + 1], depth = 0;
             for (int32_t a = b; a >= 0; a = row->parent[a]) {
@@ -179,28 +188,31 @@ int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const int3
             }
             bs_unit *u = &p->units[nu++];
             memset(u, 0, sizeof *u);
+            u->prefix = px;
             for (int32_t d = depth - 1; d >= 0; d--) {
                 int32_t a = chain[d];
-                if (row->blk_len[a] == 0) continue;
+                int32_t a0 = row->blk_start[a] > skip ? row->blk_start[a] : skip;
+                int32_t a1 = row->blk_start[a] + row->blk_len[a];
+                if (a1 <= a0) continue;
                 if (u->n_ranges == BS_MAX_TREE_DEPTH) {
                     bs_packed_free(p);
                     return bs_fail(e, BS_EINTERNAL, "pack: tree deeper than %d blocks", BS_MAX_TREE_DEPTH);
                 }
-                u->r_start[u->n_ranges] = off + row->blk_start[a];
-                u->r_len[u->n_ranges] = row->blk_len[a];
+                u->r_start[u->n_ranges] = off + a0 - skip;
+                u->r_len[u->n_ranges] = a1 - a0;
                 u->n_ranges++;
             }
-            u->q_start = off + row->blk_start[b];
-            u->q_len = row->blk_len[b];
+            u->q_start = off + b0 - skip;
+            u->q_len = b1 - b0;
         }
         for (int32_t k = 0; k < row->n_prompts; k++, pi++) {
-            int32_t col = off + row->last[k], found = -1;
+            int32_t col = off + row->last[k] - skip, found = -1;
             for (int32_t j = 0; j < nr; j++)
                 if (p->readouts[j] == col) { found = j; break; }
             if (found < 0) { found = nr; p->readouts[nr++] = col; }
             p->readout_of[pi] = found;
         }
-        off += row->len;
+        off += n;
     }
     p->n_prompts = (int32_t)np;
     p->in.n_tokens = (int32_t)M;

@@ -31,8 +31,11 @@ typedef struct bs_packed {
     int32_t n_prompts;
 } bs_packed;
 
-int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const int32_t *out_ids,
-                    int32_t n_out_ids, bs_err *e);
+/* prefixes: NULL, or per row NULL / a cached prefix whose tokens the row
+ * starts with (spec 05 §6 I2): those tokens are skipped and attention reads
+ * their K/V from the cache. Every readout column must lie past the prefix. */
+int bs_packed_build(bs_packed *p, const bs_row *rows, int32_t n_rows, const bs_kv *const *prefixes,
+                    const int32_t *out_ids, int32_t n_out_ids, bs_err *e);
 void bs_packed_free(bs_packed *p);
 
 #endif

@@ -6,8 +6,7 @@
 
 #include "core/decide.h"
 #include "core/respjson.h"
-#include "engine/pack.h"
-#include "model/forward.h"
+#include "engine/triesize.h"
 
 void bs_letter_cache_init(bs_letter_cache *c) {
     memset(c, 0, sizeof *c);
@@ -60,6 +59,9 @@ static int letters_for(const bs_basal_model *m, bs_letter_cache *lc, const bs_or
     return rc;
 }
 
+static int item_state_len(const bs_basal_model *m, const bs_request *r, const bs_question *q, bs_item *it,
+                          bs_err *e);
+
 void bs_reply_internal(bs_reply *rep, const char *msg) {
     rep->status = 500;
     rep->body.len = 0;
@@ -94,7 +96,7 @@ void bs_plan_free(bs_plan *p) {
 }
 
 int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
-                  bs_reply *rep, bs_err *e) {
+                  int want_state_len, bs_reply *rep, bs_err *e) {
     memset(p, 0, sizeof *p);
     p->req = r;
     int rc = BS_OK;
@@ -146,6 +148,7 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
             n_long++;
             continue;
         }
+        if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
         int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
         if (lr < 0) { rc = lr; goto fail; }
         if (lr == 1) {
@@ -177,64 +180,55 @@ fail:
     return rc;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+int64_t bs_plan_cost(const bs_plan *p) {
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    int64_t total = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        const int32_t *pr[BS_N_ORDERS];
+        int32_t len[BS_N_ORDERS];
+        for (int o = 0; o < BS_N_ORDERS; o++) {
+            pr[o] = p->items[i].orders[o].ids;
+            len[o] = p->items[i].orders[o].n_ids;
+        }
+        if (bs_tc_insert(&tc, pr, len, BS_N_ORDERS) < 0) { /* out of memory: fall back to the plain sum */
+            total = 0;
+            for (size_t j = 0; j < p->n_items; j++)
+                for (int o = 0; o < BS_N_ORDERS; o++) total += p->items[j].orders[o].n_ids;
+            bs_tc_free(&tc);
+            return total > 0 ? total : 1;
+        }
+    }
+    total = tc.tokens;
+    bs_tc_free(&tc);
+    return total > 0 ? total : 1;
 }
 
-int bs_plans_forward(const bs_basal_model *m, bs_plan *const *plans, size_t n, bs_err *e) {
-    if (!m->has_weights) return bs_fail(e, BS_EINTERNAL, "forward: model loaded without weights");
-    size_t np = 0;
-    for (size_t i = 0; i < n; i++) np += plans[i]->n_items * BS_N_ORDERS;
-    if (np == 0) return BS_OK;
-    const int32_t **prompts = malloc(np * sizeof *prompts);
-    int32_t *lens = malloc(np * sizeof *lens), *uids = malloc(np * BS_MAX_LETTER_OPTIONS * sizeof *uids);
-    float *lg = NULL;
-    bs_row row = {0};
-    bs_packed pk = {0};
-    int rc = BS_OK, packed = 0;
-    if (!prompts || !lens || !uids) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
-    size_t k = 0, nu = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < plans[i]->n_items; j++) {
-            const bs_item *it = &plans[i]->items[j];
-            for (int o = 0; o < BS_N_ORDERS; o++, k++) {
-                prompts[k] = it->orders[o].ids;
-                lens[k] = it->orders[o].n_ids;
-            }
-            for (size_t l = 0; l < it->k; l++) uids[nu++] = it->letter_ids[l];
-        }
-    /* U = the sorted, de-duplicated union of all letter ids (05 §11 Y1) */
-    qsort(uids, nu, sizeof *uids, cmp_i32);
-    size_t nuniq = 0;
-    for (size_t i = 0; i < nu; i++)
-        if (nuniq == 0 || uids[nuniq - 1] != uids[i]) uids[nuniq++] = uids[i];
-    if ((rc = bs_pack_row(&row, prompts, lens, (int32_t)np, e)) < 0) goto done;
-    if ((rc = bs_packed_build(&pk, &row, 1, uids, (int32_t)nuniq, e)) < 0) goto done;
-    packed = 1;
-    lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
-    if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
-    if ((rc = bs_forward(&m->model, &pk.in, lg, e)) < 0) goto done;
-    k = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < plans[i]->n_items; j++) {
-            bs_item *it = &plans[i]->items[j];
-            for (int o = 0; o < BS_N_ORDERS; o++, k++) {
-                const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
-                for (size_t l = 0; l < it->k; l++) {
-                    const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
-                    it->orders[o].logits[l] = row_lg[hit - uids];
-                }
-            }
-        }
-done:
-    free(lg);
-    if (packed) bs_packed_free(&pk);
-    bs_row_free(&row);
-    free(prompts);
-    free(lens);
-    free(uids);
-    return rc;
+/* 04 §3 P4: leading ids the first order prompt shares with two probe prompts
+ * that keep the item's state and language but ask "A" / "B" with options x, y. */
+static int item_state_len(const bs_basal_model *m, const bs_request *r, const bs_question *q, bs_item *it,
+                          bs_err *e) {
+    static const bs_text probe_q[2] = {{(char *)"A", 1}, {(char *)"B", 1}};
+    static const bs_text probe_opts[2] = {{(char *)"x", 1}, {(char *)"y", 1}};
+    size_t perm[2] = {0, 1};
+    int32_t shared = it->orders[0].n_ids;
+    for (int i = 0; i < 2; i++) {
+        bs_buf pr;
+        bs_buf_init(&pr);
+        int rc = bs_prompt_build(&pr, m->bos, strlen(m->bos), q->lang, &r->state, &probe_q[i], probe_opts, perm, 2, e);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (rc == 0 && pr.oom) rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        if (rc == 0) rc = bs_tokenizer_encode(m->tok, pr.data, pr.len, &ids, &n, NULL, e);
+        bs_buf_free(&pr);
+        if (rc < 0) return rc;
+        int32_t l = 0;
+        while (l < shared && (size_t)l < n && ids[l] == it->orders[0].ids[l]) l++;
+        shared = l;
+        free(ids);
+    }
+    it->state_len = shared;
+    return BS_OK;
 }
 
 static bs_type_key type_key(bs_qtype t) {

@@ -36,6 +36,7 @@ typedef struct bs_order {
 typedef struct bs_item {
     size_t question;     /* index into the request's questions */
     size_t k;            /* options */
+    int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
     bs_order orders[BS_N_ORDERS];
 } bs_item;
@@ -51,12 +52,11 @@ typedef struct bs_plan {
  * than the model's limit: 422 prompt_too_long; letters that are not single
  * tokens: 500) fill rep and return BS_EINVAL. */
 int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
-                  bs_reply *rep, bs_err *e);
+                  int want_state_len, bs_reply *rep, bs_err *e);
 void bs_plan_free(bs_plan *p);
 
-/* Runs every order prompt of the plans in one forward pass (all prompts of all
- * plans packed into one prefix-trie row) and stores the letter logits. */
-int bs_plans_forward(const bs_basal_model *m, bs_plan *const *plans, size_t n, bs_err *e);
+/* The trie size of the plan's order prompts (04 §3 P5), at least 1. */
+int64_t bs_plan_cost(const bs_plan *p);
 
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
  * leaves usage.latency_ms out (the `decide` form). */

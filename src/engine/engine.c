@@ -1,0 +1,448 @@
+#include "engine/engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/respjson.h"
+#include "engine/plan.h"
+#include "engine/runner.h"
+#include "engine/triesize.h"
+
+double bs_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void bs_engine_opts_default(bs_engine_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_batch_tokens = 8192;
+    o->schedule = BS_SCHED_HRRN;
+    o->long_tokens = 4096;
+    o->tree_max_tokens = 32768;
+    o->forward_max_tokens = 8192;
+}
+
+void bs_job_init(bs_job *j) {
+    memset(j, 0, sizeof *j);
+    atomic_init(&j->cancelled, 0);
+    bs_buf_init(&j->reply);
+}
+
+void bs_job_release(bs_job *j) {
+    bs_buf_free(&j->reply);
+    if (j->plan) {
+        bs_plan_free(j->plan);
+        free(j->plan);
+        j->plan = NULL;
+    }
+    bs_request_free(j->req);
+    j->req = NULL;
+    bj_free(j->body);
+    j->body = NULL;
+}
+
+typedef struct lane {
+    struct bs_engine *en;
+    int is_long;
+    pthread_t th;
+    int started;
+    bs_runner run;
+    bs_job **wait;      /* planned, waiting for admission */
+    size_t nw, capw;
+    double rate;        /* packed tokens per second (04 §9) */
+    /* the long lane's queue of planned jobs, fed by the main lane */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bs_job *qh, *qt;
+    int stopping;
+} lane;
+
+struct bs_engine {
+    bs_basal_model *m;
+    bs_engine_opts o;
+    bs_gate *gate;
+    int own_gate;
+    bs_letter_cache lc;
+    bs_prefix_set pinned;
+    pthread_mutex_t mu;  /* the job queue of the main lane */
+    pthread_cond_t cv;
+    bs_job *qh, *qt;
+    int stopping;
+    lane main, lng;
+    int has_long;
+    _Atomic int64_t queued, batches, batch_requests, input_tokens, dropped;
+};
+
+/* ---- completing jobs ---- */
+
+static void finish(bs_engine *en, bs_job *j) {
+    if (j->plan) {
+        bs_plan_free(j->plan);
+        free(j->plan);
+        j->plan = NULL;
+    }
+    bs_request_free(j->req);
+    j->req = NULL;
+    en->queued--;
+    j->done(j, j->done_ctx);
+}
+
+static void complete_reply(bs_engine *en, bs_job *j, const bs_reply *rep) {
+    j->status = rep->status;
+    j->reply.len = 0;
+    bs_buf_put(&j->reply, rep->body.data, rep->body.len);
+    finish(en, j);
+}
+
+/* 04 §7 B5: the batch's error, in the request's dialect. */
+static void complete_internal(bs_engine *en, bs_job *j, const char *msg) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    if (j->dialect == BS_DIALECT_BASAL) {
+        rep.status = 422;
+        bs_buf_puts(&rep.body, "{\"error\":");
+        bs_resp_cstr(&rep.body, msg);
+        bs_buf_putc(&rep.body, '}');
+    } else {
+        bs_reply_internal(&rep, msg);
+    }
+    complete_reply(en, j, &rep);
+    bs_reply_free(&rep);
+}
+
+/* ---- planning (04 §3) ---- */
+
+/* Steps 8–10 on the main lane; returns 1 if the job is planned, 0 if it was
+ * answered (error) here. */
+static int plan_job(bs_engine *en, bs_job *j) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    bj_value *body = j->body;
+    j->body = NULL;
+    int rc = bs_request_validate(body, j->dialect, NULL, &j->req, &rep, &e);
+    if (rc == 0) rc = bs_request_check_capability(j->req, NULL, &rep, &e);
+    if (rc == 0) {
+        bs_plan *p = calloc(1, sizeof *p);
+        if (!p) rc = bs_fail(&e, BS_ENOMEM, "out of memory");
+        else if ((rc = bs_plan_build(p, en->m, &en->lc, j->req, en->o.state_cache_mb > 0, &rep, &e)) < 0) free(p);
+        else j->plan = p;
+    }
+    if (rc == BS_EINVAL && rep.body.len) {
+        complete_reply(en, j, &rep);
+    } else if (rc < 0) {
+        complete_internal(en, j, e.msg[0] ? e.msg : bs_strerror(rc));
+    } else {
+        j->cost = bs_plan_cost(j->plan);
+    }
+    bs_reply_free(&rep);
+    return rc == 0;
+}
+
+/* ---- admission (04 §9) ---- */
+
+typedef struct { bs_job *j; double ratio; size_t idx; } ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->ratio != y->ratio) return x->ratio > y->ratio ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx); /* stable */
+}
+
+size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedule sched, int64_t budget,
+                bs_job **batch, int64_t *batch_tokens) {
+    size_t n = *nw, nb = 0, keep = 0;
+    if (n == 0) return 0;
+    if (sched == BS_SCHED_HRRN) {
+        ranked *r = malloc(n * sizeof *r);
+        if (r) {
+            for (size_t i = 0; i < n; i++) {
+                r[i].j = wait[i];
+                r[i].ratio = (now_ms - wait[i]->arrival_ms) / 1000.0 * rate / (double)wait[i]->cost;
+                r[i].idx = i;
+            }
+            qsort(r, n, sizeof *r, cmp_ranked);
+            for (size_t i = 0; i < n; i++) wait[i] = r[i].j;
+            free(r);
+        }
+    }
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    for (size_t i = 0; i < n; i++) {
+        const bs_plan *p = wait[i]->plan;
+        size_t np = p->n_items * BS_N_ORDERS;
+        const int32_t *pr[2 * 64];
+        int32_t ln[2 * 64];
+        const int32_t **prs = np <= 128 ? pr : malloc(np * sizeof *prs);
+        int32_t *lns = np <= 128 ? ln : malloc(np * sizeof *lns);
+        int admit = i == 0;
+        if (prs && lns) {
+            for (size_t k = 0, q = 0; k < p->n_items; k++)
+                for (int o = 0; o < BS_N_ORDERS; o++, q++) {
+                    prs[q] = p->items[k].orders[o].ids;
+                    lns[q] = p->items[k].orders[o].n_ids;
+                }
+            if (!admit) admit = tc.tokens + bs_tc_growth(&tc, prs, lns, np) <= budget;
+            if (admit && bs_tc_insert(&tc, prs, lns, np) < 0) admit = i == 0;
+        }
+        if (prs != pr) free(prs);
+        if (lns != ln) free(lns);
+        if (admit) batch[nb++] = wait[i];
+        else wait[keep++] = wait[i];
+    }
+    *batch_tokens = tc.tokens > 0 ? tc.tokens : 1;
+    bs_tc_free(&tc);
+    *nw = keep;
+    return nb;
+}
+
+/* Drops cancelled jobs (04 §11 X2), admits one batch, runs it, replies. */
+static void admit_and_run(lane *L) {
+    bs_engine *en = L->en;
+    double now = bs_now_ms();
+    size_t keep = 0;
+    for (size_t i = 0; i < L->nw; i++) {
+        bs_job *j = L->wait[i];
+        if (atomic_load(&j->cancelled)) {
+            j->status = 0;
+            en->dropped++;
+            finish(en, j);
+        } else {
+            L->wait[keep++] = j;
+        }
+    }
+    L->nw = keep;
+    if (!L->nw) return;
+    bs_job **batch = malloc(L->nw * sizeof *batch);
+    bs_plan **plans = malloc(L->nw * sizeof *plans);
+    if (!batch || !plans) {
+        free(batch);
+        free(plans);
+        for (size_t i = 0; i < L->nw; i++) complete_internal(en, L->wait[i], "out of memory");
+        L->nw = 0;
+        return;
+    }
+    int64_t tokens = 0;
+    size_t nb = bs_admit(L->wait, &L->nw, now, L->rate, en->o.schedule, en->o.max_batch_tokens, batch, &tokens);
+    for (size_t i = 0; i < nb; i++) plans[i] = batch[i]->plan;
+    bs_err e = {0};
+    int rc = bs_runner_run(&L->run, plans, nb, &e);
+    double end = bs_now_ms(), compute_ms = end - now;
+    if (compute_ms > 1) L->rate = 0.8 * L->rate + 0.2 * ((double)tokens / (compute_ms / 1000.0));
+    en->batches++;
+    en->batch_requests += (int64_t)nb;
+    for (size_t i = 0; i < nb; i++) {
+        bs_job *j = batch[i];
+        if (rc < 0) {
+            complete_internal(en, j, e.msg[0] ? e.msg : bs_strerror(rc));
+            continue;
+        }
+        j->queue_ms = now - j->arrival_ms;
+        j->compute_ms = compute_ms;
+        j->batch_requests = (int)nb;
+        j->lane = L->is_long;
+        /* 02 §4.6: handler arrival to response construction, rounded to 0.01 ms */
+        double latency = round((bs_now_ms() - j->arrival_ms) * 100.0) / 100.0;
+        bs_err ae = {0};
+        j->reply.len = 0;
+        if (bs_plan_answer(j->plan, en->m, latency, &j->reply, &ae) < 0) {
+            complete_internal(en, j, ae.msg);
+            continue;
+        }
+        en->input_tokens += (int64_t)((bs_plan *)j->plan)->input_tokens;
+        j->status = 200;
+        finish(en, j);
+    }
+    free(batch);
+    free(plans);
+}
+
+static int push_wait(lane *L, bs_job *j) {
+    if (L->nw == L->capw) {
+        size_t ncap = L->capw ? L->capw * 2 : 64;
+        bs_job **nwl = realloc(L->wait, ncap * sizeof *nwl);
+        if (!nwl) return BS_ENOMEM;
+        L->wait = nwl;
+        L->capw = ncap;
+    }
+    L->wait[L->nw++] = j;
+    return BS_OK;
+}
+
+/* ---- lanes (04 §8) ---- */
+
+static void *main_lane(void *arg) {
+    lane *L = arg;
+    bs_engine *en = L->en;
+    for (;;) {
+        pthread_mutex_lock(&en->mu);
+        while (!en->qh && L->nw == 0 && !en->stopping) pthread_cond_wait(&en->cv, &en->mu);
+        bs_job *taken = en->qh;
+        en->qh = en->qt = NULL;
+        int stop = en->stopping && !taken && L->nw == 0;
+        pthread_mutex_unlock(&en->mu);
+        if (stop) break;
+        while (taken) {
+            bs_job *j = taken;
+            taken = j->next;
+            j->next = NULL;
+            if (!plan_job(en, j)) continue;
+            if (en->has_long && j->cost > en->o.long_tokens) {
+                pthread_mutex_lock(&en->lng.mu);
+                if (en->lng.qt) en->lng.qt->next = j;
+                else en->lng.qh = j;
+                en->lng.qt = j;
+                pthread_cond_signal(&en->lng.cv);
+                pthread_mutex_unlock(&en->lng.mu);
+            } else if (push_wait(L, j) < 0) {
+                complete_internal(en, j, "out of memory");
+            }
+        }
+        admit_and_run(L);
+    }
+    if (en->has_long) {
+        pthread_mutex_lock(&en->lng.mu);
+        en->lng.stopping = 1;
+        pthread_cond_signal(&en->lng.cv);
+        pthread_mutex_unlock(&en->lng.mu);
+    }
+    return NULL;
+}
+
+static void *long_lane(void *arg) {
+    lane *L = arg;
+    bs_engine *en = L->en;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        while (!L->qh && L->nw == 0 && !L->stopping) pthread_cond_wait(&L->cv, &L->mu);
+        bs_job *taken = L->qh;
+        L->qh = L->qt = NULL;
+        int stop = L->stopping && !taken && L->nw == 0;
+        pthread_mutex_unlock(&L->mu);
+        if (stop) break;
+        while (taken) {
+            bs_job *j = taken;
+            taken = j->next;
+            j->next = NULL;
+            if (push_wait(L, j) < 0) complete_internal(en, j, "out of memory");
+        }
+        admit_and_run(L);
+    }
+    return NULL;
+}
+
+static void lane_init(lane *L, bs_engine *en, int is_long) {
+    memset(L, 0, sizeof *L);
+    L->en = en;
+    L->is_long = is_long;
+    L->rate = 3000.0;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    bs_runner_init(&L->run, en->m, en->o.tree_max_tokens, en->o.forward_max_tokens,
+                   en->o.no_prefix_cache ? NULL : &en->pinned, en->o.state_cache_mb << 20, en->gate, is_long);
+}
+
+static void lane_free(lane *L) {
+    bs_runner_free(&L->run);
+    free(L->wait);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+}
+
+int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *opts, bs_gate *gate, bs_err *e) {
+    *out = NULL;
+    if (!m->has_weights) return bs_fail(e, BS_EINVAL, "engine: model %s loaded without weights", m->name);
+    bs_engine *en = calloc(1, sizeof *en);
+    if (!en) return bs_fail(e, BS_ENOMEM, "out of memory");
+    en->m = m;
+    if (opts) en->o = *opts;
+    else bs_engine_opts_default(&en->o);
+    en->has_long = en->o.long_tokens > 0;
+    en->gate = gate;
+    if (!gate && en->has_long) {
+        if (!(en->gate = bs_gate_create(100.0, NULL, NULL))) { free(en); return bs_fail(e, BS_ENOMEM, "out of memory"); }
+        en->own_gate = 1;
+    }
+    bs_letter_cache_init(&en->lc);
+    pthread_mutex_init(&en->mu, NULL);
+    pthread_cond_init(&en->cv, NULL);
+    int rc = BS_OK;
+    if (!en->o.no_prefix_cache && (rc = bs_prefix_set_build(&en->pinned, m, en->gate, e)) < 0) goto fail;
+    lane_init(&en->main, en, 0);
+    if (en->has_long) lane_init(&en->lng, en, 1);
+    if (pthread_create(&en->main.th, NULL, main_lane, &en->main) != 0) {
+        rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the main lane thread");
+        goto fail_lanes;
+    }
+    en->main.started = 1;
+    if (en->has_long) {
+        if (pthread_create(&en->lng.th, NULL, long_lane, &en->lng) != 0) {
+            rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the long lane thread");
+            goto fail_lanes;
+        }
+        en->lng.started = 1;
+    }
+    *out = en;
+    return BS_OK;
+fail_lanes:
+    bs_engine_destroy(en);
+    return rc;
+fail:
+    bs_prefix_set_free(&en->pinned);
+    bs_letter_cache_free(&en->lc);
+    pthread_mutex_destroy(&en->mu);
+    pthread_cond_destroy(&en->cv);
+    if (en->own_gate) bs_gate_destroy(en->gate);
+    free(en);
+    return rc;
+}
+
+void bs_engine_submit(bs_engine *en, bs_job *job) {
+    job->next = NULL;
+    en->queued++;
+    pthread_mutex_lock(&en->mu);
+    if (en->qt) en->qt->next = job;
+    else en->qh = job;
+    en->qt = job;
+    pthread_cond_signal(&en->cv);
+    pthread_mutex_unlock(&en->mu);
+}
+
+void bs_engine_destroy(bs_engine *en) {
+    if (!en) return;
+    pthread_mutex_lock(&en->mu);
+    en->stopping = 1;
+    pthread_cond_broadcast(&en->cv);
+    pthread_mutex_unlock(&en->mu);
+    if (en->main.started) pthread_join(en->main.th, NULL);
+    else if (en->has_long) en->lng.stopping = 1;
+    if (en->has_long && en->lng.started) pthread_join(en->lng.th, NULL);
+    lane_free(&en->main);
+    if (en->has_long) lane_free(&en->lng);
+    bs_prefix_set_free(&en->pinned);
+    bs_letter_cache_free(&en->lc);
+    pthread_mutex_destroy(&en->mu);
+    pthread_cond_destroy(&en->cv);
+    if (en->own_gate) bs_gate_destroy(en->gate);
+    free(en);
+}
+
+const char *bs_engine_model_name(const bs_engine *en) { return en->m->name; }
+
+void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s) {
+    memset(s, 0, sizeof *s);
+    s->queued = en->queued;
+    s->batches = en->batches;
+    s->batch_requests = en->batch_requests;
+    s->input_tokens = en->input_tokens;
+    s->dropped = en->dropped;
+    s->forward_tokens = en->main.run.forward_tokens + (en->has_long ? en->lng.run.forward_tokens : 0);
+    s->forwards = en->main.run.forwards + (en->has_long ? en->lng.run.forwards : 0);
+    s->state_hits = en->main.run.state_hits + (en->has_long ? en->lng.run.state_hits : 0);
+    s->state_inserts = en->main.run.state_inserts + (en->has_long ? en->lng.run.state_inserts : 0);
+}

@@ -1,0 +1,105 @@
+/* The engine of one served model (spec 04 §7–§13): its own threads and queue.
+ * The HTTP layer parses a body (02 §3 steps 1–7) and submits a job; the main
+ * lane validates and plans it (steps 8–10), admits batches in HRRN (or FIFO)
+ * order under max_batch_tokens, packs every batch into prefix-trie rows, runs
+ * the forward passes through the shared device gate, and completes each job.
+ * Requests over long_tokens go to a long lane that yields the device between
+ * layers to short batches of every model. */
+#ifndef BS_ENGINE_H
+#define BS_ENGINE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/pyjson.h"
+#include "core/request.h"
+#include "engine/gate.h"
+#include "model/basal_model.h"
+
+typedef enum { BS_SCHED_HRRN = 0, BS_SCHED_FIFO = 1 } bs_schedule;
+
+typedef struct bs_engine_opts {
+    int max_batch_tokens;    /* packed tokens admitted per batch (8192) */
+    bs_schedule schedule;    /* hrrn (default) or fifo */
+    int long_tokens;         /* requests costing more go to the long lane (4096); 0 = no long lane */
+    int tree_max_tokens;     /* packed tokens per row (32768) */
+    int forward_max_tokens;  /* tokens per forward (8192; tests may lower it) */
+    size_t state_cache_mb;   /* LRU K/V cache of recent states per lane engine (0 = off) */
+    int no_prefix_cache;     /* do not pin the template prefixes */
+} bs_engine_opts;
+
+/* The defaults of spec 04 §2. */
+void bs_engine_opts_default(bs_engine_opts *o);
+
+typedef struct bs_job bs_job;
+typedef void (*bs_job_done_fn)(bs_job *job, void *ctx);
+
+/* One request. The caller fills the input part, submits it, and must keep the
+ * job alive until done() has been called — exactly once, from an engine thread
+ * (or from bs_engine_submit itself when the engine is stopping). */
+struct bs_job {
+    /* input */
+    bj_value *body;          /* the parsed body; the engine takes ownership */
+    bs_dialect dialect;
+    double arrival_ms;       /* bs_now_ms() when the handler started, before parsing */
+    bs_job_done_fn done;
+    void *done_ctx;
+    atomic_int cancelled;    /* set (to 1) by the HTTP layer when the client is gone */
+    /* output, valid in done() */
+    int status;              /* HTTP status; 0 = dropped because cancelled (no reply) */
+    bs_buf reply;            /* the JSON body (empty when dropped) */
+    double queue_ms;         /* arrival -> admission start (200 only) */
+    double compute_ms;       /* admission start -> end of the batch (200 only) */
+    int batch_requests;      /* requests in that batch (200 only) */
+    int lane;                /* 0 main, 1 long */
+    /* engine-private */
+    struct bs_job *next;
+    bs_request *req;
+    void *plan;
+    int64_t cost;
+};
+
+void bs_job_init(bs_job *j);
+/* Frees the reply buffer (and anything the engine left); the job struct itself
+ * belongs to the caller. */
+void bs_job_release(bs_job *j);
+
+/* Counters for /metrics; monotonic totals unless said otherwise. */
+typedef struct bs_engine_stats {
+    int64_t queued;          /* current: jobs submitted and not yet completed */
+    int64_t batches, batch_requests; /* batches run and requests in them */
+    int64_t input_tokens;    /* usage.input_tokens of answered requests */
+    int64_t forward_tokens;  /* tokens embedded and projected by forwards (05 §14 of 04) */
+    int64_t forwards;        /* letter-logit forward calls */
+    int64_t dropped;         /* cancelled jobs dropped before compute */
+    int64_t state_hits, state_inserts;
+} bs_engine_stats;
+
+typedef struct bs_engine bs_engine;
+
+/* Starts the lanes of a loaded model (the engine borrows m, which must outlive
+ * it). gate may be NULL when this is the only model and it has no long lane
+ * (a private gate is then made if needed). Pins the template prefixes before
+ * returning unless opts->no_prefix_cache. */
+int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *opts, bs_gate *gate, bs_err *e);
+/* Queues a job (never blocks on compute). */
+void bs_engine_submit(bs_engine *en, bs_job *job);
+/* Finishes queued and running work, completes every job, joins the threads. */
+void bs_engine_destroy(bs_engine *en);
+const char *bs_engine_model_name(const bs_engine *en);
+void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s);
+
+/* Monotonic clock in milliseconds. */
+double bs_now_ms(void);
+
+#endif
+
+/* ---- exposed for tests ---- */
+
+/* One admission (04 §9 A2–A3) over the waiting list wait[0..*nw): orders it
+ * (HRRN by descending (now - arrival) * rate / cost, stable; FIFO keeps it),
+ * moves the admitted jobs to batch (returns how many) and leaves the others in
+ * wait, in their new relative order. job->plan must be a bs_plan, job->cost set. */
+size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedule sched, int64_t budget,
+                bs_job **batch, int64_t *batch_tokens);

@@ -1,0 +1,354 @@
+#include "engine/runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/pack.h"
+#include "engine/triesize.h"
+
+/* ---- prefix caches (04 §13) ---- */
+
+static void entry_free(bs_cache_entry *c) {
+    free(c->ids);
+    bs_kv_free(&c->kv);
+    memset(c, 0, sizeof *c);
+}
+
+/* Computes the K/V of ids[0..n) continuing from `from` (a cached prefix of
+ * ids, or NULL) with the forward's own code path (K1). */
+static int capture(const bs_model *m, const int32_t *ids, int32_t n, const bs_cache_entry *from, bs_kv *out,
+                   void (*between)(void *), void *ctx, bs_err *e) {
+    int32_t np = from ? from->kv.n_tokens : 0, M = n - np;
+    int rc = bs_kv_alloc(out, m, n, e);
+    if (rc < 0) return rc;
+    int32_t *pos = malloc((size_t)M * sizeof *pos);
+    if (!pos) { bs_kv_free(out); return bs_fail(e, BS_ENOMEM, "out of memory"); }
+    for (int32_t i = 0; i < M; i++) pos[i] = np + i;
+    bs_unit u = {.q_start = 0, .q_len = M, .n_ranges = 1, .r_start = {0}, .r_len = {M}, .prefix = from ? &from->kv : NULL};
+    bs_fwd_input in = {.n_tokens = M, .ids = ids + np, .pos = pos, .n_units = 1, .units = &u,
+                       .capture = out, .between_layers = between, .between_ctx = ctx};
+    rc = bs_forward(m, &in, NULL, e);
+    free(pos);
+    if (rc < 0) bs_kv_free(out);
+    return rc;
+}
+
+int bs_prefix_set_build(bs_prefix_set *ps, const bs_basal_model *m, bs_gate *gate, bs_err *e) {
+    memset(ps, 0, sizeof *ps);
+    static const bs_text states[2] = {{(char *)"a", 1}, {(char *)"b", 1}};
+    static const bs_text q = {(char *)"q", 1};
+    static const bs_text opts[2] = {{(char *)"x", 1}, {(char *)"y", 1}};
+    size_t perm[2] = {0, 1};
+    int rc = BS_OK;
+    for (int lang = 0; lang < 2 && rc == 0; lang++) {
+        int32_t *ids[2] = {NULL, NULL};
+        size_t n[2] = {0, 0};
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            bs_buf pr;
+            bs_buf_init(&pr);
+            rc = bs_prompt_build(&pr, m->bos, strlen(m->bos), (bs_lang)lang, &states[i], &q, opts, perm, 2, e);
+            if (rc == 0 && pr.oom) rc = bs_fail(e, BS_ENOMEM, "out of memory");
+            if (rc == 0) rc = bs_tokenizer_encode(m->tok, pr.data, pr.len, &ids[i], &n[i], NULL, e);
+            bs_buf_free(&pr);
+        }
+        if (rc == 0) {
+            int32_t l = 0;
+            while ((size_t)l < n[0] && (size_t)l < n[1] && ids[0][l] == ids[1][l]) l++;
+            int dup = 0;
+            for (int j = 0; j < ps->n; j++)
+                dup |= ps->e[j].kv.n_tokens == l && !memcmp(ps->e[j].ids, ids[0], (size_t)l * sizeof(int32_t));
+            if (l > 0 && l < m->cfg.max_pos && !dup) {
+                bs_cache_entry *c = &ps->e[ps->n];
+                if (!(c->ids = malloc((size_t)l * sizeof *c->ids))) rc = bs_fail(e, BS_ENOMEM, "out of memory");
+                else {
+                    memcpy(c->ids, ids[0], (size_t)l * sizeof *c->ids);
+                    if (gate) bs_gate_enter_urgent(gate);
+                    rc = capture(&m->model, c->ids, l, NULL, &c->kv, NULL, NULL, e);
+                    if (gate) bs_gate_leave(gate);
+                    if (rc == 0) {
+                        c->pinned = 1;
+                        c->bytes = bs_kv_bytes(&m->model, l);
+                        ps->n++;
+                    } else {
+                        free(c->ids);
+                        c->ids = NULL;
+                    }
+                }
+            }
+        }
+        free(ids[0]);
+        free(ids[1]);
+    }
+    if (rc < 0) bs_prefix_set_free(ps);
+    return rc;
+}
+
+void bs_prefix_set_free(bs_prefix_set *ps) {
+    for (int i = 0; i < ps->n; i++) entry_free(&ps->e[i]);
+    memset(ps, 0, sizeof *ps);
+}
+
+void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,
+                    const bs_prefix_set *pinned, size_t state_cache_bytes, bs_gate *gate, int preemptible) {
+    memset(r, 0, sizeof *r);
+    r->m = m;
+    r->tree_max_tokens = tree_max_tokens;
+    r->forward_max_tokens = forward_max_tokens;
+    r->pinned = pinned;
+    r->st_budget = state_cache_bytes;
+    r->gate = gate;
+    r->preemptible = preemptible;
+}
+
+void bs_runner_free(bs_runner *r) {
+    for (size_t i = 0; i < r->n_st; i++) entry_free(&r->st[i]);
+    free(r->st);
+    r->st = NULL;
+    r->n_st = r->cap_st = r->st_used = 0;
+}
+
+/* K3: the longest cached prefix P with len(P) < row length, the row's ids
+ * starting with P, and every token of the row allowed to see it. */
+static bs_cache_entry *choose_prefix(bs_runner *r, const bs_row *row, int *is_pinned) {
+    bs_cache_entry *best = NULL;
+    int32_t min_last = row->len;
+    for (int32_t k = 0; k < row->n_prompts; k++)
+        if (row->last[k] < min_last) min_last = row->last[k];
+    for (size_t pass = 0; pass < 2; pass++) {
+        size_t n = pass == 0 ? (size_t)(r->pinned ? r->pinned->n : 0) : r->n_st;
+        for (size_t i = 0; i < n; i++) {
+            bs_cache_entry *c = pass == 0 ? (bs_cache_entry *)&r->pinned->e[i] : &r->st[i];
+            int32_t l = c->kv.n_tokens;
+            if (l >= row->len || (best && l <= best->kv.n_tokens)) continue;
+            if (!(l <= row->prefix_len || row->n_prompts == 1)) continue;
+            if (l > min_last) continue; /* a readout token must be computed, not cached */
+            if (memcmp(row->ids, c->ids, (size_t)l * sizeof *c->ids)) continue;
+            best = c;
+            *is_pinned = pass == 0;
+        }
+    }
+    return best;
+}
+
+/* K4 step 3: evict least-recently-used entries until `need` more bytes fit. */
+static void evict_for(bs_runner *r, size_t need) {
+    while (r->n_st && r->st_used + need > r->st_budget) {
+        size_t lru = 0;
+        for (size_t i = 1; i < r->n_st; i++)
+            if (r->st[i].last_use < r->st[lru].last_use) lru = i;
+        r->st_used -= r->st[lru].bytes;
+        entry_free(&r->st[lru]);
+        r->st[lru] = r->st[--r->n_st];
+    }
+}
+
+static void checkpoint(void *ctx) { bs_gate_checkpoint((bs_gate *)ctx); }
+
+/* ---- rows and forwards (04 §6) ---- */
+
+typedef struct {
+    bs_plan *plan;
+    bs_item *item;
+    int lang;
+    size_t state_rank; /* first-appearance index of the state text within its language */
+} item_ref;
+
+static int same_state(const bs_request *a, const bs_request *b) {
+    return a->state.len == b->state.len && !memcmp(a->state.s, b->state.s, a->state.len);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs one forward over rows[0..nr) of the given items (row r holds items
+ * items[first[r] .. first[r+1])). */
+static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_row *rows, size_t nr,
+                       const int32_t *row_state_len, bs_err *e) {
+    const bs_model *m = &r->m->model;
+    const bs_kv **px = calloc(nr, sizeof *px);
+    int32_t *uids = NULL;
+    float *lg = NULL;
+    bs_packed pk;
+    int packed = 0, rc = BS_OK;
+    size_t nu = 0;
+    if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
+    for (size_t i = first[0]; i < first[nr]; i++) nu += items[i].item->k;
+    uids = malloc((nu ? nu : 1) * sizeof *uids);
+    if (!uids) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+    nu = 0;
+    for (size_t i = first[0]; i < first[nr]; i++)
+        for (size_t l = 0; l < items[i].item->k; l++) uids[nu++] = items[i].item->letter_ids[l];
+    qsort(uids, nu, sizeof *uids, cmp_i32);
+    size_t nuniq = 0;
+    for (size_t i = 0; i < nu; i++)
+        if (nuniq == 0 || uids[nuniq - 1] != uids[i]) uids[nuniq++] = uids[i];
+
+    if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
+    r->clock++;
+    bs_cache_entry *chosen_one = NULL;
+    int chosen_pinned = 0;
+    for (size_t ri = 0; ri < nr; ri++) {
+        int pinned = 0;
+        bs_cache_entry *c = choose_prefix(r, &rows[ri], &pinned);
+        if (c) {
+            c->last_use = r->clock;
+            if (!pinned) r->state_hits++;
+            px[ri] = &c->kv;
+        }
+        if (ri == 0) { chosen_one = c; chosen_pinned = pinned; }
+    }
+    /* K4: a single-row forward whose prefix is none or pinned may cache its state. */
+    if (nr == 1 && r->st_budget > 0 && (!chosen_one || chosen_pinned)) {
+        int32_t np = chosen_one ? chosen_one->kv.n_tokens : 0;
+        int32_t root = row_state_len[0] < rows[0].len - 1 ? row_state_len[0] : rows[0].len - 1;
+        size_t bytes = bs_kv_bytes(m, root > 0 ? root : 0);
+        if (root >= np + 32 && bytes <= r->st_budget) {
+            evict_for(r, bytes);
+            if (r->n_st == r->cap_st) {
+                size_t ncap = r->cap_st ? r->cap_st * 2 : 8;
+                bs_cache_entry *ns = realloc(r->st, ncap * sizeof *ns);
+                if (!ns) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
+                r->st = ns;
+                r->cap_st = ncap;
+            }
+            bs_cache_entry *c = &r->st[r->n_st];
+            memset(c, 0, sizeof *c);
+            if (!(c->ids = malloc((size_t)root * sizeof *c->ids))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
+            memcpy(c->ids, rows[0].ids, (size_t)root * sizeof *c->ids);
+            rc = capture(m, c->ids, root, chosen_one, &c->kv, r->preemptible ? checkpoint : NULL, r->gate, e);
+            if (rc < 0) { free(c->ids); c->ids = NULL; goto leave; }
+            r->forward_tokens += root - np;
+            c->bytes = bytes;
+            c->last_use = r->clock;
+            r->n_st++;
+            r->st_used += bytes;
+            r->state_inserts++;
+            px[0] = &c->kv;
+        }
+    }
+    if ((rc = bs_packed_build(&pk, rows, (int32_t)nr, px, uids, (int32_t)nuniq, e)) < 0) goto leave;
+    packed = 1;
+    lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
+    if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
+    if (r->preemptible && r->gate) {
+        pk.in.between_layers = checkpoint;
+        pk.in.between_ctx = r->gate;
+    }
+    rc = bs_forward(m, &pk.in, lg, e);
+    r->forwards++;
+    r->forward_tokens += pk.in.n_tokens;
+leave:
+    if (r->gate) bs_gate_leave(r->gate);
+    if (rc < 0) goto done;
+    /* readout_of is indexed by flat prompt: rows in order, items in row order,
+     * orders within an item */
+    size_t k = 0;
+    for (size_t i = first[0]; i < first[nr]; i++) {
+        bs_item *it = items[i].item;
+        for (int o = 0; o < BS_N_ORDERS; o++, k++) {
+            const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
+            for (size_t l = 0; l < it->k; l++) {
+                const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
+                it->orders[o].logits[l] = row_lg[hit - uids];
+            }
+        }
+    }
+done:
+    if (packed) bs_packed_free(&pk);
+    free(lg);
+    free(uids);
+    free(px);
+    return rc;
+}
+
+int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
+    size_t ni = 0;
+    for (size_t i = 0; i < n; i++) ni += plans[i]->n_items;
+    if (ni == 0) return BS_OK;
+    if (!r->m->has_weights) return bs_fail(e, BS_EINTERNAL, "forward: model loaded without weights");
+    item_ref *items = malloc(ni * sizeof *items), *tmp = malloc(ni * sizeof *tmp);
+    size_t *first = malloc((ni + 1) * sizeof *first);
+    bs_row *rows = calloc(ni, sizeof *rows);
+    int32_t *row_sl = malloc(ni * sizeof *row_sl), *lens = malloc(ni * BS_N_ORDERS * sizeof *lens);
+    const int32_t **prompts = malloc(ni * BS_N_ORDERS * sizeof *prompts);
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    size_t nrows = 0;
+    int rc = BS_OK;
+    if (!items || !tmp || !first || !rows || !row_sl || !lens || !prompts) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* F1 and F2: Polish items first, then English; within a language, stable
+     * by the first appearance of the state text. */
+    size_t k = 0;
+    for (int lang = BS_LANG_PL; lang >= BS_LANG_EN; lang--) {
+        size_t start = k;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < plans[i]->n_items; j++) {
+                bs_item *it = &plans[i]->items[j];
+                if ((int)plans[i]->req->questions[it->question].lang != lang) continue;
+                item_ref ir = {plans[i], it, lang, k - start};
+                for (size_t s = start; s < k; s++)
+                    if (same_state(items[s].plan->req, plans[i]->req)) { ir.state_rank = items[s].state_rank; break; }
+                items[k++] = ir;
+            }
+        size_t w = start; /* stable counting by rank: ranks are < k - start */
+        for (size_t rank = 0; rank < k - start; rank++)
+            for (size_t s = start; s < k; s++)
+                if (items[s].state_rank == rank) tmp[w++] = items[s];
+        memcpy(items + start, tmp + start, (k - start) * sizeof *items);
+    }
+    /* F3: greedy rows under tree_max_tokens */
+    first[0] = 0;
+    for (size_t i = 0; i < ni; i++) {
+        const int32_t *pr[BS_N_ORDERS];
+        int32_t ln[BS_N_ORDERS];
+        for (int o = 0; o < BS_N_ORDERS; o++) {
+            pr[o] = items[i].item->orders[o].ids;
+            ln[o] = items[i].item->orders[o].n_ids;
+        }
+        /* F1: a row never mixes languages */
+        int lang_change = i > first[nrows] && items[i].lang != items[i - 1].lang;
+        if (i > first[nrows] &&
+            (lang_change || tc.tokens + bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) > r->tree_max_tokens)) {
+            first[++nrows] = i;
+            bs_tc_reset(&tc);
+        }
+        if ((rc = bs_tc_insert(&tc, pr, ln, BS_N_ORDERS)) < 0) { rc = bs_fail(e, rc, "out of memory"); goto done; }
+    }
+    first[++nrows] = ni;
+    /* F4: pack each row; its state_len is the smallest of its items', capped */
+    for (size_t ri = 0; ri < nrows; ri++) {
+        size_t np = 0;
+        int32_t sl = INT32_MAX;
+        for (size_t i = first[ri]; i < first[ri + 1]; i++) {
+            for (int o = 0; o < BS_N_ORDERS; o++) {
+                prompts[np] = items[i].item->orders[o].ids;
+                lens[np++] = items[i].item->orders[o].n_ids;
+            }
+            if (items[i].item->state_len < sl) sl = items[i].item->state_len;
+        }
+        if ((rc = bs_pack_row(&rows[ri], prompts, lens, (int32_t)np, e)) < 0) goto done;
+        row_sl[ri] = sl < rows[ri].prefix_len ? sl : rows[ri].prefix_len;
+    }
+    /* F5: consecutive rows per forward under forward_max_tokens */
+    for (size_t ri = 0; ri < nrows;) {
+        size_t rj = ri + 1;
+        int64_t total = rows[ri].len;
+        /* F1: nor does a forward, so all its rows start with the same template */
+        while (rj < nrows && total + rows[rj].len <= r->forward_max_tokens &&
+               items[first[rj]].lang == items[first[ri]].lang)
+            total += rows[rj++].len;
+        if ((rc = run_forward(r, items, first + ri, rows + ri, rj - ri, row_sl + ri, e)) < 0) goto done;
+        ri = rj;
+    }
+done:
+    if (rows)
+        for (size_t ri = 0; ri < nrows; ri++) bs_row_free(&rows[ri]);
+    bs_tc_free(&tc);
+    free(items); free(tmp); free(first); free(rows); free(row_sl); free(lens); free(prompts);
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* Running the plans of one batch on one lane's engine (spec 04 §6, §7, §13):
+ * items are grouped by language and state, cut into prefix-trie rows under
+ * tree_max_tokens, rows grouped into forwards under forward_max_tokens; each
+ * row may start from a cached prefix (the pinned template prefixes, or the
+ * lane's LRU state cache); every forward holds the device gate. */
+#ifndef BS_RUNNER_H
+#define BS_RUNNER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/gate.h"
+#include "engine/plan.h"
+#include "model/forward.h"
+
+typedef struct bs_cache_entry {
+    int32_t *ids;        /* the prefix tokens (positions 0..n-1) */
+    bs_kv kv;            /* kv.n_tokens = number of ids */
+    int pinned;
+    uint64_t last_use;
+    size_t bytes;
+} bs_cache_entry;
+
+/* The pinned template prefixes of a model (04 §13 K2), shared read-only by
+ * its lanes. */
+typedef struct bs_prefix_set {
+    bs_cache_entry e[2];
+    int n;
+} bs_prefix_set;
+
+/* Computes and pins the PL and EN template prefixes (holding the gate, if any). */
+int bs_prefix_set_build(bs_prefix_set *ps, const bs_basal_model *m, bs_gate *gate, bs_err *e);
+void bs_prefix_set_free(bs_prefix_set *ps);
+
+typedef struct bs_runner {
+    const bs_basal_model *m;
+    int tree_max_tokens, forward_max_tokens;
+    const bs_prefix_set *pinned;  /* may be NULL (no_prefix_cache) */
+    bs_cache_entry *st;           /* the LRU state cache (unpinned entries) */
+    size_t n_st, cap_st, st_used, st_budget;
+    uint64_t clock;
+    bs_gate *gate;                /* may be NULL */
+    int preemptible;              /* long lane: yields between layers */
+    /* counters (read by metrics from other threads) */
+    _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;
+} bs_runner;
+
+void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,
+                    const bs_prefix_set *pinned, size_t state_cache_bytes, bs_gate *gate, int preemptible);
+void bs_runner_free(bs_runner *r);
+
+/* Round 1 of 04 §7 for every item of the plans; fills each order's logits. */
+int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e);
+
+#endif

@@ -1,0 +1,480 @@
+/* The engine (spec 04): trie size (§4), packing invariants on random inputs
+ * (§5), HRRN/FIFO admission with a controlled clock (§9), the device gate with
+ * fake lanes (§11), row and forward cuts (§6), and the whole engine on a real
+ * fixture model: cancellation, the context limit, short-before-long, and
+ * answers byte-identical alone, batched, with caches on/off, in the long lane
+ * and under preemption (§15 items 2–4, 6–9, 11, 12). */
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "engine/engine.h"
+#include "engine/gate.h"
+#include "engine/pack.h"
+#include "engine/plan.h"
+#include "engine/runner.h"
+#include "engine/triesize.h"
+
+static uint64_t rng = 42;
+static uint32_t rnd(uint32_t n) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33) % n;
+}
+
+/* ---- §4 trie size ---- */
+static void test_trie_size(void) {
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    const int32_t a[] = {1, 2, 3, 4}, b[] = {1, 2, 3, 5}, c[] = {1, 2, 9}, d[] = {1, 2, 9, 9};
+    const int32_t *p1[] = {a, b}, *p2[] = {c, d};
+    int32_t l1[] = {4, 4}, l2[] = {3, 4};
+    CHECK_INT(bs_tc_growth(&tc, p1, l1, 2), 5);
+    CHECK_INT(bs_tc_insert(&tc, p1, l1, 2), 0);
+    CHECK_INT(tc.tokens, 5);
+    CHECK_INT(bs_tc_growth(&tc, p2, l2, 2), 2);
+    bs_tc_free(&tc);
+
+    /* property: for random prompt sets of depth < 8, trie size == packed length,
+     * and the packing invariants hold */
+    int mismatches = 0, bad_visible = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        int n = 1 + (int)rnd(6);
+        int32_t buf[6][40], lens[6];
+        const int32_t *pp[6];
+        for (int i = 0; i < n; i++) {
+            int base = i > 0 && rnd(3) ? (int)rnd((uint32_t)i) : -1; /* share a prefix with an earlier one */
+            int shared = base >= 0 ? (int)rnd((uint32_t)lens[base] + 1) : 0;
+            lens[i] = shared + (int)rnd(8) + (shared ? 0 : 1);
+            if (lens[i] == 0) lens[i] = 1;
+            for (int t = 0; t < lens[i]; t++) buf[i][t] = t < shared ? buf[base][t] : (int32_t)rnd(4);
+            pp[i] = buf[i];
+        }
+        bs_tc_init(&tc);
+        bs_tc_insert(&tc, pp, lens, (size_t)n);
+        bs_row row;
+        bs_err e = {0};
+        if (bs_pack_row(&row, pp, lens, n, &e) < 0) { mismatches++; bs_tc_free(&tc); continue; }
+        int deep = 0; /* depth of the deepest block */
+        for (int b = 0; b < row.n_blocks; b++) {
+            int dd = 0;
+            for (int x = b; x >= 0; x = row.parent[x]) dd++;
+            if (dd > deep) deep = dd;
+            CHECK(row.parent[b] < b); /* ancestors precede descendants */
+        }
+        if (deep < 8 && tc.tokens != row.len) mismatches++;
+        /* visible tokens of every readout = its prompt */
+        for (int p = 0; p < n; p++) {
+            int col = row.last[p], nv = 0, ok = 1;
+            for (int t = 0; t <= col && ok; t++) {
+                int vis = 0;
+                for (int x = row.node[col]; x >= 0; x = row.parent[x]) vis |= row.node[t] == x;
+                if (!vis) continue;
+                ok = nv < lens[p] && row.ids[t] == pp[p][nv] && row.pos[t] == nv;
+                nv++;
+            }
+            if (!ok || nv != lens[p]) bad_visible++;
+        }
+        bs_row_free(&row);
+        bs_tc_free(&tc);
+    }
+    CHECK_INT(mismatches, 0);
+    CHECK_INT(bad_visible, 0);
+}
+
+/* ---- §9 admission ---- */
+typedef struct {
+    bs_job job;
+    bs_plan plan;
+    bs_item item;
+    int32_t ids[2][4600];
+} fake_req;
+
+static void fake_init(fake_req *f, double arrival, int tokens, int32_t first_id) {
+    memset(f, 0, sizeof *f);
+    bs_job_init(&f->job);
+    f->job.arrival_ms = arrival;
+    /* two order prompts of tokens/2 each, no sharing: trie size = tokens */
+    for (int o = 0; o < 2; o++) {
+        for (int t = 0; t < tokens / 2; t++) f->ids[o][t] = first_id + o * 100000 + t;
+        f->item.orders[o].ids = f->ids[o];
+        f->item.orders[o].n_ids = tokens / 2;
+    }
+    f->plan.items = &f->item;
+    f->plan.n_items = 1;
+    f->job.plan = &f->plan;
+    f->job.cost = bs_plan_cost(&f->plan);
+}
+
+static void test_admission(void) {
+    static fake_req A, B, C;
+    /* the §9 example: now = 10 s; A waited 1.0 s (4000 tokens), B 0.2 s (300), C 3.0 s (4000) */
+    for (int sched = 0; sched < 2; sched++) {
+        fake_init(&A, 9000, 4000, 1000000);
+        fake_init(&B, 9800, 300, 2000000);
+        fake_init(&C, 7000, 4000, 3000000);
+        CHECK_INT(A.job.cost, 4000);
+        bs_job *wait[3] = {&C.job, &A.job, &B.job}; /* arrival order */
+        bs_job *batch[3];
+        size_t nw = 3;
+        int64_t tokens = 0;
+        size_t nb = bs_admit(wait, &nw, 10000, 3000, sched ? BS_SCHED_FIFO : BS_SCHED_HRRN, 8192, batch, &tokens);
+        if (sched == 0) { /* HRRN: order C, B, A; batch C + B, A waits */
+            CHECK_INT(nb, 2);
+            CHECK(nb == 2 && batch[0] == &C.job && batch[1] == &B.job);
+            CHECK_INT(tokens, 4300);
+            CHECK(nw == 1 && wait[0] == &A.job);
+        } else { /* FIFO: C and A (8000), B (8300 > 8192) waits */
+            CHECK_INT(nb, 2);
+            CHECK(nb == 2 && batch[0] == &C.job && batch[1] == &A.job);
+            CHECK(nw == 1 && wait[0] == &B.job);
+        }
+    }
+    /* an oversized request runs alone; equal ratios keep their order */
+    static fake_req big, s1, s2;
+    fake_init(&big, 0, 9000, 1);
+    fake_init(&s1, 0, 100, 50000);
+    fake_init(&s2, 0, 100, 60000);
+    bs_job *wait[3] = {&big.job, &s1.job, &s2.job}, *batch[3];
+    size_t nw = 3;
+    int64_t tokens;
+    size_t nb = bs_admit(wait, &nw, 0, 3000, BS_SCHED_HRRN, 8192, batch, &tokens);
+    CHECK_INT(nb, 1);
+    CHECK(batch[0] == &big.job);
+    CHECK(nw == 2 && wait[0] == &s1.job && wait[1] == &s2.job);
+    /* shared prefixes count once: two requests sharing 3000 of 3100 tokens */
+    static fake_req x, y;
+    fake_init(&x, 0, 6200, 7);
+    fake_init(&y, 0, 6200, 7);
+    for (int o = 0; o < 2; o++) y.ids[o][3099] = 999999; /* differ in the last token only */
+    y.job.cost = bs_plan_cost(&y.plan);
+    bs_job *w2[2] = {&x.job, &y.job}, *b2[2];
+    nw = 2;
+    nb = bs_admit(w2, &nw, 0, 3000, BS_SCHED_FIFO, 8192, b2, &tokens);
+    CHECK_INT(nb, 2);
+    CHECK_INT(tokens, 6202);
+}
+
+/* ---- §11 gate with fake lanes and a controlled clock ---- */
+static _Atomic double fake_now;
+static double fake_clock(void *ctx) { (void)ctx; return fake_now; }
+
+typedef struct { bs_gate *g; _Atomic int entered, done; } urgent_arg;
+static void *urgent_thread(void *a) {
+    urgent_arg *u = a;
+    bs_gate_enter_urgent(u->g);
+    u->entered = 1;
+    bs_gate_leave(u->g);
+    u->done = 1;
+    return NULL;
+}
+
+static void test_gate(void) {
+    fake_now = 0;
+    bs_gate *g = bs_gate_create(100, fake_clock, NULL);
+    bs_gate_enter_preemptible(g);
+    CHECK_INT(bs_gate_checkpoint(g), 0); /* nobody waits: continue */
+    urgent_arg u = {g, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, urgent_thread, &u);
+    usleep(50000);
+    CHECK_INT(u.entered, 0);               /* the device is busy */
+    fake_now = 50;
+    CHECK_INT(bs_gate_checkpoint(g), 0);   /* held for less than the slice */
+    CHECK_INT(u.entered, 0);
+    fake_now = 100;
+    CHECK_INT(bs_gate_checkpoint(g), 1);   /* yields: exactly one urgent call runs, then resumes */
+    pthread_join(th, NULL);
+    CHECK_INT(u.done, 1);
+    fake_now = 150;
+    CHECK_INT(bs_gate_checkpoint(g), 0);   /* nobody waits any more */
+    bs_gate_leave(g);
+    bs_gate_destroy(g);
+}
+
+/* ---- the engine on a real model ---- */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_done;
+    int order[64];
+    int next;
+} waiter;
+
+static void on_done(bs_job *j, void *ctx) {
+    waiter *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->order[w->next++ & 63] = (int)(intptr_t)j->next; /* unused; see tags */
+    w->n_done++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void wait_for(waiter *w, int n) {
+    pthread_mutex_lock(&w->mu);
+    while (w->n_done < n) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static const char *REQS[] = {
+    "{\"model\":\"basal-tiny\",\"state\":\"Klient: od wczoraj nie mogę zalogować się do bankowości.\","
+    "\"questions\":{\"d\":{\"type\":\"choice\",\"instructions\":\"Dział?\",\"criteria\":{\"cards\":\"Karty\","
+    "\"online\":\"Bankowość\",\"loans\":\"Kredyty\"}},\"n\":{\"type\":\"noul\",\"instructions\":\"Czy pilne?\"}}}",
+    "{\"model\":\"basal-tiny\",\"state\":{\"ticket\":\"Order 5512 arrived broken\",\"amount\":129.99},"
+    "\"questions\":{\"s\":{\"type\":\"score\",\"instructions\":\"Urgency?\",\"criteria\":[\"low\",\"mid\",\"high\"]}}}",
+    "{\"model\":\"basal-tiny\",\"state\":\"Klient: od wczoraj nie mogę zalogować się do bankowości.\","
+    "\"questions\":{\"t\":{\"type\":\"choice\",\"criteria\":[\"a\",\"b\",\"c\",\"d\"]}}}",
+    "{\"model\":\"basal-tiny\",\"state\":\"The customer wants to cancel the subscription before renewal.\","
+    "\"questions\":{\"team\":{\"type\":\"choice\",\"instructions\":\"Which team?\",\"option_keys\":\"hide\","
+    "\"criteria\":{\"t1\":\"Billing\",\"t2\":\"Billing\",\"t3\":\"Retention\"}}}}",
+    "{\"model\":\"basal-tiny\",\"state\":\"Dzień dobry, piszę w sprawie zamówienia numer 5512, które dotarło wczoraj "
+    "uszkodzone: pudełko było zgniecione, a ekran telefonu pęknięty. Proszę o wymianę albo zwrot pieniędzy.\","
+    "\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":\"Czy to reklamacja?\"},"
+    "\"b\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"wysoka\"]}}}",
+};
+enum { NREQ = 5 };
+
+static bs_job *make_job(const char *body, waiter *w) {
+    bs_job *j = calloc(1, sizeof *j);
+    bs_job_init(j);
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    if (bs_body_parse(body, strlen(body), BS_DIALECT_SYSTEMONE, &j->body, &rep, &e) < 0)
+        fprintf(stderr, "bad test body: %s\n", rep.body.data);
+    bs_reply_free(&rep);
+    j->arrival_ms = bs_now_ms();
+    j->done = on_done;
+    j->done_ctx = w;
+    return j;
+}
+
+/* The reply without "latency_ms":<value> (it varies). */
+static char *strip_latency(const bs_job *j) {
+    char *s = strdup(j->reply.data ? j->reply.data : "");
+    char *p = strstr(s, ",\"latency_ms\":");
+    if (p) {
+        char *q = p + 14;
+        while (*q && *q != '}') q++;
+        memmove(p, q, strlen(q) + 1);
+    }
+    return s;
+}
+
+/* Runs requests reqs[0..n) through an engine with the given options, all
+ * submitted at once; returns the reply bodies (latency stripped). */
+static void run_engine(bs_basal_model *m, const bs_engine_opts *o, const int *reqs, int n, char **out, int *status,
+                       bs_engine_stats *st) {
+    bs_engine *en = NULL;
+    bs_err e = {0};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+    CHECK_INT(bs_engine_create(&en, m, o, NULL, &e), 0);
+    if (!en) { fprintf(stderr, "engine: %s\n", e.msg); return; }
+    bs_job *jobs[16];
+    for (int i = 0; i < n; i++) jobs[i] = make_job(REQS[reqs[i]], &w);
+    for (int i = 0; i < n; i++) bs_engine_submit(en, jobs[i]);
+    wait_for(&w, n);
+    for (int i = 0; i < n; i++) {
+        out[i] = strip_latency(jobs[i]);
+        if (status) status[i] = jobs[i]->status;
+        bs_job_release(jobs[i]);
+        free(jobs[i]);
+    }
+    if (st) bs_engine_get_stats(en, st);
+    bs_engine_destroy(en);
+}
+
+static void test_engine_invariance(bs_basal_model *m) {
+    bs_engine_opts base;
+    bs_engine_opts_default(&base);
+    char *alone[NREQ];
+    for (int i = 0; i < NREQ; i++) {
+        int st;
+        run_engine(m, &base, &i, 1, &alone[i], &st, NULL);
+        CHECK_INT(st, 200);
+    }
+    CHECK_CONTAINS(alone[0], "\"usage\":{\"input_tokens\":");
+    struct { const char *name; bs_engine_opts o; } variants[6];
+    for (int v = 0; v < 6; v++) variants[v].o = base;
+    variants[0].name = "batched";
+    variants[1].name = "no prefix cache";
+    variants[1].o.no_prefix_cache = 1;
+    variants[2].name = "state cache on";
+    variants[2].o.state_cache_mb = 64;
+    variants[3].name = "long lane (long_tokens 1)";
+    variants[3].o.long_tokens = 1;
+    variants[4].name = "rows of one item, one row per forward";
+    variants[4].o.tree_max_tokens = 1;
+    variants[4].o.forward_max_tokens = 1;
+    variants[5].name = "fifo, tiny batch budget";
+    variants[5].o.schedule = BS_SCHED_FIFO;
+    variants[5].o.max_batch_tokens = 1;
+    int all[NREQ * 2] = {0, 1, 2, 3, 4, 4, 3, 2, 1, 0};
+    int64_t batched_tokens = 0;
+    for (int v = 0; v < 6; v++) {
+        char *got[NREQ * 2];
+        int st[NREQ * 2];
+        bs_engine_stats s;
+        run_engine(m, &variants[v].o, all, NREQ * 2, got, st, &s);
+        int diff = 0;
+        for (int i = 0; i < NREQ * 2; i++) {
+            diff += st[i] != 200 || strcmp(got[i], alone[all[i]]) != 0;
+            if (st[i] != 200 || strcmp(got[i], alone[all[i]]))
+                fprintf(stderr, "%s: request %d differs:\n  %s\n  %s\n", variants[v].name, all[i], got[i], alone[all[i]]);
+            free(got[i]);
+        }
+        fprintf(stderr, "%s: %d of %d replies differ; %lld forwards, %lld forward tokens, %lld input tokens\n",
+                variants[v].name, diff, NREQ * 2, (long long)s.forwards, (long long)s.forward_tokens,
+                (long long)s.input_tokens);
+        CHECK_INT(diff, 0);
+        if (v == 4) CHECK(s.forwards >= 6); /* every item its own row and forward */
+        if (v == 0) batched_tokens = s.forward_tokens;
+        if (v == 1) CHECK(s.forward_tokens > batched_tokens); /* the pinned template prefixes saved work */
+        if (v == 0) CHECK(s.forward_tokens < s.input_tokens); /* packing saved work */
+    }
+    /* State cache: the same state asked twice in a row is inserted, then hit,
+     * and the answers do not change. */
+    {
+        bs_engine_opts o = base;
+        o.state_cache_mb = 64;
+        bs_engine *en = NULL;
+        bs_err e = {0};
+        waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+        CHECK_INT(bs_engine_create(&en, m, &o, NULL, &e), 0);
+        for (int round = 0; round < 2 && en; round++) {
+            bs_job *j = make_job(REQS[4], &w);
+            bs_engine_submit(en, j);
+            wait_for(&w, round + 1);
+            char *got = strip_latency(j);
+            CHECK_STR(got, alone[4]);
+            free(got);
+            bs_job_release(j);
+            free(j);
+        }
+        bs_engine_stats s;
+        if (en) {
+            bs_engine_get_stats(en, &s);
+            fprintf(stderr, "state cache: %lld inserts, %lld hits\n", (long long)s.state_inserts, (long long)s.state_hits);
+            CHECK_INT(s.state_inserts, 1);
+            CHECK_INT(s.state_hits, 1);
+            bs_engine_destroy(en);
+        }
+    }
+    for (int i = 0; i < NREQ; i++) free(alone[i]);
+}
+
+static void test_cancel_and_limit(bs_basal_model *m) {
+    bs_engine_opts o;
+    bs_engine_opts_default(&o);
+    bs_engine *en = NULL;
+    bs_err e = {0};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+    CHECK_INT(bs_engine_create(&en, m, &o, NULL, &e), 0);
+    if (!en) return;
+    /* a cancelled request is never computed (X2) */
+    bs_job *c = make_job(REQS[0], &w);
+    atomic_store(&c->cancelled, 1);
+    bs_engine_submit(en, c);
+    wait_for(&w, 1);
+    bs_engine_stats s;
+    bs_engine_get_stats(en, &s);
+    CHECK_INT(c->status, 0);
+    CHECK_INT(s.forwards, 0);
+    CHECK_INT(s.dropped, 1);
+    /* an over-long request fails alone (04 §3 P7); its neighbours succeed */
+    size_t big = 3 * 2048 * 4;
+    char *body = malloc(big + 256);
+    int n = sprintf(body, "{\"model\":\"basal-tiny\",\"state\":\"");
+    for (size_t i = 0; i < big / 4; i++) n += sprintf(body + n, "ab c");
+    sprintf(body + n, "\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}");
+    bs_job *ok1 = make_job(REQS[1], &w), *lng = make_job(body, &w), *ok2 = make_job(REQS[3], &w);
+    bs_engine_submit(en, ok1);
+    bs_engine_submit(en, lng);
+    bs_engine_submit(en, ok2);
+    wait_for(&w, 4);
+    CHECK_INT(ok1->status, 200);
+    CHECK_INT(ok2->status, 200);
+    CHECK_INT(lng->status, 422);
+    CHECK_CONTAINS(lng->reply.data, "{\"error\":\"unsupported\",\"detail\":[{\"type\":\"prompt_too_long\","
+                                    "\"loc\":[\"body\",\"questions\",\"q\"],\"msg\":\"a prompt of ");
+    CHECK_CONTAINS(lng->reply.data, "tokens exceeds the model limit 2048\"}]}");
+    bs_job *all[] = {c, ok1, lng, ok2};
+    for (int i = 0; i < 4; i++) { bs_job_release(all[i]); free(all[i]); }
+    free(body);
+    bs_engine_destroy(en);
+}
+
+/* A short request submitted while a long one runs in the long lane finishes
+ * first: the long lane yields between layers (long_slice_ms 0). */
+static double done_at[2];
+static void on_done_t(bs_job *j, void *ctx) {
+    done_at[(intptr_t)ctx] = bs_now_ms();
+    (void)j;
+}
+
+static void test_short_before_long(const char *fixtures) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tiny-hd128", fixtures);
+    bs_pool *pool = bs_pool_create(0);
+    bs_basal_model m;
+    bs_err e = {0};
+    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) { fprintf(stderr, "%s\n", e.msg); CHECK(0); bs_pool_destroy(pool); return; }
+    bs_gate *g = bs_gate_create(0, NULL, NULL);
+    bs_engine_opts o;
+    bs_engine_opts_default(&o);
+    o.long_tokens = 1000;
+    bs_engine *en = NULL;
+    CHECK_INT(bs_engine_create(&en, &m, &o, g, &e), 0);
+    char *body = malloc(20000);
+    int n = sprintf(body, "{\"model\":\"%s\",\"state\":\"", m.name);
+    for (int i = 0; i < 1700; i++) n += sprintf(body + n, "%c ", 'a' + i % 26);
+    sprintf(body + n, "\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}");
+    char shortb[256];
+    snprintf(shortb, sizeof shortb, "{\"model\":\"%s\",\"state\":\"hi\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}", m.name);
+    bs_job *lj = make_job(body, NULL), *sj = make_job(shortb, NULL);
+    lj->done = sj->done = on_done_t;
+    lj->done_ctx = (void *)0;
+    sj->done_ctx = (void *)1;
+    done_at[0] = done_at[1] = 0;
+    double t0 = bs_now_ms();
+    bs_engine_submit(en, lj);
+    usleep(30000); /* the long request is planned and running */
+    double t1 = bs_now_ms();
+    bs_engine_submit(en, sj);
+    bs_engine_destroy(en); /* finishes everything */
+    CHECK_INT(lj->status, 200);
+    CHECK_INT(sj->status, 200);
+    CHECK_INT(lj->lane, 1);
+    CHECK_INT(sj->lane, 0);
+    fprintf(stderr, "long request: %.1f ms; short request submitted at %.1f ms, answered after %.1f ms\n",
+            done_at[0] - t0, t1 - t0, done_at[1] - t1);
+    CHECK(done_at[1] < done_at[0]);
+    bs_job_release(lj); bs_job_release(sj);
+    free(lj); free(sj); free(body);
+    bs_gate_destroy(g);
+    bs_basal_free(&m);
+    bs_pool_destroy(pool);
+}
+
+int main(void) {
+    test_trie_size();
+    test_admission();
+    test_gate();
+    const char *fx = check_env("FIXTURES", "build/fixtures");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
+    bs_pool *pool = bs_pool_create(0);
+    bs_basal_model m;
+    bs_err e = {0};
+    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        CHECK(0);
+    } else {
+        test_engine_invariance(&m);
+        test_cancel_and_limit(&m);
+        bs_basal_free(&m);
+    }
+    bs_pool_destroy(pool);
+    test_short_before_long(fx);
+    return check_report("test_engine");
+}
