@@ -15,8 +15,10 @@ static const command commands[] = {
     {"convert-llama2c", cmd_convert_llama2c, "CHECKPOINT TOKENIZER OUTDIR  convert a llama2.c model to a HF directory"},
     {"make-model", cmd_make_model, "OUTDIR [--preset P] [--seed N] [--tokenizer FILE]  write a synthetic Basal model"},
     {"generate", cmd_generate, "--model DIR --steps N [--prompt TEXT]  greedy decoding (debugging)"},
+    {"serve", cmd_serve, "--model DIR | --config serve.yml [--addr HOST:PORT] ...  HTTP server"},
     {"prepare", cmd_prepare, "--model DIR [--request FILE|-]  print prompts, token ids, letter ids (no weights)"},
     {"decide", cmd_decide, "--model DIR [--request FILE|-] [--timing]  answer one /v1/systemone request"},
+    {"bench-requests", cmd_bench_requests, "--model DIR --requests JSONL [--batching tree,single]  whole-request timings"},
     {"logits", cmd_logits, "--model DIR --input FILE|-  logits of chosen ids at chosen rows (debugging)"},
 };
 

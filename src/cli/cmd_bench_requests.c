@@ -1,0 +1,252 @@
+/* `basal bench-requests` (spec 06 §7.2): whole-request decisions, one client,
+ * no HTTP. Each line of --requests is {"id": …, "request": {…}} (a null or
+ * missing model gets the loaded model's name). For each batching mode given
+ * (`tree`: the server's prefix-trie rows; `single`: one item per row and per
+ * forward, i.e. no sharing between questions), every request is decided once
+ * as a warm-up and then --reps times; the report gives per request the input
+ * tokens, the tokens the forwards computed, and the timings, and per mode the
+ * totals — so tree and single are compared in one run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/respjson.h"
+#include "core/util.h"
+#include "engine/engine.h"
+#include "engine/plan.h"
+#include "engine/runner.h"
+
+typedef struct {
+    char *id;
+    char *body;
+    size_t len;
+} req_line;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reads JSONL; fills the model field when it is null or missing. */
+static int read_requests(const char *path, const char *model, req_line **out, size_t *n) {
+    char *text = NULL;
+    size_t len = 0;
+    bs_err e = {0};
+    if (bs_read_file(path, &text, &len, &e) < 0) { fprintf(stderr, "basal bench-requests: %s\n", e.msg); return -1; }
+    size_t cap = 16, k = 0;
+    req_line *v = calloc(cap, sizeof *v);
+    char *line = text;
+    int rc = 0;
+    while (v && line && *line) {
+        char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        if (ll > 0) {
+            bj_value *root = NULL;
+            if (bj_parse(line, ll, NULL, &root, &e) < 0 || root->type != BJ_OBJECT || !bj_get(root, "request") ||
+                bj_get(root, "request")->type != BJ_OBJECT) {
+                fprintf(stderr, "basal bench-requests: %s: line %zu is not {\"id\", \"request\"}\n", path, k + 1);
+                bj_free(root);
+                rc = -1;
+                break;
+            }
+            const bj_value *id = bj_get(root, "id"), *rq = bj_get(root, "request");
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_puts(&b, "{\"model\":");
+            bs_resp_cstr(&b, model);
+            for (size_t i = 0; i < rq->n; i++) {
+                if (rq->key_lens[i] == 5 && !memcmp(rq->keys[i], "model", 5)) continue;
+                bs_buf_putc(&b, ',');
+                bs_resp_string(&b, rq->keys[i], rq->key_lens[i]);
+                bs_buf_putc(&b, ':');
+                bs_resp_value(&b, rq->items[i]);
+            }
+            bs_buf_putc(&b, '}');
+            if (k == cap) {
+                req_line *nv = realloc(v, 2 * cap * sizeof *nv);
+                if (!nv) { bj_free(root); bs_buf_free(&b); rc = -1; break; }
+                v = nv;
+                cap *= 2;
+            }
+            bs_buf idb;
+            bs_buf_init(&idb);
+            if (id && id->type == BJ_STRING) bs_buf_put(&idb, id->str, id->len);
+            else bs_buf_printf(&idb, "%zu", k + 1);
+            v[k].id = idb.data;
+            v[k].body = b.data;
+            v[k].len = b.len;
+            k++;
+            bj_free(root);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    if (!v) return -1;
+    *out = v;
+    *n = k;
+    return rc;
+}
+
+/* One whole decision: validate, plan, run, answer. */
+static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const req_line *r,
+                       size_t *input_tokens, bs_buf *answer, bs_err *e) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_request *req = NULL;
+    bs_plan plan = {0};
+    int rc = bs_request_parse(r->body, r->len, BS_DIALECT_SYSTEMONE, NULL, &req, &rep, e);
+    if (rc == 0) rc = bs_request_check_capability(req, NULL, &rep, e);
+    if (rc == 0) rc = bs_plan_build(&plan, m, lc, req, 0, &rep, e);
+    if (rc == BS_EINVAL && rep.body.len) {
+        bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
+    } else if (rc == 0) {
+        bs_plan *pp = &plan;
+        rc = bs_runner_run(run, &pp, 1, e);
+        answer->len = 0;
+        if (rc == 0) rc = bs_plan_answer(&plan, m, -1, answer, e);
+        *input_tokens = plan.input_tokens;
+        bs_plan_free(&plan);
+    }
+    bs_request_free(req);
+    bs_reply_free(&rep);
+    return rc;
+}
+
+int cmd_bench_requests(int argc, char **argv) {
+    const char *model_dir = NULL, *requests = NULL, *out_path = NULL, *batching = "tree";
+    int reps = 10, threads = 0, no_prefix_cache = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--requests")) { if (!(requests = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--batching")) { if (!(batching = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--reps")) { if (!(v = cli_value(argc, argv, &i))) return 2; reps = atoi(v); }
+        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
+        else if (!strcmp(argv[i], "--no-prefix-cache")) no_prefix_cache = 1;
+        else { fprintf(stderr, "basal bench-requests: unknown option %s\n", argv[i]); return 2; }
+    }
+    if (!model_dir || !requests || reps < 1) {
+        fprintf(stderr, "usage: basal bench-requests --model DIR --requests JSONL [--batching tree,single] "
+                        "[--reps N] [--out FILE] [--threads N] [--no-prefix-cache]\n");
+        return 2;
+    }
+    if (out_path && bs_file_exists(out_path)) {
+        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        return 1;
+    }
+    int status = 1;
+    bs_err e = {0};
+    bs_pool *pool = bs_pool_create(threads);
+    bs_basal_model m;
+    int loaded = 0;
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    bs_prefix_set pinned = {0};
+    req_line *rq = NULL;
+    size_t nrq = 0;
+    bs_buf rep, ans;
+    bs_buf_init(&rep);
+    bs_buf_init(&ans);
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    double t0 = bs_now_ms();
+    if (!pool || !ms) goto done;
+    if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench-requests: %s\n", e.msg); goto done; }
+    loaded = 1;
+    double load_s = (bs_now_ms() - t0) / 1000.0;
+    if (!no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
+    if (read_requests(requests, m.name, &rq, &nrq) < 0) goto done;
+    bs_engine_opts eo;
+    bs_engine_opts_default(&eo);
+    bs_buf_printf(&rep, "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"reps\":%d,"
+                        "\"prefix_cache\":%s,\"modes\":[", m.name, load_s, bs_pool_size(pool),
+                  bs_gemm_kernel_name(bs_gemm_kernel()), reps, no_prefix_cache ? "false" : "true");
+    char modes[64];
+    snprintf(modes, sizeof modes, "%s", batching);
+    double mode_dec_s[2] = {0, 0};
+    int64_t mode_fwd[2] = {0, 0};
+    int nmode = 0;
+    for (char *tok = strtok(modes, ","); tok; tok = strtok(NULL, ","), nmode++) {
+        int single = !strcmp(tok, "single");
+        if (!single && strcmp(tok, "tree")) { fprintf(stderr, "basal bench-requests: --batching tree|single\n"); status = 2; goto done; }
+        if (nmode >= 2) break;
+        bs_runner run;
+        bs_runner_init(&run, &m, single ? 1 : eo.tree_max_tokens, single ? 1 : eo.forward_max_tokens,
+                       no_prefix_cache ? NULL : &pinned, 0, NULL, 0);
+        double total_ms = 0;
+        size_t decisions = 0, total_input = 0;
+        int64_t total_fwd = 0;
+        if (nmode) bs_buf_putc(&rep, ',');
+        bs_buf_printf(&rep, "{\"batching\":\"%s\",\"requests\":[", tok);
+        for (size_t i = 0; i < nrq; i++) {
+            size_t input = 0;
+            if (decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) { /* warm-up */
+                fprintf(stderr, "basal bench-requests: %s\n", e.msg);
+                bs_runner_free(&run);
+                goto done;
+            }
+            int64_t f0 = run.forward_tokens;
+            for (int r = 0; r < reps; r++) {
+                double s = bs_now_ms();
+                if (decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) {
+                    fprintf(stderr, "basal bench-requests: %s\n", e.msg);
+                    bs_runner_free(&run);
+                    goto done;
+                }
+                ms[r] = bs_now_ms() - s;
+                total_ms += ms[r];
+            }
+            int64_t fwd = (run.forward_tokens - f0) / reps;
+            size_t nq = 0;
+            const char *qs = strstr(ans.data, "\"questions\":");
+            if (qs) nq = (size_t)atol(qs + 12);
+            decisions += nq * (size_t)reps;
+            total_input += input;
+            total_fwd += fwd;
+            qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
+            if (i) bs_buf_putc(&rep, ',');
+            bs_buf_puts(&rep, "{\"id\":");
+            bs_resp_cstr(&rep, rq[i].id);
+            bs_buf_printf(&rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
+                                "\"min_ms\":%.3f,\"max_ms\":%.3f}",
+                          nq, input, (long long)fwd, ms[reps / 2], ms[0], ms[reps - 1]);
+        }
+        double dec_s = total_ms > 0 ? (double)decisions / (total_ms / 1000.0) : 0;
+        bs_buf_printf(&rep, "],\"input_tokens\":%zu,\"forward_tokens\":%lld,\"decisions_per_s\":%.3f}", total_input,
+                      (long long)total_fwd, dec_s);
+        fprintf(stderr, "%-6s: input tokens %zu, computed %lld (%.2fx fewer), %.2f decisions/s\n", tok, total_input,
+                (long long)total_fwd, total_fwd ? (double)total_input / (double)total_fwd : 0.0, dec_s);
+        mode_dec_s[nmode] = dec_s;
+        mode_fwd[nmode] = total_fwd;
+        bs_runner_free(&run);
+    }
+    bs_buf_putc(&rep, ']');
+    if (nmode == 2 && mode_dec_s[1] > 0 && mode_fwd[0] > 0) {
+        bs_buf_printf(&rep, ",\"ratio_decisions_per_s\":%.3f,\"ratio_forward_tokens\":%.3f", mode_dec_s[0] / mode_dec_s[1],
+                      (double)mode_fwd[1] / (double)mode_fwd[0]);
+        fprintf(stderr, "ratio (first / second mode): %.2fx decisions/s, %.2fx fewer computed tokens\n",
+                mode_dec_s[0] / mode_dec_s[1], (double)mode_fwd[1] / (double)mode_fwd[0]);
+    }
+    bs_buf_putc(&rep, '}');
+    if (rep.oom) goto done;
+    if (out_path) {
+        bs_buf_putc(&rep, '\n');
+        if (bs_write_file(out_path, rep.data, rep.len, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
+    } else {
+        cli_print_pretty(stdout, rep.data, rep.len);
+    }
+    status = 0;
+done:
+    for (size_t i = 0; i < nrq; i++) { free(rq[i].id); free(rq[i].body); }
+    free(rq);
+    free(ms);
+    bs_buf_free(&rep);
+    bs_buf_free(&ans);
+    bs_prefix_set_free(&pinned);
+    if (loaded) bs_basal_free(&m);
+    bs_letter_cache_free(&lc);
+    bs_pool_destroy(pool);
+    return status;
+}
