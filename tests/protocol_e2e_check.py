@@ -1,0 +1,403 @@
+#!/usr/bin/python3
+"""End-to-end protocol reference test (issue "Exact Basal protocol", items 4 and 7).
+Used by tests/t_protocol_e2e.sh.
+
+usage: protocol_e2e_check.py BASAL FIXTURES SHARED TMPDIR
+
+(a) The worked examples A-D of spec 01 §2.10 through `basal prepare` on
+    tiny-bias: every order prompt's SHA-256, character and byte counts equal the
+    spec's figures, input_ids equal the npm oracle's ids of that text, letter ids
+    equal spec 07 §1 (A 28741 ...). tools/protocol_ref.py must reproduce the
+    same digests (the reference is checked against the spec, too).
+(b) tests/data/protocol-e2e-requests.jsonl (one raw /v1/systemone body per line,
+    "@MODEL@" = the fixture's served name) on several fixtures: `basal prepare`
+    against protocol_ref's prompts, oracle ids and letter ids; `basal decide`
+    against protocol_ref's expected response (key order, answer types, choice,
+    legend echoed literally, usage exact, every probability / noul / score /
+    confidence within 1e-5).
+Prints PASS/FAIL detail lines and a last line "N passed, N failed".
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+BASAL, FIXTURES, SHARED, TMP = sys.argv[1:5]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import protocol_ref  # noqa: E402
+
+TOL = 1e-5
+npass = nfail = 0
+quiet = False
+LETTER_IDS = [28741, 28760, 28743, 28757, 28749, 28765, 28777, 28769, 28737, 28798]  # spec 07 §1
+
+
+def check(ok, what):
+    global npass, nfail
+    if ok:
+        npass += 1
+    else:
+        nfail += 1
+        if not quiet:
+            print("FAIL:", what)
+    return ok
+
+
+def run(cmd, stdin_text, timeout=60):
+    r = subprocess.run(cmd, input=stdin_text.encode("utf-8"), capture_output=True, timeout=timeout)
+    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+
+def model_name(d):
+    with open(os.path.join(d, "basal.json"), encoding="utf-8") as f:
+        return json.load(f)["name"]
+
+
+class Obj(list):
+    """A JSON object as its (key, value) pairs after Python dict semantics
+    (duplicate keys: last value, first position), so key order takes part in ==."""
+
+
+def literal(text):
+    """JSON with number literals kept as written and ordered objects."""
+    return json.loads(text, object_pairs_hook=lambda kv: Obj(dict(kv).items()),
+                      parse_float=lambda s: ("num", s), parse_int=lambda s: ("num", s))
+
+
+def prepare(d, body):
+    rc, out, err = run([BASAL, "prepare", "--model", d, "--request", "-"], body)
+    if not check(rc == 0, f"{os.path.basename(d)}: prepare exit {rc}: {err.strip()[-300:]} {out[:300]}"):
+        return None
+    return json.loads(out)
+
+
+def decide(d, body):
+    rc, out, err = run([BASAL, "decide", "--model", d, "--request", "-"], body)
+    if not check(rc == 0, f"{os.path.basename(d)}: decide exit {rc}: {err.strip()[-300:]} {out[:300]}"):
+        return None
+    return out
+
+
+# ---------------------------------------------------------------- (a) worked examples
+
+def sha(s):
+    return hashlib.sha256(s.encode("utf-8")).hexdigest()
+
+
+with open(os.path.join(ROOT, "tests/data/protocol-e2e-requests.jsonl"), encoding="utf-8") as f:
+    REQUESTS = [ln for ln in f.read().split("\n") if ln.strip()]
+
+# (request line, question id, order) -> (sha256, characters or None, bytes or None), spec 01 §2.10
+EXAMPLES = {
+    (0, "dzial", 0): ("dfcdd3dd337a9504b141730bfaade4954f7bba79083349041a532aa46606153e", 564, 581),
+    (0, "dzial", 1): ("b21c380db0b99b3362b2d0ace643782f0ba4470e497fe5834ee8a05212f8b645", 564, 581),
+    (1, "billing", 0): ("bfa276386b4285d5da5fd1ef5bf11083add074db06cc782be3f2e36426a138b8", 510, 510),
+    (1, "billing", 1): ("40aee1c1659644a6ca3e812d463c70c4fc724b062781b61e05a07cafe34aa162", 510, 510),
+    (1, "tone", 0): ("4134a35c7b69526c9701f1a6bfb0860db63dc009e71c6e92bfe6df2497e2d3b4", None, 527),
+    (2, "urgency", 0): ("604a8d5ed0ab25f68a3bc9f43cfcabc5a523613405b7f02387c717c213cffca9", 604, 616),
+    (3, "team", 0): ("f580261a7cbe87f039afb3d2fb38d026a465e898652c93e39d86f034b6b431c3", None, 457),
+}
+# the option lines the spec prints for the examples
+EXAMPLE_OPTIONS = {
+    (0, "dzial"): ["cards: Reklamacje kart", "online: Wsparcie bankowości elektronicznej", "loans: Kredyty"],
+    (1, "billing"): ["A payment or invoice problem", "No"],
+    (1, "tone"): ["calm", "angry", "excited"],
+    (2, "urgency"): ["niska", '{"level": "średnia", "sla_h": 48}', '["wysoka", "dziś"]'],
+    (3, "team"): ["t1: Billing", "t2: Billing", "Retention"],
+}
+# the request line for the examples must be the spec's own bodies
+SPEC_BODIES = {
+    0: '{"state": "Klient: od wczoraj nie mogę zalogować się do bankowości internetowej, system pokazuje błąd hasła.", '
+       '"questions": {"dzial": {"type": "choice", "instructions": "Do którego działu skierować zgłoszenie?", '
+       '"criteria": {"cards": "Reklamacje kart", "online": "Wsparcie bankowości elektronicznej", "loans": "Kredyty"}}}}',
+    2: '{"state": {"ticket": "Paczka nr 77 dotarła uszkodzona 🙁", "amount": 129.99, "vip": true, "notes": null, '
+       '"tags": ["dostawa", "reklamacja"], "nested": {"a": [1, 2.5, -3e-7], "b": {}}}, '
+       '"questions": {"urgency": {"type": "score", "instructions": "Jak pilne jest zgłoszenie?", '
+       '"criteria": ["niska", {"level": "średnia", "sla_h": 48}, ["wysoka", "dziś"]]}}}',
+}
+
+
+def without_model(text):
+    v = literal(text)
+    return Obj((k, x) for k, x in v if k != "model")
+
+
+for i, body in SPEC_BODIES.items():
+    check(without_model(REQUESTS[i]) == literal(body), f"request line {i} is the spec's example body")
+
+
+def part_a():
+    d = os.path.join(FIXTURES, "tiny-bias")
+    name = model_name(d)
+    lines = sorted({k[0] for k in EXAMPLES})
+    bodies = [REQUESTS[i].replace("@MODEL@", name) for i in lines]
+    ref = protocol_ref.run(d, bodies, with_detail=True, with_forward=False)
+    for li, body, r in zip(lines, bodies, ref):
+        refitems = {it["item"]["question"]: it for it in r["items"]}
+        got = prepare(d, body)
+        if got is None:
+            continue
+        gotitems = {it["item"]["question"]: it for it in got}
+        for (l, qid), opts in EXAMPLE_OPTIONS.items():
+            if l != li:
+                continue
+            check(refitems[qid]["item"]["options"] == opts, f"example {li}/{qid}: reference option texts {refitems[qid]['item']['options']}")
+            g = gotitems.get(qid)
+            if not check(g is not None, f"example {li}/{qid}: prepare has no item"):
+                continue
+            check(g["item"]["options"] == opts, f"example {li}/{qid}: prepare option texts {g['item']['options']}")
+            k = len(opts)
+            for o in (0, 1):
+                go, ro = g["orders"][o], refitems[qid]["orders"][o]
+                spec = EXAMPLES.get((li, qid, o))
+                tag = f"example {li}/{qid} order {o}"
+                if spec:
+                    digest, nchar, nbyte = spec
+                    check(sha(ro["prompt"]) == digest, f"{tag}: reference prompt SHA-256 {sha(ro['prompt'])} != spec")
+                    check(sha(go["prompt"]) == digest, f"{tag}: prompt SHA-256 {sha(go['prompt'])} != spec {digest}")
+                    if nchar is not None:
+                        check(len(go["prompt"]) == nchar, f"{tag}: {len(go['prompt'])} characters, spec {nchar}")
+                    if nbyte is not None:
+                        check(len(go["prompt"].encode()) == nbyte, f"{tag}: {len(go['prompt'].encode())} bytes, spec {nbyte}")
+                check(go["prompt"] == ro["prompt"], f"{tag}: prompt differs from the reference")
+                check(go["perm"] == (list(range(k)) if o == 0 else list(range(k - 1, -1, -1))), f"{tag}: perm {go['perm']}")
+                check(go["input_ids"] == ro["input_ids"], f"{tag}: input_ids differ from the oracle "
+                      f"(first difference at {first_diff(go['input_ids'], ro['input_ids'])})")
+                check(ro["letter_ids"] == LETTER_IDS[:k], f"{tag}: oracle letter ids {ro['letter_ids']} != spec 07 §1")
+                check(go["letter_ids"] == LETTER_IDS[:k], f"{tag}: letter ids {go['letter_ids']} != spec 07 §1")
+    print(f"(a) worked examples A-D: {len(EXAMPLES)} spec digests checked on {os.path.basename(d)}")
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"index {i}: {x} vs {y}"
+    return f"length {len(a)} vs {len(b)}"
+
+
+# ---------------------------------------------------------------- (b) decide vs reference
+
+COMPUTED = ("probabilities", "noul", "score", "confidence")
+
+
+class Stats:
+    def __init__(self):
+        self.dp = self.ds = self.dc = 0.0
+        self.answers = 0
+
+
+def compare_answer(tag, exp, got_f, got_l, legend_lit, st):
+    """exp: reference answer (dict); got_f: decide's answer with floats (Obj);
+    got_l: the same with literal numbers; legend_lit: the request's levels, literal."""
+    ok = True
+    keys = [k for k, _ in got_f]
+    ok &= check(keys == list(exp), f"{tag}: keys {keys}, expected {list(exp)}")
+    g = dict(got_f)
+    ok &= check(g.get("type") == exp["type"], f"{tag}: type {g.get('type')}, expected {exp['type']}")
+    if exp["type"] == "choice":
+        ok &= check(g.get("choice") == exp["choice"], f"{tag}: choice {g.get('choice')!r}, expected {exp['choice']!r}"
+                    f" (p {dict(g.get('probabilities') or [])} vs {exp['probabilities']})")
+    if "probabilities" in exp:
+        gp = g.get("probabilities")
+        ok &= check(isinstance(gp, Obj) and [k for k, _ in gp] == list(exp["probabilities"]),
+                    f"{tag}: probability keys {[k for k, _ in gp] if isinstance(gp, Obj) else gp}")
+        if isinstance(gp, Obj):
+            for (k, v) in gp:
+                e = exp["probabilities"].get(k)
+                if isinstance(v, float) and e is not None:
+                    st.dp = max(st.dp, abs(v - e))
+                    ok &= check(abs(v - e) <= TOL, f"{tag}: p[{k}] = {v!r}, reference {e!r} (|Δ| {abs(v - e):.3g})")
+    if "noul" in exp:
+        v = g.get("noul")
+        if check(isinstance(v, float), f"{tag}: noul {v!r} is not a number"):
+            st.dp = max(st.dp, abs(v - exp["noul"]))
+            ok &= check(abs(v - exp["noul"]) <= TOL, f"{tag}: noul {v!r}, reference {exp['noul']!r}")
+    if "score" in exp:
+        v = g.get("score")
+        if check(isinstance(v, float), f"{tag}: score {v!r} is not a number"):
+            st.ds = max(st.ds, abs(v - exp["score"]))
+            ok &= check(abs(v - exp["score"]) <= TOL, f"{tag}: score {v!r}, reference {exp['score']!r}")
+    if "confidence" in exp:
+        v = g.get("confidence")
+        if check(isinstance(v, float), f"{tag}: confidence {v!r} is not a number"):
+            st.dc = max(st.dc, abs(v - exp["confidence"]))
+            ok &= check(abs(v - exp["confidence"]) <= TOL, f"{tag}: confidence {v!r}, reference {exp['confidence']!r}")
+    if "legend" in exp:
+        gl = dict(got_l).get("legend")
+        ok &= check(gl == legend_lit, f"{tag}: legend {gl!r}, expected the request's values {legend_lit!r}")
+    st.answers += 1
+    return ok
+
+
+def request_legends(body):
+    """question id -> score levels as the request wrote them (literal numbers)."""
+    out = {}
+    for qid, q in dict(literal(body)).get("questions", []):
+        if not isinstance(q, Obj):
+            continue
+        q = dict(q)
+        if q.get("type") != "score":
+            continue
+        f = q.get("criteria")
+        if f is None:
+            f = q.get("levels")
+        if isinstance(f, Obj):
+            out[qid] = f
+        elif isinstance(f, list):
+            out[qid] = Obj((str(i), v) for i, v in enumerate(f))
+    return out
+
+
+def compare_response(tag, exp, out, body, st):
+    got_f = json.loads(out, object_pairs_hook=Obj)
+    got_l = literal(out)
+    top = [k for k, _ in got_f]
+    check(top == ["model", "answers", "usage"], f"{tag}: top-level keys {top}")
+    g, gl = dict(got_f), dict(got_l)
+    check(g.get("model") == exp["model"], f"{tag}: model {g.get('model')!r}")
+    ga, gla = g.get("answers"), gl.get("answers")
+    if not check(isinstance(ga, Obj) and [k for k, _ in ga] == list(exp["answers"]),
+                 f"{tag}: answer ids {[k for k, _ in ga] if isinstance(ga, Obj) else ga}, expected {list(exp['answers'])}"):
+        return
+    legends = request_legends(body)
+    for (qid, a), (_, al) in zip(ga, gla):
+        compare_answer(f"{tag} {qid}", exp["answers"][qid], a, al, legends.get(qid), st)
+    gu = g.get("usage")
+    uk = [k for k, _ in gu] if isinstance(gu, Obj) else gu
+    check(uk == list(exp["usage"]), f"{tag}: usage keys {uk} (no latency_ms in decide)")
+    if isinstance(gu, Obj):
+        for k, v in gu:
+            check(v == exp["usage"].get(k) and type(v) is int, f"{tag}: usage.{k} = {v!r}, reference {exp['usage'].get(k)!r}")
+
+
+def compare_prepare(tag, ref, got):
+    refitems = {it["item"]["question"]: it for it in ref["items"] if "orders" in it}
+    ids = [it["item"]["question"] for it in got]
+    check(sorted(ids) == sorted(refitems), f"{tag}: prepared items {ids}, expected {sorted(refitems)} (single-option questions have none)")
+    for g in got:
+        qid = g["item"]["question"]
+        r = refitems.get(qid)
+        if r is None:
+            continue
+        check(list(g["item"]) == ["question", "type", "lang", "keys", "options"], f"{tag} {qid}: item keys {list(g['item'])}")
+        for k in ("type", "lang", "keys", "options"):
+            check(g["item"].get(k) == r["item"][k], f"{tag} {qid}: item.{k} {g['item'].get(k)!r}, reference {r['item'][k]!r}")
+        if not check(len(g["orders"]) == 2, f"{tag} {qid}: {len(g['orders'])} orders"):
+            continue
+        for o, (go, ro) in enumerate(zip(g["orders"], r["orders"])):
+            t = f"{tag} {qid} order {o}"
+            check(go["perm"] == ro["perm"], f"{t}: perm {go['perm']}, expected {ro['perm']}")
+            check(go["prompt"] == ro["prompt"], f"{t}: prompt differs from the reference at character "
+                  f"{first_diff(go['prompt'], ro['prompt'])}")
+            check(go["input_ids"] == ro["input_ids"], f"{t}: input_ids differ from the oracle ({first_diff(go['input_ids'], ro['input_ids'])})")
+            k = len(r["item"]["keys"])
+            check(go["letter_ids"] == ro["letter_ids"] == LETTER_IDS[:k],
+                  f"{t}: letter ids {go['letter_ids']}, oracle {ro['letter_ids']}, spec {LETTER_IDS[:k]}")
+
+
+def model_variant():
+    """tiny-bias with its own CALIBRATION.json: choice T exactly 1.0 (no calibration),
+    score T 2.5, noul missing (T 1); exercises 01 §8's T == 1 branch and other T."""
+    src = os.path.abspath(os.path.join(FIXTURES, "tiny-bias"))
+    dst = os.path.join(TMP, "tiny-bias-cal")
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if f not in ("CALIBRATION.json",) and not f.startswith("."):
+            p = os.path.join(dst, f)
+            if not os.path.lexists(p):
+                os.symlink(os.path.join(src, f), p)
+    with open(os.path.join(dst, "CALIBRATION.json"), "w") as f:
+        f.write('{"temperature_per_prim": {"choice": 1.0, "score": 2.5}}')
+    return dst
+
+
+def part_b(models):
+    results = {}
+    for d, subset in models:
+        t0 = time.time()
+        name = model_name(d)
+        label = os.path.basename(d)
+        lines = [i for i in range(len(REQUESTS)) if subset is None or i in subset]
+        bodies = [REQUESTS[i].replace("@MODEL@", name) for i in lines]
+        try:
+            ref = protocol_ref.run(d, bodies, with_detail=True, with_forward=True)
+        except protocol_ref.RefError as e:
+            check(False, f"{label}: protocol_ref: {e}")
+            continue
+        st = Stats()
+        before = nfail
+        for i, body, r in zip(lines, bodies, ref):
+            tag = f"{label} request {i}"
+            got = prepare(d, body)
+            if got is not None:
+                compare_prepare(tag, r, got)
+            out = decide(d, body)
+            if out is not None:
+                compare_response(tag, r["response"], out, body, st)
+        results[label] = dict(zip(lines, ref))
+        print(f"(b) {label}: {len(lines)} requests, {st.answers} answers: max |Δp| {st.dp:.3g}, "
+              f"max |Δscore| {st.ds:.3g}, max |Δconfidence| {st.dc:.3g}"
+              f"{'' if nfail == before else ', FAILURES'} ({time.time() - t0:.1f} s)")
+    return results
+
+
+def sensitivity(results):
+    """The comparisons must be able to fail."""
+    # perturbed references are rejected
+    exp = {"type": "choice", "choice": "a", "probabilities": {"a": 0.7, "b": 0.3}, "confidence": 0.4}
+    out = json.dumps({"type": "choice", "choice": "a", "probabilities": {"a": 0.7 + 2e-5, "b": 0.3 - 2e-5},
+                      "confidence": 0.4})
+    global npass, nfail, quiet
+    saved, quiet = (npass, nfail), True
+    ok = compare_answer("selftest", exp, json.loads(out, object_pairs_hook=Obj), literal(out), None, Stats())
+    out2 = json.dumps({"type": "choice", "choice": "a", "probabilities": {"a": 0.7, "c": 0.3}, "confidence": 0.4})
+    ok2 = compare_answer("selftest", exp, json.loads(out2, object_pairs_hook=Obj), literal(out2), None, Stats())
+    (npass, nfail), quiet = saved, False
+    check(not ok and not ok2, "self-test: a 2e-5 change or another key must fail the comparison")
+    # the models really differ (the agreement is not trivial)
+    a, b = results.get("tiny-bias"), results.get("tiny-nobias")
+    if a and b:
+        diff = 0.0
+        for i in a:
+            ra, rb = a[i], b[i]
+            for qid, x in ra["response"]["answers"].items():
+                y = rb["response"]["answers"][qid]
+                for k in ("noul", "score"):
+                    if k in x:
+                        diff = max(diff, abs(x[k] - y[k]))
+                for k, v in x.get("probabilities", {}).items():
+                    diff = max(diff, abs(v - y["probabilities"][k]))
+        check(diff > 1e-2, f"tiny-bias and tiny-nobias answers differ by only {diff:.3g}")
+    # the re-calibrated variant really changes the calibrated answers (request 7: scores, T 2.5 vs 0.9)
+    c = results.get("tiny-bias-cal")
+    if a and c:
+        x, y = a[7]["response"]["answers"]["s1"], c[7]["response"]["answers"]["s1"]
+        check(abs(x["score"] - y["score"]) > 1e-3, f"CALIBRATION.json change moved s1's score by only {abs(x['score'] - y['score']):.3g}")
+    # tiny-always: honouring the file's "always" would change the ids (01 §1.4 rule 1 is tested)
+    d = os.path.join(FIXTURES, "tiny-always")
+    if os.path.isdir(d):
+        md = protocol_ref.ModelDir(d)
+        p = protocol_ref.plan_request(md, REQUESTS[0].replace("@MODEL@", md.name))[0]["orders"][0]["prompt"]
+        first, always = protocol_ref.oracle_tokenize([(md.tokenizer, "first", [p]), (md.tokenizer, None, [p])])
+        check(first[0] != always[0], "tiny-always: prepend_scheme always and first give the same ids")
+
+
+def main():
+    part_a()
+    models = [(os.path.join(FIXTURES, "tiny-bias"), None), (os.path.join(FIXTURES, "tiny-nobias"), None)]
+    cheap = {0, 1, 4, 9, 10, 11}
+    for extra in ("tiny-v10", "tiny-always"):
+        if check(os.path.isdir(os.path.join(FIXTURES, extra)), f"fixture {extra} missing"):
+            models.append((os.path.join(FIXTURES, extra), cheap))
+    models.append((model_variant(), {1, 2, 6, 7, 9}))
+    results = part_b(models)
+    sensitivity(results)
+    print(f"{npass} passed, {nfail} failed")
+    return 0 if nfail == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
