@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Basal model-directory checks (spec 01 §1, 05 §1–§3): every manifest rule
+# broken once on a copy of the tiny-bias fixture; `basal prepare` (manifests
+# and tokenizer) and `basal decide` (also the weights) must refuse the model
+# with exit 1 and a message naming the file and the problem. The unbroken
+# copy must load.
+set -u
+cd "$(dirname "$0")/.."
+BASAL=${BASAL:-build/basal}
+FIXTURES=${FIXTURES:-build/fixtures}
+PY=/usr/bin/python3
+src="$FIXTURES/tiny-bias"
+export V10="$FIXTURES/tiny-v10/basal.json"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+req='{"model":"basal-tiny","state":"a","questions":{"q":{"type":"noul","instructions":"x"}}}'
+pass=0; fail=0
+
+# mutate NAME EXPECTED-MESSAGE PYTHON-CODE: copies the fixture (weights linked),
+# runs the code with d = the copy's path, and expects prepare to fail with the message.
+mutate() {
+    local name=$1 expect=$2 code=$3 cmd=${4:-prepare}
+    local d="$tmp/$name"
+    mkdir -p "$d"
+    for f in "$src"/*; do
+        case "$(basename "$f")" in
+            model.safetensors) ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$d/" ;;
+            *) cp "$f" "$d/" ;;
+        esac
+    done
+    $PY -c "import json, os, sys; d = sys.argv[1]
+def load(n): return json.load(open(os.path.join(d, n)))
+def save(n, v): json.dump(v, open(os.path.join(d, n), 'w'), ensure_ascii=False)
+$code" "$d" || { echo "$name: mutation script failed"; fail=$((fail+1)); return; }
+    local out rc
+    out=$(echo "$req" | "$BASAL" "$cmd" --model "$d" 2>&1 >/dev/null); rc=$?
+    if [ "$rc" -eq 1 ] && grep -qF -- "$expect" <<<"$out"; then
+        pass=$((pass+1))
+    else
+        echo "$name: exit $rc, expected exit 1 with \"$expect\", got: $out"; fail=$((fail+1))
+    fi
+}
+
+out=$(echo "$req" | "$BASAL" prepare --model "$src" 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 0 ]; then pass=$((pass+1)); else echo "unbroken fixture refused: $out"; fail=$((fail+1)); fi
+
+mutate no-readout 'basal.json: readout missing' 'v = load("basal.json"); del v["readout"]; save("basal.json", v)'
+mutate kind 'basal.json: unsupported readout kind' 'v = load("basal.json"); v["readout"]["kind"] = "logits"; save("basal.json", v)'
+mutate letters 'basal.json: letters differ from ABCDEFGHIJ' 'v = load("basal.json"); v["readout"]["letters"] = "ABCDEFGHIK"; save("basal.json", v)'
+mutate prefill 'basal.json: prefill differs' 'v = load("basal.json"); v["readout"]["prefill"] = "{\"answer\":\""; save("basal.json", v)'
+mutate templates-string 'basal.json: templates "basal-2.0" (only the basal-1.0 prompt contract is implemented)' \
+    'v = load("basal.json"); v["readout"]["templates"] = "basal-2.0"; save("basal.json", v)'
+mutate templates-no-en 'basal.json: template en' \
+    'v = load("basal.json"); t = json.load(open(os.environ["V10"]))["readout"]["templates"]; del t["en"]; v["readout"]["templates"] = t; save("basal.json", v)'
+mutate templates-differ 'basal.json: pl template differs from the implemented prompt' \
+    'v = load("basal.json"); v["readout"]["templates"] = {"pl": {"system": "x", "user": "y"}, "en": {"system": "x", "user": "y"}}; save("basal.json", v)'
+mutate no-name 'basal.json: name' 'v = load("basal.json"); del v["name"]; save("basal.json", v)'
+mutate template-escaped 'chat_template.jinja differs from the implemented template' \
+    't = open(os.path.join(d, "chat_template.jinja"), encoding="utf-8").read(); open(os.path.join(d, "chat_template.jinja"), "w").write(t.replace("\n", "\\n"))'
+mutate template-newline 'chat_template.jinja differs from the implemented template' \
+    'open(os.path.join(d, "chat_template.jinja"), "a").write("\n")'
+mutate no-template 'chat_template.jinja: missing' 'os.remove(os.path.join(d, "chat_template.jinja"))'
+mutate bos-missing 'tokenizer_config.json: bos_token' 'v = load("tokenizer_config.json"); del v["bos_token"]; save("tokenizer_config.json", v)'
+mutate bos-unknown 'bos token <bos> is not in the vocabulary' 'v = load("tokenizer_config.json"); v["bos_token"] = "<bos>"; save("tokenizer_config.json", v)'
+mutate normalizer 'tokenizer.json: unexpected normalizer' \
+    'v = load("tokenizer.json"); v["normalizer"] = {"type": "NFC"}; save("tokenizer.json", v)'
+mutate pretok 'unsupported pre_tokenizer' \
+    'v = load("tokenizer.json"); v["pre_tokenizer"]["split"] = True; save("tokenizer.json", v)'
+mutate no-im-end 'tokenizer.json: <|im_end|> is not a token' \
+    'v = load("tokenizer.json"); v["added_tokens"] = [t for t in v["added_tokens"] if t["content"] != "<|im_end|>"]; save("tokenizer.json", v)'
+mutate vocab-size 'is not below vocab_size 32000' \
+    'v = load("config.json"); v["vocab_size"] = 32000; save("config.json", v)'
+mutate calib-type 'CALIBRATION.json: unknown type rank' \
+    'v = load("CALIBRATION.json"); v["temperature_per_prim"]["rank"] = 1.0; save("CALIBRATION.json", v)'
+mutate calib-json 'CALIBRATION.json: not valid JSON' 'open(os.path.join(d, "CALIBRATION.json"), "w").write("{")'
+mutate config-theta 'rope_parameters' 'v = load("config.json"); del v["rope_parameters"]; save("config.json", v)'
+mutate weights-missing 'no weights' 'os.remove(os.path.join(d, "model.safetensors"))' decide
+# prepare needs no weights (spec 06 §5.2): a model without them still prepares
+d="$tmp/weightless"; mkdir -p "$d"; cp "$src"/*.json "$src"/*.jinja "$d/"
+if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pass+1)); else echo "prepare needed the weights"; fail=$((fail+1)); fi
+# without CALIBRATION.json the model is uncalibrated, not refused
+rm -f "$d/CALIBRATION.json"
+if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pass+1)); else echo "CALIBRATION.json treated as required"; fail=$((fail+1)); fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
