@@ -159,11 +159,12 @@ static void test_admission(void) {
 static _Atomic double fake_now;
 static double fake_clock(void *ctx) { (void)ctx; return fake_now; }
 
+static _Atomic int enter_seq;
 typedef struct { bs_gate *g; _Atomic int entered, done; } urgent_arg;
 static void *urgent_thread(void *a) {
     urgent_arg *u = a;
     bs_gate_enter_urgent(u->g);
-    u->entered = 1;
+    u->entered = ++enter_seq;
     bs_gate_leave(u->g);
     u->done = 1;
     return NULL;
@@ -179,6 +180,7 @@ static void test_gate(void) {
     pthread_create(&th, NULL, urgent_thread, &u);
     usleep(50000);
     CHECK_INT(u.entered, 0);               /* the device is busy */
+    enter_seq = 0;
     fake_now = 50;
     CHECK_INT(bs_gate_checkpoint(g), 0);   /* held for less than the slice */
     CHECK_INT(u.entered, 0);
@@ -414,52 +416,132 @@ static void on_done_t(bs_job *j, void *ctx) {
 
 static void test_short_before_long(const char *fixtures) {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tiny-hd128", fixtures);
+    snprintf(dir, sizeof dir, "%s/tiny-deep", fixtures);
     bs_pool *pool = bs_pool_create(0);
     bs_basal_model m;
     bs_err e = {0};
     if (bs_basal_load(&m, dir, pool, 1, &e) < 0) { fprintf(stderr, "%s\n", e.msg); CHECK(0); bs_pool_destroy(pool); return; }
-    bs_gate *g = bs_gate_create(0, NULL, NULL);
-    bs_engine_opts o;
-    bs_engine_opts_default(&o);
-    o.long_tokens = 1000;
-    bs_engine *en = NULL;
-    CHECK_INT(bs_engine_create(&en, &m, &o, g, &e), 0);
     char *body = malloc(20000);
     int n = sprintf(body, "{\"model\":\"%s\",\"state\":\"", m.name);
     for (int i = 0; i < 1700; i++) n += sprintf(body + n, "%c ", 'a' + i % 26);
     sprintf(body + n, "\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}");
     char shortb[256];
     snprintf(shortb, sizeof shortb, "{\"model\":\"%s\",\"state\":\"hi\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}", m.name);
-    bs_job *lj = make_job(body, NULL), *sj = make_job(shortb, NULL);
-    lj->done = sj->done = on_done_t;
-    lj->done_ctx = (void *)0;
-    sj->done_ctx = (void *)1;
-    done_at[0] = done_at[1] = 0;
-    double t0 = bs_now_ms();
-    bs_engine_submit(en, lj);
-    usleep(30000); /* the long request is planned and running */
-    double t1 = bs_now_ms();
-    bs_engine_submit(en, sj);
-    bs_engine_destroy(en); /* finishes everything */
-    CHECK_INT(lj->status, 200);
-    CHECK_INT(sj->status, 200);
-    CHECK_INT(lj->lane, 1);
-    CHECK_INT(sj->lane, 0);
-    fprintf(stderr, "long request: %.1f ms; short request submitted at %.1f ms, answered after %.1f ms\n",
-            done_at[0] - t0, t1 - t0, done_at[1] - t1);
-    CHECK(done_at[1] < done_at[0]);
-    bs_job_release(lj); bs_job_release(sj);
-    free(lj); free(sj); free(body);
-    bs_gate_destroy(g);
+    char *ref_long = NULL, *ref_short = NULL;
+    bs_engine_opts o;
+    bs_engine_opts_default(&o);
+    o.long_tokens = 0; /* reference: no long lane, no preemption */
+    for (int pass = 0; pass < 2; pass++) {
+        bs_gate *g = bs_gate_create(0, NULL, NULL); /* long_slice_ms 0: yield at every checkpoint */
+        if (pass == 1) o.long_tokens = 1000;
+        bs_engine *en = NULL;
+        CHECK_INT(bs_engine_create(&en, &m, &o, g, &e), 0);
+        bs_job *lj = make_job(body, NULL), *sj = make_job(shortb, NULL);
+        lj->done = sj->done = on_done_t;
+        lj->done_ctx = (void *)0;
+        sj->done_ctx = (void *)1;
+        done_at[0] = done_at[1] = 0;
+        double t0 = bs_now_ms();
+        bs_engine_submit(en, lj);
+        usleep(100000); /* the long request is planned and running */
+        double t1 = bs_now_ms();
+        bs_engine_submit(en, sj);
+        bs_engine_destroy(en); /* finishes everything */
+        CHECK_INT(lj->status, 200);
+        CHECK_INT(sj->status, 200);
+        if (pass == 0) {
+            ref_long = strip_latency(lj);
+            ref_short = strip_latency(sj);
+        } else {
+            CHECK_INT(lj->lane, 1);
+            CHECK_INT(sj->lane, 0);
+            fprintf(stderr, "long request (long lane, preempted): %.1f ms; short request submitted at %.1f ms, "
+                            "answered %.1f ms later\n", done_at[0] - t0, t1 - t0, done_at[1] - t1);
+            CHECK(done_at[1] < done_at[0]);
+            /* a resumed forward equals an uninterrupted one bitwise (04 §10 L5) */
+            char *got_l = strip_latency(lj), *got_s = strip_latency(sj);
+            CHECK_STR(got_l, ref_long);
+            CHECK_STR(got_s, ref_short);
+            free(got_l);
+            free(got_s);
+        }
+        bs_job_release(lj); bs_job_release(sj);
+        free(lj); free(sj);
+        bs_gate_destroy(g);
+    }
+    free(ref_long); free(ref_short); free(body);
     bs_basal_free(&m);
     bs_pool_destroy(pool);
+}
+
+/* 04 §15 item 7: cost == long_tokens stays in the main lane, one more goes long. */
+static void test_lane_routing(bs_basal_model *m) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    bs_request *req = NULL;
+    bs_plan plan = {0};
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    CHECK_INT(bs_request_parse(REQS[0], strlen(REQS[0]), BS_DIALECT_SYSTEMONE, NULL, &req, &rep, &e), 0);
+    CHECK_INT(bs_plan_build(&plan, m, &lc, req, 0, &rep, &e), 0);
+    int64_t cost = bs_plan_cost(&plan);
+    bs_plan_free(&plan);
+    bs_request_free(req);
+    bs_reply_free(&rep);
+    bs_letter_cache_free(&lc);
+    for (int k = 0; k < 3; k++) {
+        bs_engine_opts o;
+        bs_engine_opts_default(&o);
+        o.long_tokens = k == 0 ? (int)cost : k == 1 ? (int)cost - 1 : 0;
+        bs_engine *en = NULL;
+        waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+        CHECK_INT(bs_engine_create(&en, m, &o, NULL, &e), 0);
+        if (!en) return;
+        bs_job *j = make_job(REQS[0], &w);
+        bs_engine_submit(en, j);
+        wait_for(&w, 1);
+        CHECK_INT(j->status, 200);
+        CHECK_INT(j->lane, k == 1 ? 1 : 0);
+        bs_job_release(j);
+        free(j);
+        bs_engine_destroy(en);
+    }
+}
+
+/* G2: a preemptible enter waits while an urgent caller waits. */
+typedef struct { bs_gate *g; _Atomic int entered; } pre_arg;
+static void *pre_thread(void *a) {
+    pre_arg *p = a;
+    bs_gate_enter_preemptible(p->g);
+    p->entered = ++enter_seq;
+    bs_gate_leave(p->g);
+    return NULL;
+}
+
+static void test_gate_preemptible_waits(void) {
+    bs_gate *g = bs_gate_create(100, NULL, NULL);
+    bs_gate_enter_urgent(g);                 /* an urgent call holds the device */
+    urgent_arg u = {g, 0, 0};
+    pre_arg p = {g, 0};
+    pthread_t tu, tp;
+    pthread_create(&tu, NULL, urgent_thread, &u); /* a second urgent caller waits */
+    usleep(30000);
+    pthread_create(&tp, NULL, pre_thread, &p);
+    usleep(30000);
+    bs_gate_leave(g);
+    pthread_join(tu, NULL);
+    pthread_join(tp, NULL);
+    CHECK(u.entered > 0 && p.entered > 0);
+    CHECK(u.entered < p.entered); /* the waiting urgent call went first */
+    bs_gate_destroy(g);
 }
 
 int main(void) {
     test_trie_size();
     test_admission();
     test_gate();
+    test_gate_preemptible_waits();
     const char *fx = check_env("FIXTURES", "build/fixtures");
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
@@ -472,6 +554,7 @@ int main(void) {
     } else {
         test_engine_invariance(&m);
         test_cancel_and_limit(&m);
+        test_lane_routing(&m);
         bs_basal_free(&m);
     }
     bs_pool_destroy(pool);

@@ -49,6 +49,8 @@ mm() { "$BASAL" make-model --tokenizer "$tokenizer" --seed 1 "$@"; }
 fixture tiny-bias    mm --preset tiny --name basal-tiny
 fixture tiny-nobias  mm --preset tiny-nobias --name basal-tiny-nobias
 fixture tiny-hd128   mm --preset tiny-hd128 --name basal-tiny-hd128
+# deeper hd128 model for the lane tests: a long request takes about a second
+fixture tiny-deep    mm --preset tiny-hd128 --layers 12 --name basal-tiny-deep
 fixture tiny-sharded mm --preset tiny --shards 2 --name basal-tiny-sharded
 fixture tiny-f32     mm --preset tiny --dtype f32 --name basal-tiny-f32
 fixture tiny-always  mm --preset tiny --prepend-scheme always --name basal-tiny-always
