@@ -59,5 +59,17 @@ PYEOF
         fail=$((fail+1))
     fi
 done
+# The portable kernels (forced as on a CPU without AVX2/FMA, spec 05 §16)
+# against the same reference.
+for name in tiny-bias tiny-hd128 stories260K; do
+    dir="$FIXTURES/$name"
+    [ -f "$tmp/$name.ref.json" ] || continue
+    if BASAL_CPU=generic "$BASAL" logits --model "$dir" --input "$tmp/$name.in.json" > "$tmp/$name.g.json" 2>/dev/null \
+        && $PY tools/compare_logits.py "$tmp/$name.g.json" "$tmp/$name.ref.json" --tol 1e-4 --label "$name (portable kernels) vs torch"; then
+        pass=$((pass+1))
+    else
+        fail=$((fail+1))
+    fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "cpu/attention.h"
 
 /* Rows of the MLP processed at once: bounds the [rows, I] intermediates
  * (a 16k-token state would otherwise need gigabytes) without changing any
@@ -58,14 +59,17 @@ typedef struct {
     float *out;               /* [nq][Nh*hd] */
     float *scratch;           /* [threads][Pmax] scores */
     int layer;
+    const bs_attn_kernels *kern;
 } attn_job;
 
 /* One task = one query token, all heads. Keys are visited in ordinal order
- * (= position, spec 05 §9 V4) with an exact two-pass softmax, so a query's
- * result depends only on its own prompt. */
+ * (= position, spec 05 §9 V4) — the cached prefix, then the ancestor ranges,
+ * then the own block up to the query — with an exact two-pass softmax, so a
+ * query's result depends only on its own prompt. */
 static void attn_task(void *arg, int task, int thread) {
     attn_job *j = arg;
     const bs_config *c = &j->m->cfg;
+    const bs_attn_kernels *K = j->kern;
     int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, rep = nh / nkv;
     int qd = nh * hd, kvd = nkv * hd;
     int t = j->queries[task];
@@ -73,50 +77,34 @@ static void attn_task(void *arg, int task, int thread) {
     float *sc = j->scratch + (size_t)thread * c->max_pos;
     float scale = (float)(1.0 / sqrt((double)hd));
     float *o = j->out + (size_t)task * qd;
+    const bs_kv *px = u->prefix;
+    int np = px ? px->n_tokens : 0;
     for (int h = 0; h < nh; h++) {
         const float *qv = j->q + (size_t)t * qd + (size_t)h * hd;
-        int g = h / rep;
-        int nk = 0;
-        float mx = -INFINITY;
-        const bs_kv *px = u->prefix;
-        int np = px ? px->n_tokens : 0;
+        int g = h / rep, nk = 0;
         const float *pk = px ? px->k + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
         const float *pv = px ? px->v + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
-        for (int kt = 0; kt < np; kt++) { /* cached prefix keys come first: ordinals 0..np-1 */
-            float s = dot_f32(qv, pk + (size_t)kt * kvd, hd) * scale;
-            sc[nk++] = s;
-            if (s > mx) mx = s;
-        }
+        if (np) K->scores(qv, pk, (size_t)kvd, np, hd, scale, sc);
+        nk = np;
         for (int r = 0; r < u->n_ranges; r++) {
             int s0 = u->r_start[r];
             int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
-            for (int kt = s0; kt < s1; kt++) {
-                float s = dot_f32(qv, j->k + (size_t)kt * kvd + (size_t)g * hd, hd) * scale;
-                sc[nk++] = s;
-                if (s > mx) mx = s;
-            }
+            K->scores(qv, j->k + (size_t)s0 * kvd + (size_t)g * hd, (size_t)kvd, s1 - s0, hd, scale, sc + nk);
+            nk += s1 - s0;
         }
-        float sum = 0.0f;
-        for (int i = 0; i < nk; i++) {
-            sc[i] = expf(sc[i] - mx);
-            sum = sum + sc[i];
-        }
+        float mx = -INFINITY;
+        for (int i = 0; i < nk; i++)
+            if (sc[i] > mx) mx = sc[i];
+        float sum = K->exp_sum(sc, nk, mx);
         float *oh = o + (size_t)h * hd;
         for (int d = 0; d < hd; d++) oh[d] = 0.0f;
-        nk = 0;
-        for (int kt = 0; kt < np; kt++) {
-            float p = sc[nk++];
-            const float *vv = pv + (size_t)kt * kvd;
-            for (int d = 0; d < hd; d++) oh[d] = oh[d] + p * vv[d];
-        }
+        if (np) K->accum(sc, pv, (size_t)kvd, np, hd, oh);
+        nk = np;
         for (int r = 0; r < u->n_ranges; r++) {
             int s0 = u->r_start[r];
             int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
-            for (int kt = s0; kt < s1; kt++) {
-                float p = sc[nk++];
-                const float *vv = j->v + (size_t)kt * kvd + (size_t)g * hd;
-                for (int d = 0; d < hd; d++) oh[d] = oh[d] + p * vv[d];
-            }
+            K->accum(sc + nk, j->v + (size_t)s0 * kvd + (size_t)g * hd, (size_t)kvd, s1 - s0, hd, oh);
+            nk += s1 - s0;
         }
         float inv = 1.0f / sum;
         for (int d = 0; d < hd; d++) oh[d] = oh[d] * inv;
@@ -304,7 +292,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             rope(q + (size_t)t * qd, c->n_heads, hd, m->rope_cos + (size_t)in->pos[t] * (hd / 2),
                  m->rope_sin + (size_t)in->pos[t] * (hd / 2));
         }
-        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch, l};
+        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch, l, bs_attn_kernels_for(hd)};
         bs_pool_run(m->pool, nq, attn_task, &job);
         if (last) {
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
