@@ -13,6 +13,7 @@ int cmd_prepare(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench_requests(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Shared option helpers: returns the value after a flag or NULL (and prints usage error). */
 const char *cli_value(int argc, char **argv, int *i);

@@ -232,6 +232,7 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     packed = 1;
     lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
     if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
+    pk.in.profile = r->profile;
     if (r->preemptible && r->gate) {
         pk.in.between_layers = checkpoint;
         pk.in.between_ctx = r->gate;

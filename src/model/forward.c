@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/util.h"
 #include "cpu/attention.h"
@@ -176,29 +177,46 @@ static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of,
     return BS_OK;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* bs_gemm, timed and counted when a profile is asked for. */
+static void gemm(const bs_model *m, bs_fwd_profile *pf, const float *x, int ldx, int rows, const bs_wmat *w,
+                 float *y, int ldy) {
+    double t0 = pf ? now_ms() : 0;
+    bs_gemm(m->pool, x, ldx, rows, w, y, ldy);
+    if (pf) {
+        pf->gemm_ms += now_ms() - t0;
+        pf->gemm_flop += 2.0 * rows * (double)w->n * (double)w->k;
+    }
+}
+
 /* Post-attention half of a layer on `rows` rows: o_proj + residual, norm, MLP
  * + residual. x and att are [rows][H] / [rows][Nh*hd]. */
-static void layer_tail(const bs_model *m, const bs_layer *ly, float *x, const float *att, int rows,
-                       float *tmp, float *xn, float *g, float *u) {
+static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly, float *x, const float *att,
+                       int rows, float *tmp, float *xn, float *g, float *u) {
     const bs_config *c = &m->cfg;
     int H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim;
-    bs_gemm(m->pool, att, qd, rows, &ly->wo, tmp, H);
+    gemm(m, pf, att, qd, rows, &ly->wo, tmp, H);
     add_bias(tmp, rows, H, ly->bo);
     for (size_t i = 0; i < (size_t)rows * H; i++) x[i] = x[i] + tmp[i];
     for (int r = 0; r < rows; r++) rmsnorm(x + (size_t)r * H, ly->ln2, H, (float)c->rms_eps, xn + (size_t)r * H);
     for (int r0 = 0; r0 < rows; r0 += MLP_CHUNK) {
         int cr = rows - r0 < MLP_CHUNK ? rows - r0 : MLP_CHUNK;
         const float *a = xn + (size_t)r0 * H;
-        bs_gemm(m->pool, a, H, cr, &ly->wg, g, I);
+        gemm(m, pf, a, H, cr, &ly->wg, g, I);
         add_bias(g, cr, I, ly->bg);
-        bs_gemm(m->pool, a, H, cr, &ly->wu, u, I);
+        gemm(m, pf, a, H, cr, &ly->wu, u, I);
         add_bias(u, cr, I, ly->bu);
         for (size_t i = 0; i < (size_t)cr * I; i++) {
             float gv = g[i];
             float s = gv / (1.0f + expf(-gv));
             g[i] = s * u[i];
         }
-        bs_gemm(m->pool, g, I, cr, &ly->wd, tmp, H);
+        gemm(m, pf, g, I, cr, &ly->wd, tmp, H);
         add_bias(tmp, cr, H, ly->bd);
         float *xr = x + (size_t)r0 * H;
         for (size_t i = 0; i < (size_t)cr * H; i++) xr[i] = xr[i] + tmp[i];
@@ -211,6 +229,8 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     int rc = BS_OK;
     int nthreads = bs_pool_size(m->pool);
+    bs_fwd_profile *pf = in->profile;
+    double t_start = pf ? now_ms() : 0;
     int32_t *unit_of = NULL, *all_rows = NULL;
     float *x = NULL, *xn = NULL, *q = NULL, *k = NULL, *v = NULL, *att = NULL, *tmp = NULL;
     float *g = NULL, *u = NULL, *scratch = NULL, *xr = NULL, *attr = NULL;
@@ -251,16 +271,16 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
          * at the readout rows (spec 05 §10 Z2). */
         if (last) {
             for (int r = 0; r < R; r++) memcpy(tmp + (size_t)r * H, xn + (size_t)in->readouts[r] * H, (size_t)H * sizeof *tmp);
-            bs_gemm(m->pool, tmp, H, R, &ly->wq, attr, qd);
+            gemm(m, pf, tmp, H, R, &ly->wq, attr, qd);
             add_bias(attr, R, qd, ly->bq);
             for (int r = 0; r < R; r++) memcpy(q + (size_t)in->readouts[r] * qd, attr + (size_t)r * qd, (size_t)qd * sizeof *q);
         } else {
-            bs_gemm(m->pool, xn, H, M, &ly->wq, q, qd);
+            gemm(m, pf, xn, H, M, &ly->wq, q, qd);
             add_bias(q, M, qd, ly->bq);
         }
-        bs_gemm(m->pool, xn, H, M, &ly->wk, k, kvd);
+        gemm(m, pf, xn, H, M, &ly->wk, k, kvd);
         add_bias(k, M, kvd, ly->bk);
-        bs_gemm(m->pool, xn, H, M, &ly->wv, v, kvd);
+        gemm(m, pf, xn, H, M, &ly->wv, v, kvd);
         add_bias(v, M, kvd, ly->bv);
         for (int i = 0; i < M; i++) {
             const float *cs = m->rope_cos + (size_t)in->pos[i] * (hd / 2);
@@ -293,12 +313,19 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
                  m->rope_sin + (size_t)in->pos[t] * (hd / 2));
         }
         attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch, l, bs_attn_kernels_for(hd)};
+        double ta = pf ? now_ms() : 0;
         bs_pool_run(m->pool, nq, attn_task, &job);
+        if (pf) {
+            pf->attn_ms += now_ms() - ta;
+            double keys = 0; /* each query sees pos + 1 keys: QK and PV cost 4*hd flops per key and head */
+            for (int r = 0; r < nq; r++) keys += (double)in->pos[qrows[r]] + 1;
+            pf->attn_flop += 4.0 * hd * c->n_heads * keys;
+        }
         if (last) {
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
-            layer_tail(m, ly, xr, att, R, tmp, xn, g, u);
+            layer_tail(m, pf, ly, xr, att, R, tmp, xn, g, u);
         } else {
-            layer_tail(m, ly, x, att, M, tmp, xn, g, u);
+            layer_tail(m, pf, ly, x, att, M, tmp, xn, g, u);
             if (in->between_layers) in->between_layers(in->between_ctx);
         }
     }
@@ -316,6 +343,10 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         }
     }
 done:
+    if (pf && rc == BS_OK) {
+        pf->total_ms += now_ms() - t_start;
+        pf->tokens += M;
+    }
     free(unit_of); free(all_rows);
     free(x); free(xn); free(q); free(k); free(v); free(att); free(tmp);
     free(g); free(u); free(scratch); free(xr); free(attr);

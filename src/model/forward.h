@@ -30,6 +30,13 @@ typedef struct bs_unit {
     const bs_kv *prefix;
 } bs_unit;
 
+/* Per-stage time and work of forwards (accumulated; for `basal bench`). */
+typedef struct bs_fwd_profile {
+    double gemm_ms, attn_ms, total_ms;
+    double gemm_flop, attn_flop;
+    long long tokens;
+} bs_fwd_profile;
+
 typedef struct bs_fwd_input {
     int32_t n_tokens;           /* M */
     const int32_t *ids;         /* [M] token ids */
@@ -49,6 +56,7 @@ typedef struct bs_fwd_input {
      * 04 §10 L4); it may block. Never changes a result. */
     void (*between_layers)(void *ctx);
     void *between_ctx;
+    bs_fwd_profile *profile;    /* optional: accumulates stage timings */
 } bs_fwd_input;
 
 /* Allocates a K/V record for n tokens of model m (zeroed); free with bs_kv_free. */

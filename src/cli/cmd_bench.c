@@ -1,0 +1,279 @@
+/* `basal bench` (spec 06 §7.1, on synthetic items): single-decision latency
+ * with the basal-bench methodology — lat1 (one option order) and lat2 (both
+ * orders sharing their prefix), each including rendering, tokenization,
+ * packing, the forward with readout and the host math; warm-up first, the
+ * first 5 items discarded, median and p95 of the rest — then decisions/s in
+ * groups of 16 questions, a per-stage profile, and the achieved GFLOP/s next
+ * to the sgemm peak of the same machine measured in the same run (this
+ * project's GEMM on the model's MLP shape, and OpenBLAS's cblas_sgemm when
+ * libopenblas can be loaded). Items: one choice question with 4 options on a
+ * distinct state of about --state-tokens tokens each. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/respjson.h"
+#include "core/util.h"
+#include "engine/engine.h"
+#include "engine/pack.h"
+#include "engine/plan.h"
+#include "engine/runner.h"
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A Polish support-ticket state of roughly `tokens` tokens, different per item. */
+static void make_body(bs_buf *b, const char *model, int item, int tokens) {
+    static const char *words[] = {"klient", "zamówienie", "paczka", "dostawa", "reklamacja", "zwrot", "faktura",
+                                  "płatność", "konto", "hasło", "karta", "przelew", "termin", "umowa", "sklep"};
+    b->len = 0;
+    bs_buf_puts(b, "{\"model\":");
+    bs_resp_cstr(b, model);
+    bs_buf_printf(b, ",\"state\":\"Zgłoszenie %d: ", item);
+    /* about 2.2 tokens per word with the fixture tokenizer */
+    for (int w = 0; w < tokens * 10 / 22; w++)
+        bs_buf_printf(b, "%s%s", words[(item * 7 + w * 13 + w / 5) % 15], w % 9 == 8 ? ". " : " ");
+    bs_buf_puts(b, "\",\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":\"Którego działu dotyczy zgłoszenie?\","
+                   "\"criteria\":[\"płatności\",\"dostawy\",\"reklamacje\",\"inne\"]}}}");
+}
+
+typedef struct {
+    bs_request *req;
+    bs_plan plan;
+} prepared;
+
+static int prepare(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, prepared *p, bs_err *e) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    memset(p, 0, sizeof *p);
+    int rc = bs_request_parse(body->data, body->len, BS_DIALECT_SYSTEMONE, NULL, &p->req, &rep, e);
+    if (rc == 0) rc = bs_plan_build(&p->plan, m, lc, p->req, 0, &rep, e);
+    if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "bench item rejected: %s", rep.body.data);
+    bs_reply_free(&rep);
+    return rc;
+}
+
+static void prepared_free(prepared *p) {
+    bs_plan_free(&p->plan);
+    bs_request_free(p->req);
+}
+
+/* lat1: prepare, then the order-0 prompt alone: pack, forward, softmax. */
+static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, bs_fwd_profile *pf,
+                            bs_err *e) {
+    prepared p;
+    int rc = prepare(m, lc, body, &p, e);
+    if (rc == 0) {
+        bs_item *it = &p.plan.items[0];
+        const int32_t *pr = it->orders[0].ids;
+        int32_t len = it->orders[0].n_ids;
+        bs_row row;
+        bs_packed pk;
+        float lg[BS_MAX_LETTER_OPTIONS];
+        double q[BS_MAX_LETTER_OPTIONS];
+        if ((rc = bs_pack_row(&row, &pr, &len, 1, e)) == 0) {
+            if ((rc = bs_packed_build(&pk, &row, 1, NULL, it->letter_ids, (int32_t)it->k, e)) == 0) {
+                pk.in.profile = pf;
+                rc = bs_forward(&m->model, &pk.in, lg, e);
+                if (rc == 0) rc = bs_softmax_logits(lg, (int)it->k, q, e);
+                bs_packed_free(&pk);
+            }
+            bs_row_free(&row);
+        }
+    }
+    prepared_free(&p);
+    return rc;
+}
+
+/* lat2 and throughput: n prepared-from-scratch items through the runner. */
+static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *bodies, int n,
+                        bs_err *e) {
+    prepared *ps = calloc((size_t)n, sizeof *ps);
+    bs_plan **plans = calloc((size_t)n, sizeof *plans);
+    bs_buf ans;
+    bs_buf_init(&ans);
+    int rc = ps && plans ? 0 : bs_fail(e, BS_ENOMEM, "out of memory"), made = 0;
+    for (; rc == 0 && made < n; made++) {
+        rc = prepare(m, lc, &bodies[made], &ps[made], e);
+        plans[made] = &ps[made].plan;
+        if (rc < 0) made++;
+    }
+    if (rc == 0) rc = bs_runner_run(run, plans, (size_t)n, e);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        ans.len = 0;
+        rc = bs_plan_answer(&ps[i].plan, m, -1, &ans, e);
+    }
+    for (int i = 0; ps && i < made; i++) prepared_free(&ps[i]);
+    free(ps);
+    free(plans);
+    bs_buf_free(&ans);
+    return rc;
+}
+
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                         int);
+typedef void (*set_threads_fn)(int);
+
+/* GFLOP/s of y[M,N] = x[M,K] w[N,K]^T: best of 3 after a warm-up. */
+static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas) {
+    float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *y = malloc((size_t)M * N * 4);
+    if (!x || !w || !y) { free(x); free(w); free(y); return 0; }
+    for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+    bs_wmat wm = {BS_F32, w, N, K};
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = bs_now_ms();
+        if (blas) blas(101, 111, 112, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N); /* row-major, x * w^T */
+        else bs_gemm(pool, x, K, M, &wm, y, N);
+        double t = bs_now_ms() - t0;
+        if (r > 0 && t < best) best = t;
+    }
+    free(x); free(w); free(y);
+    return 2.0 * M * (double)N * K / (best / 1000.0) / 1e9;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_dir = NULL, *out_path = NULL;
+    int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(argv[i], "--lat-n")) { if (!(v = cli_value(argc, argv, &i))) return 2; lat_n = atoi(v); }
+        else if (!strcmp(argv[i], "--state-tokens")) { if (!(v = cli_value(argc, argv, &i))) return 2; state_tokens = atoi(v); }
+        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
+        else if (!strcmp(argv[i], "--throughput-items")) { if (!(v = cli_value(argc, argv, &i))) return 2; tp_items = atoi(v); }
+        else { fprintf(stderr, "basal bench: unknown option %s\n", argv[i]); return 2; }
+    }
+    if (!model_dir || lat_n < 1 || state_tokens < 1 || tp_items < 0) {
+        fprintf(stderr, "usage: basal bench --model DIR [--lat-n 39] [--state-tokens 250] [--throughput-items 32] "
+                        "[--threads N] [--out FILE]\n");
+        return 2;
+    }
+    if (out_path && bs_file_exists(out_path)) {
+        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        return 1;
+    }
+    int status = 1, n = lat_n + 5, loaded = 0;
+    bs_err e = {0};
+    bs_pool *pool = bs_pool_create(threads);
+    bs_basal_model m;
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    bs_prefix_set pinned = {0};
+    bs_buf rep;
+    bs_buf_init(&rep);
+    int nb = n > tp_items ? n : tp_items;
+    bs_buf *bodies = calloc((size_t)nb, sizeof *bodies);
+    double *lat1 = calloc((size_t)n, sizeof *lat1), *lat2 = calloc((size_t)n, sizeof *lat2);
+    double t0 = bs_now_ms();
+    if (!pool || !bodies || !lat1 || !lat2) goto done;
+    if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
+    loaded = 1;
+    double load_s = (bs_now_ms() - t0) / 1000.0;
+    if (bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
+    for (int i = 0; i < nb; i++) make_body(&bodies[i], m.name, i, state_tokens);
+    bs_engine_opts eo;
+    bs_engine_opts_default(&eo);
+    bs_runner run;
+    bs_fwd_profile prof = {0}, prof1 = {0};
+    bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
+    int64_t packed_tokens = 0;
+    for (int i = 0; i < n; i++) {
+        /* warm-up once with one order and once with both, then the timed runs */
+        if (decide_one_order(&m, &lc, &bodies[i], NULL, &e) < 0 || decide_items(&m, &lc, &run, &bodies[i], 1, &e) < 0)
+            goto fail_run;
+        double s = bs_now_ms();
+        if (decide_one_order(&m, &lc, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
+        lat1[i] = bs_now_ms() - s;
+        run.profile = i >= 5 ? &prof : NULL;
+        int64_t f0 = run.forward_tokens;
+        s = bs_now_ms();
+        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e) < 0) goto fail_run;
+        lat2[i] = bs_now_ms() - s;
+        if (i >= 5) packed_tokens += run.forward_tokens - f0;
+        run.profile = NULL;
+        fprintf(stderr, "item %d: lat1 %.1f ms, lat2 %.1f ms\n", i, lat1[i], lat2[i]);
+    }
+    double dec_runs[3] = {0, 0, 0};
+    if (tp_items > 0) {
+        for (int pass = -1; pass < passes; pass++) { /* pass -1 is the warm-up group */
+            double s = bs_now_ms();
+            int items = pass < 0 ? (group < tp_items ? group : tp_items) : tp_items;
+            for (int g0 = 0; g0 < items; g0 += group)
+                if (decide_items(&m, &lc, &run, &bodies[g0], items - g0 < group ? items - g0 : group, &e) < 0)
+                    goto fail_run;
+            if (pass >= 0) dec_runs[pass] = items / ((bs_now_ms() - s) / 1000.0);
+        }
+    }
+    bs_runner_free(&run);
+    /* sgemm peak on the model's gate/up shape at 300 rows, same threads */
+    int H = m.cfg.hidden, I = m.cfg.inter;
+    double ours = gemm_gflops(pool, 300, I, H, NULL), blas = 0;
+    void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
+        set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
+        if (f && st) {
+            st(bs_pool_size(pool));
+            blas = gemm_gflops(pool, 300, I, H, f);
+        }
+        dlclose(lib);
+    }
+    int L = lat_n;
+    qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
+    qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
+    double dec_sorted[3] = {dec_runs[0], dec_runs[1], dec_runs[2]};
+    qsort(dec_sorted, 3, sizeof(double), cmp_d);
+    double l1 = lat1[5 + L / 2], l2 = lat2[5 + L / 2], p95 = lat2[5 + (int)(0.95 * L)];
+    double gemm_gf = prof.gemm_ms > 0 ? prof.gemm_flop / (prof.gemm_ms / 1000.0) / 1e9 : 0;
+    double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
+    double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
+    bs_buf_printf(&rep,
+                  "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"state_tokens\":%d,\"n\":%d,"
+                  "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
+                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"tree\","
+                  "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
+                  "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
+                  "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
+                  "\"openblas_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
+                  m.name, load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()), state_tokens, n, L, l1, l2,
+                  p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
+                  prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
+                  prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas,
+                  blas > 0 ? flop_per_dec / (blas * 1e9) * 1000.0 : 0.0);
+    for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
+    bs_buf_puts(&rep, "],\"lat1_ms_all\":[");
+    for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat1[i]);
+    bs_buf_puts(&rep, "]}");
+    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, dec/s %.3f; forward %.1f GFLOP/s "
+                    "(GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f GFLOP/s)\n",
+            l2, p95, l1, dec_sorted[1], total_gf, gemm_gf, ours, blas);
+    if (out_path) {
+        bs_buf_putc(&rep, '\n');
+        if (bs_write_file(out_path, rep.data, rep.len, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
+    } else {
+        cli_print_pretty(stdout, rep.data, rep.len);
+    }
+    status = 0;
+    goto done;
+fail_run:
+    fprintf(stderr, "basal bench: %s\n", e.msg);
+    bs_runner_free(&run);
+done:
+    for (int i = 0; bodies && i < nb; i++) bs_buf_free(&bodies[i]);
+    free(bodies);
+    free(lat1);
+    free(lat2);
+    bs_buf_free(&rep);
+    bs_prefix_set_free(&pinned);
+    if (loaded) bs_basal_free(&m);
+    bs_letter_cache_free(&lc);
+    bs_pool_destroy(pool);
+    return status;
+}
