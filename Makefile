@@ -66,6 +66,11 @@ test-release: all fixtures
 test-asan: asan fixtures
 	SHARED=$(SHARED) tests/run.sh build-asan
 
+# Installs what is missing, builds, creates ./demo-model (random weights) and
+# serves it on 127.0.0.1:8000.
+run:
+	tools/run-demo.sh
+
 # Regenerates the committed tokenizer goldens with the npm oracle.
 goldens: deps
 	node tools/tokenizer-goldens.js

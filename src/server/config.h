@@ -1,0 +1,68 @@
+/* `basal serve` configuration (spec 06 §4): the YAML file of §4.2, the values
+ * of the command-line flags of §4.3, and the address syntax. Only the shape
+ * and ranges of the values are checked here; what needs the models (served
+ * names, default_model, dtype against the backend) is checked at start. */
+#ifndef BS_SERVE_CONFIG_H
+#define BS_SERVE_CONFIG_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "basal.h"
+
+typedef struct bs_serve_model {
+    char *path;              /* local directory, or NULL */
+    char *repo, *revision;   /* repository reference (06 §3), or NULL */
+    char *dtype;             /* auto | f16 | bf16 | f32 */
+    char *gemm_table;        /* auto | none | a path (CUDA only) */
+    long max_batch_tokens;   /* >= 1 */
+    int schedule_fifo;       /* 0 hrrn, 1 fifo */
+    long long_tokens;        /* >= 0; 0 = no long lane */
+    long state_cache_mb;     /* >= 0 */
+    long tree_max_tokens;    /* >= 1 */
+    int no_prefix_cache;
+    char **aliases;
+    size_t n_aliases;
+} bs_serve_model;
+
+typedef struct bs_serve_config {
+    char *addr;              /* NULL = not given (the caller applies 06 §4.1) */
+    char *default_model;     /* NULL = the first model */
+    long max_inflight;       /* >= 1 */
+    long long_slice_ms;      /* >= 0 */
+    char *release_date;
+    int access_log, metrics;
+    char *gemm_cache;        /* NULL = default */
+    char *api_key_env;       /* NULL = no authentication */
+    long long max_body_bytes;/* >= 1 */
+    char *backend;           /* auto | cpu | cuda */
+    long threads;            /* >= 0; 0 = online CPUs */
+    bs_serve_model *models;
+    size_t n_models;
+} bs_serve_config;
+
+/* The defaults of 06 §4.2 (no models). */
+int bs_serve_config_init(bs_serve_config *c, bs_err *e);
+void bs_serve_config_free(bs_serve_config *c);
+/* A model entry with the per-model defaults of 06 §4.2. */
+int bs_serve_model_init(bs_serve_model *m, bs_err *e);
+/* Appends a model entry (taking over m's allocations). */
+int bs_serve_config_add_model(bs_serve_config *c, bs_serve_model *m, bs_err *e);
+
+/* Parses a YAML document onto c (which holds the defaults). name labels the
+ * messages ("<name>:<line>: unknown field foo"). Unknown keys at any level,
+ * duplicate keys, wrong types and out-of-range values are errors; so are an
+ * empty models list and a model with both or neither of path and repo. */
+int bs_serve_config_parse_yaml(bs_serve_config *c, const char *text, size_t len, const char *name, bs_err *e);
+int bs_serve_config_load(bs_serve_config *c, const char *path, bs_err *e);
+
+/* Shared by the YAML loader and the flags: a decimal integer in [min, max]. */
+int bs_cfg_parse_int(const char *s, long long min, long long max, long long *out);
+/* IP:port or [IPv6]:port (host names refused), port 0..65535. */
+int bs_parse_addr(const char *s, struct sockaddr_storage *out, socklen_t *len, bs_err *e);
+/* Validation of the enumerated values, shared with the flags. */
+int bs_cfg_check_dtype(const char *v);
+int bs_cfg_check_schedule(const char *v, int *fifo);
+int bs_cfg_check_backend(const char *v);
+
+#endif

@@ -1,0 +1,40 @@
+/* Process-local Prometheus registry of `basal serve` (spec 02 §9). Only the
+ * two inference routes are observed. Thread-safe: HTTP and engine threads
+ * record, the /metrics handler renders. */
+#ifndef BS_SERVE_METRICS_H
+#define BS_SERVE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util.h"
+
+enum { BS_EP_SYSTEMONE = 0, BS_EP_BASAL = 1, BS_N_ENDPOINTS = 2 };
+/* The model label of a request not (yet) routed: "". */
+#define BS_METRICS_NO_MODEL ((size_t)-1)
+
+typedef struct bs_metrics bs_metrics;
+
+/* names: the served names, in configuration order (series are pre-created
+ * for them). NULL on allocation failure. */
+bs_metrics *bs_metrics_create(const char *const *names, size_t n, long max_inflight);
+void bs_metrics_destroy(bs_metrics *m);
+
+/* An inference handler started (gauge up) / finished (gauge down). status 0
+ * means cancelled: counted, but not put in the duration histogram. */
+void bs_metrics_http_begin(bs_metrics *m, int endpoint);
+void bs_metrics_http_end(bs_metrics *m, int endpoint, size_t model, int status, double seconds);
+/* Admitted requests awaiting a model reply (the queue depth). */
+void bs_metrics_admitted(bs_metrics *m, size_t model, int delta);
+/* usage of a constructed 200 response. */
+void bs_metrics_usage(bs_metrics *m, size_t model, int64_t input_tokens, int64_t output_tokens, int64_t questions);
+/* A completed job with its batch facts (queue/compute ms, batch size, lane 0
+ * main / 1 long, ok = the batch succeeded). */
+void bs_metrics_job(bs_metrics *m, size_t model, int lane, double queue_ms, double compute_ms, int batch_requests,
+                    int ok);
+
+/* The text exposition 0.0.4; forward_tokens[i] = the engine's counter of
+ * model i (basal_forward_tokens_total). */
+void bs_metrics_render(bs_metrics *m, const int64_t *forward_tokens, bs_buf *out);
+
+#endif

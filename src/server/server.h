@@ -1,0 +1,50 @@
+/* The HTTP server of `basal serve` (spec 02): POST /v1/systemone and
+ * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, on
+ * libmicrohttpd. A decision request is parsed and admitted on the HTTP thread
+ * (02 §3 steps 1–7), handed to its model's engine, and its connection is
+ * suspended — no thread waits for the answer; the engine's done callback
+ * resumes it. A watcher thread notices clients that hang up while their
+ * request waits, cancels the job and frees its in-flight slot (04 §11 X1). */
+#ifndef BS_SERVER_H
+#define BS_SERVER_H
+
+#include <stddef.h>
+
+#include "basal.h"
+#include "engine/engine.h"
+
+typedef struct bs_server_model {
+    const char *name;              /* served name (basal.json) */
+    const char *const *aliases;    /* extra names routed here (02 §11) */
+    size_t n_aliases;
+    bs_engine *engine;             /* borrowed; must outlive the server's use of it */
+} bs_server_model;
+
+typedef struct bs_server_opts {
+    const bs_server_model *models;
+    size_t n_models;
+    size_t default_model;          /* index: the model of requests without a string "model" */
+    int listen_fd;                 /* a bound, listening socket; the server closes it */
+    long max_inflight;             /* 02 §6 */
+    unsigned long long max_body_bytes;
+    const char *api_key;           /* NULL: no authentication (02 §2) */
+    size_t api_key_len;
+    const char *release_date;      /* GET /v1/models */
+    int metrics;                   /* serve GET /metrics */
+    int access_log;                /* one stderr line per request */
+} bs_server_opts;
+
+typedef struct bs_server bs_server;
+
+/* Starts serving on o->listen_fd (the strings of o are copied). */
+int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e);
+/* Stops accepting connections and waits until every submitted job has been
+ * completed by its engine; from then on nothing is submitted (a request still
+ * arriving on an open connection gets 500 "engine stopped"), so the engines
+ * may be destroyed. Responses after this call carry Connection: close. */
+void bs_server_shutdown(bs_server *s);
+/* Lets the last responses go out (bounded wait), stops the HTTP daemon and
+ * frees the server. Call after bs_server_shutdown. */
+void bs_server_destroy(bs_server *s);
+
+#endif

@@ -1,0 +1,177 @@
+/* Pieces of the HTTP server that need no socket: the Bearer check of spec 02
+ * §2, the fixed error bodies of §2/§6/§10, request ids, the usage reader, and
+ * the Prometheus registry of §9 (series, histograms, batch counting). */
+#include "check.h"
+#include "server/metrics.h"
+#include "server/server_int.h"
+
+static void test_auth(void) {
+    const char *key = "k3y";
+    struct { const char *h; int want; } cases[] = {
+        { NULL, 403 }, { "", 403 }, { "   ", 403 }, { "Bearer", 403 }, { "Bearer   ", 403 }, { "Basic k3y", 403 },
+        { "Bearerk3y", 403 }, { "Bearer\tk3y", 403 }, { "Bearer k3y", 0 }, { "bearer k3y", 0 }, { "BEARER k3y", 0 },
+        { "Bearer    k3y", 0 }, { "  Bearer k3y \t", 0 }, { "Bearer k3", 401 }, { "Bearer k3yy", 401 },
+        { "Bearer K3Y", 401 }, { "Bearer k3y k3y", 401 }, { "Bearer x", 401 }, { "Bearer k3z", 401 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int got = bs_auth_check(cases[i].h, key, strlen(key));
+        if (got != cases[i].want) fprintf(stderr, "auth case %zu (%s)\n", i, cases[i].h ? cases[i].h : "NULL");
+        CHECK_INT(got, cases[i].want);
+    }
+}
+
+static void test_bodies(void) {
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_body_auth(&b, BS_DIALECT_SYSTEMONE, 403);
+    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"authentication_error\",\"message\":\"Must supply an API key! Check "
+                      "your request and try again.\"}}");
+    b.len = 0;
+    bs_body_auth(&b, BS_DIALECT_BASAL, 401);
+    CHECK_STR(b.data, "{\"error\":\"Cannot authenticate with the server. Please check your API key and try again.\"}");
+    b.len = 0;
+    bs_body_overloaded(&b, BS_DIALECT_SYSTEMONE);
+    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"overloaded_error\",\"message\":\"Too many requests in flight. "
+                      "Retry after a short delay.\"}}");
+    b.len = 0;
+    bs_body_overloaded(&b, BS_DIALECT_BASAL);
+    CHECK_STR(b.data, "{\"error\":\"overloaded: too many requests in flight\"}");
+    b.len = 0;
+    bs_body_too_large(&b, BS_DIALECT_SYSTEMONE, 16777216);
+    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"request_too_large\",\"message\":\"Request body is larger than "
+                      "16777216 bytes.\"}}");
+    b.len = 0;
+    bs_body_too_large(&b, BS_DIALECT_BASAL, 5);
+    CHECK_STR(b.data, "{\"error\":\"request body is larger than 5 bytes\"}");
+    bs_buf_free(&b);
+    CHECK_INT(bs_route_of("/v1/systemone"), R_SYSTEMONE);
+    CHECK_INT(bs_route_of("/v1/systemone/"), R_NONE);
+    CHECK_INT(bs_route_of("/V1/models"), R_NONE);
+    const char *allow;
+    CHECK_INT(bs_route_method_ok(R_MODELS, "HEAD", &allow), 0);
+    CHECK(bs_route_method_ok(R_BASAL, "GET", &allow) < 0);
+    CHECK_STR(allow, "POST");
+    CHECK(bs_route_method_ok(R_HEALTH, "POST", &allow) < 0);
+    CHECK_STR(allow, "GET, HEAD");
+}
+
+static void test_ids_and_usage(void) {
+    char a[33], b[33];
+    bs_request_id(a);
+    bs_request_id(b);
+    CHECK_INT(strlen(a), 32);
+    CHECK_INT(strspn(a, "0123456789abcdef"), 32);
+    CHECK(strcmp(a, b) != 0);
+    const char *body = "{\"model\":\"m\",\"answers\":{\"usage\":{\"type\":\"noul\",\"noul\":0.5},\"x\":{\"type\":\"choice\","
+                       "\"choice\":\"\\\"usage\\\":{\\\"input_tokens\\\":9\"}},\"usage\":{\"input_tokens\":290,"
+                       "\"output_tokens\":0,\"questions\":2,\"branches\":2,\"latency_ms\":3.5}}";
+    long long in, out, q;
+    bs_reply_usage(body, strlen(body), &in, &out, &q);
+    CHECK_INT(in, 290);
+    CHECK_INT(out, 0);
+    CHECK_INT(q, 2);
+    bs_reply_usage("{}", 2, &in, &out, &q);
+    CHECK_INT(in, -1);
+}
+
+static int has_line(const char *text, const char *line) {
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n') return 1;
+    return 0;
+}
+
+#define LINE(t, l) do { if (has_line(t, l)) check_pass_++; else { check_fail_++; \
+    fprintf(stderr, "%s:%d: missing line: %s\n", __FILE__, __LINE__, l); } } while (0)
+#define NO_LINE(t, l) do { if (!has_line(t, l)) check_pass_++; else { check_fail_++; \
+    fprintf(stderr, "%s:%d: unexpected line: %s\n", __FILE__, __LINE__, l); } } while (0)
+
+static void test_metrics(void) {
+    const char *names[] = { "m-a", "we\"ird\\name" };
+    bs_metrics *m = bs_metrics_create(names, 2, 7);
+    CHECK(m != NULL);
+    if (!m) return;
+    bs_metrics_http_begin(m, BS_EP_SYSTEMONE);
+    bs_metrics_http_end(m, BS_EP_SYSTEMONE, 0, 200, 0.004);
+    bs_metrics_http_begin(m, BS_EP_SYSTEMONE);
+    bs_metrics_http_end(m, BS_EP_SYSTEMONE, 0, 200, 2.5);
+    bs_metrics_http_begin(m, BS_EP_BASAL);
+    bs_metrics_http_end(m, BS_EP_BASAL, BS_METRICS_NO_MODEL, 422, 0.0001);
+    bs_metrics_http_begin(m, BS_EP_BASAL);
+    bs_metrics_http_end(m, BS_EP_BASAL, 1, 0, 9.0); /* cancelled */
+    bs_metrics_http_begin(m, BS_EP_BASAL);          /* still running */
+    bs_metrics_admitted(m, 0, +1);
+    bs_metrics_admitted(m, 0, +1);
+    bs_metrics_admitted(m, 0, -1);
+    bs_metrics_usage(m, 0, 290, 0, 1);
+    bs_metrics_usage(m, 0, 10, 0, 2);
+    /* a batch of 3 (jobs arrive in a row with the same size and compute
+     * time), then a batch of 1, then a failed batch of 2 */
+    bs_metrics_job(m, 0, 0, 1.0, 500.0, 3, 1);
+    bs_metrics_job(m, 0, 0, 2.0, 500.0, 3, 1);
+    bs_metrics_job(m, 0, 0, 3.0, 500.0, 3, 1);
+    bs_metrics_job(m, 0, 0, 4.0, 250.0, 1, 1);
+    bs_metrics_job(m, 0, 1, 0.0, 700.0, 2, 0);
+    bs_metrics_job(m, 0, 1, 0.0, 700.0, 2, 0);
+    bs_buf out;
+    bs_buf_init(&out);
+    int64_t fw[2] = { 123, 0 };
+    bs_metrics_render(m, fw, &out);
+    const char *t = out.data;
+    LINE(t, "# TYPE basal_http_requests_total counter");
+    LINE(t, "basal_http_requests_total{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\"} 2");
+    LINE(t, "basal_http_requests_total{endpoint=\"/v1/basal\",model=\"m-a\",status=\"200\"} 0");
+    LINE(t, "basal_http_requests_total{endpoint=\"/v1/basal\",model=\"we\\\"ird\\\\name\",status=\"200\"} 0");
+    LINE(t, "basal_http_requests_total{endpoint=\"/v1/basal\",model=\"\",status=\"422\"} 1");
+    LINE(t, "basal_http_requests_total{endpoint=\"/v1/basal\",model=\"we\\\"ird\\\\name\",status=\"cancelled\"} 1");
+    LINE(t, "basal_http_request_duration_seconds_bucket{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\",le=\"0.001\"} 0");
+    LINE(t, "basal_http_request_duration_seconds_bucket{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\",le=\"0.005\"} 1");
+    LINE(t, "basal_http_request_duration_seconds_bucket{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\",le=\"2\"} 1");
+    LINE(t, "basal_http_request_duration_seconds_bucket{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\",le=\"3\"} 2");
+    LINE(t, "basal_http_request_duration_seconds_bucket{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\",le=\"+Inf\"} 2");
+    LINE(t, "basal_http_request_duration_seconds_sum{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\"} 2.504");
+    LINE(t, "basal_http_request_duration_seconds_count{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\"} 2");
+    NO_LINE(t, "basal_http_request_duration_seconds_count{endpoint=\"/v1/basal\",model=\"we\\\"ird\\\\name\",status=\"cancelled\"} 1");
+    LINE(t, "basal_http_request_duration_seconds_count{endpoint=\"/v1/basal\",model=\"\",status=\"422\"} 1");
+    LINE(t, "basal_http_inflight_requests{endpoint=\"/v1/systemone\"} 0");
+    LINE(t, "basal_http_inflight_requests{endpoint=\"/v1/basal\"} 1");
+    LINE(t, "basal_model_inflight_requests{model=\"m-a\"} 1");
+    LINE(t, "basal_max_inflight_requests 7");
+    LINE(t, "basal_input_tokens_total{model=\"m-a\"} 300");
+    LINE(t, "basal_output_tokens_total{model=\"m-a\"} 0");
+    LINE(t, "basal_questions_total{model=\"m-a\"} 3");
+    LINE(t, "basal_questions_total{model=\"we\\\"ird\\\\name\"} 0");
+    LINE(t, "basal_queue_duration_seconds_count{model=\"m-a\",lane=\"main\"} 4");
+    LINE(t, "basal_queue_duration_seconds_bucket{model=\"m-a\",lane=\"main\",le=\"0.0025\"} 2");
+    LINE(t, "basal_batch_requests_count{model=\"m-a\",lane=\"main\"} 2");
+    LINE(t, "basal_batch_requests_sum{model=\"m-a\",lane=\"main\"} 4");
+    LINE(t, "basal_batch_requests_bucket{model=\"m-a\",lane=\"main\",le=\"1\"} 1");
+    LINE(t, "basal_batch_requests_bucket{model=\"m-a\",lane=\"main\",le=\"2\"} 1");
+    LINE(t, "basal_batch_requests_bucket{model=\"m-a\",lane=\"main\",le=\"4\"} 2");
+    LINE(t, "basal_batch_duration_seconds_count{model=\"m-a\",lane=\"main\",outcome=\"success\"} 2");
+    LINE(t, "basal_batch_duration_seconds_sum{model=\"m-a\",lane=\"main\",outcome=\"success\"} 0.75");
+    LINE(t, "basal_batch_duration_seconds_count{model=\"m-a\",lane=\"long\",outcome=\"error\"} 1");
+    LINE(t, "basal_batch_requests_count{model=\"m-a\",lane=\"long\"} 1");
+    LINE(t, "basal_forward_tokens_total{model=\"m-a\"} 123");
+    /* every family is declared before its samples */
+    const char *fams[] = { "basal_http_requests_total", "basal_http_request_duration_seconds",
+                           "basal_http_inflight_requests", "basal_model_inflight_requests",
+                           "basal_max_inflight_requests", "basal_input_tokens_total", "basal_output_tokens_total",
+                           "basal_questions_total", "basal_queue_duration_seconds", "basal_batch_duration_seconds",
+                           "basal_batch_requests", "basal_forward_tokens_total" };
+    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "# HELP %s ", fams[i]);
+        CHECK_CONTAINS(t, want);
+    }
+    bs_buf_free(&out);
+    bs_metrics_destroy(m);
+}
+
+int main(void) {
+    test_auth();
+    test_bodies();
+    test_ids_and_usage();
+    test_metrics();
+    return check_report("test_server_parts");
+}
