@@ -224,6 +224,7 @@ static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly
 }
 
 int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
+    if (m->backend) return m->backend->forward(m->backend, m, in, logits, e);
     const bs_config *c = &m->cfg;
     int M = in->n_tokens, R = in->capture ? 0 : in->n_readouts, H = c->hidden, I = c->inter;
     int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;

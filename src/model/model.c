@@ -106,6 +106,8 @@ fail:
 }
 
 void bs_model_free(bs_model *m) {
+    if (m->backend && m->backend->destroy) m->backend->destroy(m->backend);
+    m->backend = NULL;
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             bs_layer *ly = &m->layers[l];

@@ -15,6 +15,21 @@ typedef struct bs_layer {
     float *bg, *bu, *bd;              /* NULL without mlp_bias */
 } bs_layer;
 
+struct bs_fwd_input;
+struct bs_model;
+
+/* A compute backend other than the built-in CPU one (spec issue "CUDA
+ * backend"): when a model has one, bs_forward hands every forward to it.
+ * It must honour the whole bs_fwd_input contract (units, cached prefixes,
+ * capture, between_layers, profile) with the same results on every batch. */
+typedef struct bs_backend {
+    const char *name;     /* e.g. "cuda f16 (NVIDIA H100, sm_90)" */
+    int (*forward)(struct bs_backend *b, const struct bs_model *m, const struct bs_fwd_input *in, float *logits,
+                   bs_err *e);
+    void (*destroy)(struct bs_backend *b);
+    void *impl;
+} bs_backend;
+
 typedef struct bs_model {
     char *dir;
     bs_config cfg;
@@ -25,6 +40,7 @@ typedef struct bs_model {
     float *final_norm;       /* [H] */
     float *rope_cos, *rope_sin; /* [Pmax][hd/2], f64 angles rounded to f32 */
     bs_pool *pool;           /* borrowed; NULL = serial */
+    bs_backend *backend;     /* owned; NULL = the CPU forward of forward.c */
 } bs_model;
 
 /* Loads config.json and the weights of dir and checks the exact tensor set. */

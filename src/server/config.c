@@ -321,7 +321,7 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
         int rc = get_str(y, key, v, &c->addr);
         if (rc < 0 || !c->addr) return rc;
         bs_err ae;
-        if (bs_parse_addr(c->addr, &ss, &sl, &ae) < 0) return yfail(y, v, "addr: %s", ae.msg);
+        if (bs_parse_addr(c->addr, &ss, &sl, &ae) < 0) return yfail(y, v, "addr: %.400s", ae.msg);
         return BS_OK;
     }
     if (!strcmp(key, "default_model")) return get_str(y, key, v, &c->default_model);
