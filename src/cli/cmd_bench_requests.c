@@ -116,7 +116,7 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
 
 int cmd_bench_requests(int argc, char **argv) {
     const char *model_dir = NULL, *requests = NULL, *out_path = NULL, *batching = "tree";
-    int reps = 10, threads = 0, no_prefix_cache = 0;
+    int reps = 10, threads = 0, no_prefix_cache = 0, warmup = 1;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
@@ -126,11 +126,12 @@ int cmd_bench_requests(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps")) { if (!(v = cli_value(argc, argv, &i))) return 2; reps = atoi(v); }
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
         else if (!strcmp(argv[i], "--no-prefix-cache")) no_prefix_cache = 1;
+        else if (!strcmp(argv[i], "--no-warmup")) warmup = 0; /* for runs of many minutes */
         else { fprintf(stderr, "basal bench-requests: unknown option %s\n", argv[i]); return 2; }
     }
     if (!model_dir || !requests || reps < 1) {
         fprintf(stderr, "usage: basal bench-requests --model DIR --requests JSONL [--batching tree,single] "
-                        "[--reps N] [--out FILE] [--threads N] [--no-prefix-cache]\n");
+                        "[--reps N] [--out FILE] [--threads N] [--no-prefix-cache] [--no-warmup]\n");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
@@ -182,7 +183,7 @@ int cmd_bench_requests(int argc, char **argv) {
         bs_buf_printf(&rep, "{\"batching\":\"%s\",\"requests\":[", tok);
         for (size_t i = 0; i < nrq; i++) {
             size_t input = 0;
-            if (decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) { /* warm-up */
+            if (warmup && decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) { /* warm-up */
                 fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                 bs_runner_free(&run);
                 goto done;
