@@ -55,7 +55,7 @@ typedef struct lane {
     bs_job **wait;      /* planned, waiting for admission */
     size_t nw, capw;
     double rate;        /* packed tokens per second (04 §9) */
-    /* the long lane's queue of planned jobs, fed by the main lane */
+    /* queue: parsed jobs for the main lane, planned ones for the long lane */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bs_job *qh, *qt;
@@ -69,10 +69,6 @@ struct bs_engine {
     int own_gate;
     bs_letter_cache lc;
     bs_prefix_set pinned;
-    pthread_mutex_t mu;  /* the job queue of the main lane */
-    pthread_cond_t cv;
-    bs_job *qh, *qt;
-    int stopping;
     lane main, lng;
     int has_long;
     _Atomic int64_t queued, batches, batch_requests, input_tokens, dropped;
@@ -276,45 +272,27 @@ static int push_wait(lane *L, bs_job *j) {
 
 /* ---- lanes (04 §8) ---- */
 
-static void *main_lane(void *arg) {
-    lane *L = arg;
-    bs_engine *en = L->en;
-    for (;;) {
-        pthread_mutex_lock(&en->mu);
-        while (!en->qh && L->nw == 0 && !en->stopping) pthread_cond_wait(&en->cv, &en->mu);
-        bs_job *taken = en->qh;
-        en->qh = en->qt = NULL;
-        int stop = en->stopping && !taken && L->nw == 0;
-        pthread_mutex_unlock(&en->mu);
-        if (stop) break;
-        while (taken) {
-            bs_job *j = taken;
-            taken = j->next;
-            j->next = NULL;
-            if (!plan_job(en, j)) continue;
-            if (en->has_long && j->cost > en->o.long_tokens) {
-                pthread_mutex_lock(&en->lng.mu);
-                if (en->lng.qt) en->lng.qt->next = j;
-                else en->lng.qh = j;
-                en->lng.qt = j;
-                pthread_cond_signal(&en->lng.cv);
-                pthread_mutex_unlock(&en->lng.mu);
-            } else if (push_wait(L, j) < 0) {
-                complete_internal(en, j, "out of memory");
-            }
-        }
-        admit_and_run(L);
-    }
-    if (en->has_long) {
-        pthread_mutex_lock(&en->lng.mu);
-        en->lng.stopping = 1;
-        pthread_cond_signal(&en->lng.cv);
-        pthread_mutex_unlock(&en->lng.mu);
-    }
-    return NULL;
+static void lane_push(lane *L, bs_job *j) {
+    pthread_mutex_lock(&L->mu);
+    if (L->qt) L->qt->next = j;
+    else L->qh = j;
+    L->qt = j;
+    pthread_cond_signal(&L->cv);
+    pthread_mutex_unlock(&L->mu);
 }
 
-static void *long_lane(void *arg) {
+static void lane_stop(lane *L) {
+    pthread_mutex_lock(&L->mu);
+    L->stopping = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* T3 (main lane) and T4 (long lane): block while nothing waits, drain the
+ * queue, plan (main lane only; requests over long_tokens move to the long
+ * lane), admit one batch and run it. On stop, everything queued and waiting
+ * is still answered; the main lane then stops the long lane. */
+static void *lane_main(void *arg) {
     lane *L = arg;
     bs_engine *en = L->en;
     for (;;) {
@@ -329,10 +307,13 @@ static void *long_lane(void *arg) {
             bs_job *j = taken;
             taken = j->next;
             j->next = NULL;
-            if (push_wait(L, j) < 0) complete_internal(en, j, "out of memory");
+            if (!L->is_long && !plan_job(en, j)) continue;
+            if (!L->is_long && en->has_long && j->cost > en->o.long_tokens) lane_push(&en->lng, j);
+            else if (push_wait(L, j) < 0) complete_internal(en, j, "out of memory");
         }
         admit_and_run(L);
     }
+    if (!L->is_long && en->has_long) lane_stop(&en->lng);
     return NULL;
 }
 
@@ -369,19 +350,17 @@ int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *o
         en->own_gate = 1;
     }
     bs_letter_cache_init(&en->lc);
-    pthread_mutex_init(&en->mu, NULL);
-    pthread_cond_init(&en->cv, NULL);
     int rc = BS_OK;
     if (!en->o.no_prefix_cache && (rc = bs_prefix_set_build(&en->pinned, m, en->gate, e)) < 0) goto fail;
     lane_init(&en->main, en, 0);
     if (en->has_long) lane_init(&en->lng, en, 1);
-    if (pthread_create(&en->main.th, NULL, main_lane, &en->main) != 0) {
+    if (pthread_create(&en->main.th, NULL, lane_main, &en->main) != 0) {
         rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the main lane thread");
         goto fail_lanes;
     }
     en->main.started = 1;
     if (en->has_long) {
-        if (pthread_create(&en->lng.th, NULL, long_lane, &en->lng) != 0) {
+        if (pthread_create(&en->lng.th, NULL, lane_main, &en->lng) != 0) {
             rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the long lane thread");
             goto fail_lanes;
         }
@@ -395,8 +374,6 @@ fail_lanes:
 fail:
     bs_prefix_set_free(&en->pinned);
     bs_letter_cache_free(&en->lc);
-    pthread_mutex_destroy(&en->mu);
-    pthread_cond_destroy(&en->cv);
     if (en->own_gate) bs_gate_destroy(en->gate);
     free(en);
     return rc;
@@ -405,29 +382,19 @@ fail:
 void bs_engine_submit(bs_engine *en, bs_job *job) {
     job->next = NULL;
     en->queued++;
-    pthread_mutex_lock(&en->mu);
-    if (en->qt) en->qt->next = job;
-    else en->qh = job;
-    en->qt = job;
-    pthread_cond_signal(&en->cv);
-    pthread_mutex_unlock(&en->mu);
+    lane_push(&en->main, job);
 }
 
 void bs_engine_destroy(bs_engine *en) {
     if (!en) return;
-    pthread_mutex_lock(&en->mu);
-    en->stopping = 1;
-    pthread_cond_broadcast(&en->cv);
-    pthread_mutex_unlock(&en->mu);
+    lane_stop(&en->main);
     if (en->main.started) pthread_join(en->main.th, NULL);
-    else if (en->has_long) en->lng.stopping = 1;
+    else if (en->has_long) lane_stop(&en->lng);
     if (en->has_long && en->lng.started) pthread_join(en->lng.th, NULL);
     lane_free(&en->main);
     if (en->has_long) lane_free(&en->lng);
     bs_prefix_set_free(&en->pinned);
     bs_letter_cache_free(&en->lc);
-    pthread_mutex_destroy(&en->mu);
-    pthread_cond_destroy(&en->cv);
     if (en->own_gate) bs_gate_destroy(en->gate);
     free(en);
 }

@@ -9,9 +9,7 @@
 
 #include "core/util.h"
 
-/* Compact rendering of a JSON value for error messages; "(absent)" for NULL.
- * Long values are cut so that the message still names the key and file. */
-static void show(const json_t *v, char *buf, size_t size) {
+void bs_json_show(const json_t *v, char *buf, size_t size) {
     if (!v) {
         snprintf(buf, size, "(absent)");
         return;
@@ -31,7 +29,7 @@ static int want_string(const json_t *root, const char *key, const char *want, co
     const json_t *v = json_object_get(root, key);
     if (json_is_string(v) && strcmp(json_string_value(v), want) == 0) return BS_OK;
     char got[200];
-    show(v, got, sizeof got);
+    bs_json_show(v, got, sizeof got);
     return bs_fail(e, BS_EUNSUP, "%s: %s must be \"%s\", got %s", fname, key, want, got);
 }
 
@@ -48,7 +46,7 @@ static int want_posint(const json_t *root, const char *key, int *out, const char
         }
     }
     char got[200];
-    show(v, got, sizeof got);
+    bs_json_show(v, got, sizeof got);
     return bs_fail(e, BS_EFORMAT, "%s: %s must be a positive integer (at most %d), got %s", fname, key,
                    INT_MAX, got);
 }
@@ -65,7 +63,7 @@ static int want_posnum(const json_t *obj, const char *key, const char *label, do
         }
     }
     char got[200];
-    show(v, got, sizeof got);
+    bs_json_show(v, got, sizeof got);
     return bs_fail(e, BS_EFORMAT, "%s: %s must be a number > 0, got %s", fname, label, got);
 }
 
@@ -79,7 +77,7 @@ static int check_config(bs_config *c, const json_t *root, const char *fname, bs_
     v = json_object_get(root, "architectures");
     if (!(json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)) &&
           strcmp(json_string_value(json_array_get(v, 0)), "LlamaForCausalLM") == 0)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EUNSUP, "%s: architectures must be [\"LlamaForCausalLM\"], got %s", fname, got);
     }
 
@@ -89,20 +87,20 @@ static int check_config(bs_config *c, const json_t *root, const char *fname, bs_
      * the separate tensor, so only an explicit or implied false is accepted. */
     v = json_object_get(root, "tie_word_embeddings");
     if (v && !json_is_false(v)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EUNSUP, "%s: tie_word_embeddings must be false (or absent), got %s", fname, got);
     }
 
     v = json_object_get(root, "attention_bias");
     if (!json_is_boolean(v)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: attention_bias must be present and boolean, got %s", fname, got);
     }
     c->attn_bias = json_is_true(v);
 
     v = json_object_get(root, "mlp_bias");
     if (v && !json_is_boolean(v)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: mlp_bias must be boolean (or absent), got %s", fname, got);
     }
     c->mlp_bias = v ? json_is_true(v) : false;
@@ -114,25 +112,25 @@ static int check_config(bs_config *c, const json_t *root, const char *fname, bs_
 
     v = json_object_get(root, "pretraining_tp");
     if (v && !(json_is_integer(v) && json_integer_value(v) == 1)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EUNSUP, "%s: pretraining_tp must be 1 (or absent), got %s", fname, got);
     }
 
     v = json_object_get(root, "rope_scaling");
     if (v && !json_is_null(v)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EUNSUP, "%s: rope_scaling must be absent or null (no RoPE scaling), got %s", fname,
                        got);
     }
 
     const json_t *rp = json_object_get(root, "rope_parameters");
     if (!json_is_object(rp)) {
-        show(rp, got, sizeof got);
+        bs_json_show(rp, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: rope_parameters must be an object, got %s", fname, got);
     }
     v = json_object_get(rp, "rope_type");
     if (v && !(json_is_string(v) && strcmp(json_string_value(v), "default") == 0)) {
-        show(v, got, sizeof got);
+        bs_json_show(v, got, sizeof got);
         return bs_fail(e, BS_EUNSUP, "%s: rope_parameters.rope_type must be \"default\" (or absent), got %s",
                        fname, got);
     }

@@ -26,6 +26,11 @@ typedef struct bs_config {
 
 /* Parses and checks config.json text; fname is used in messages. */
 int bs_config_parse(bs_config *c, const char *text, size_t len, const char *fname, bs_err *e);
+/* Compact rendering of a JSON value for load-error messages ("(absent)" for
+ * NULL), cut to 160 characters so a message keeps its file and key. */
+struct json_t;
+void bs_json_show(const struct json_t *v, char *buf, size_t size);
+
 /* Reads <dir>/config.json and checks it. */
 int bs_config_load(bs_config *c, const char *model_dir, bs_err *e);
 

@@ -35,22 +35,6 @@ const char *bs_dtype_name(bs_dtype d) {
     return "?";
 }
 
-/* Compact JSON for messages, cut so the message keeps its file and key. */
-static void show(const json_t *v, char *buf, size_t size) {
-    if (!v) {
-        snprintf(buf, size, "(absent)");
-        return;
-    }
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!s) {
-        snprintf(buf, size, "(unprintable)");
-        return;
-    }
-    if (strlen(s) > 120) snprintf(buf, size, "%.120s...", s);
-    else snprintf(buf, size, "%s", s);
-    free(s);
-}
-
 static void fmt_shape(const int64_t *shape, int ndim, char *buf, size_t size) {
     size_t n = 0;
     n += (size_t)snprintf(buf, size, "[");
@@ -145,19 +129,19 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
                        st_range *r, bs_err *e) {
     char got[160], shp[200];
     if (!json_is_object(ent)) {
-        show(ent, got, sizeof got);
+        bs_json_show(ent, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": entry must be an object, got %s", path, name, got);
     }
     const json_t *jd = json_object_get(ent, "dtype"), *js = json_object_get(ent, "shape"),
                  *jo = json_object_get(ent, "data_offsets");
     if (!jd || !js || !jo || json_object_size(ent) != 3) {
-        show(ent, got, sizeof got);
+        bs_json_show(ent, got, sizeof got);
         return bs_fail(e, BS_EFORMAT,
                        "%s: tensor \"%s\": entry must have exactly the keys dtype, shape, data_offsets, got %s", path,
                        name, got);
     }
     if (!json_is_string(jd)) {
-        show(jd, got, sizeof got);
+        bs_json_show(jd, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": dtype must be a string, got %s", path, name, got);
     }
     const char *ds = json_string_value(jd);
@@ -169,7 +153,7 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
                        ds);
 
     if (!json_is_array(js)) {
-        show(js, got, sizeof got);
+        bs_json_show(js, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": shape must be an array, got %s", path, name, got);
     }
     size_t nd = json_array_size(js);
@@ -181,13 +165,13 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
     for (size_t i = 0; i < nd; i++) {
         uint64_t d;
         if (!json_u64(json_array_get(js, i), &d)) {
-            show(js, got, sizeof got);
+            bs_json_show(js, got, sizeof got);
             return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": shape must hold non-negative integers, got %s", path,
                            name, got);
         }
         t->shape[i] = (int64_t)d;
         if (d != 0 && (uint64_t)numel > (uint64_t)INT64_MAX / d) {
-            show(js, got, sizeof got);
+            bs_json_show(js, got, sizeof got);
             return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": shape %s has too many elements", path, name, got);
         }
         numel *= (int64_t)d;
@@ -195,7 +179,7 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
     t->numel = numel;
     uint64_t es = bs_dtype_size(t->dtype);
     if ((uint64_t)numel > UINT64_MAX / es) {
-        show(js, got, sizeof got);
+        bs_json_show(js, got, sizeof got);
         return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\": shape %s has too many elements", path, name, got);
     }
     t->nbytes = (uint64_t)numel * es;
@@ -203,7 +187,7 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
     uint64_t b, en;
     if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &b) ||
         !json_u64(json_array_get(jo, 1), &en)) {
-        show(jo, got, sizeof got);
+        bs_json_show(jo, got, sizeof got);
         return bs_fail(e, BS_EFORMAT,
                        "%s: tensor \"%s\": data_offsets must be two non-negative integers [begin, end], got %s", path,
                        name, got);
@@ -441,7 +425,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
     json_object_foreach((json_t *)wm, key, val) {
         if (!json_is_string(val)) {
             char got[160];
-            show(val, got, sizeof got);
+            bs_json_show(val, got, sizeof got);
             rc = bs_fail(e, BS_EFORMAT, "%s: weight_map[\"%s\"] must be a shard file name, got %s", ipath, key, got);
             goto out;
         }
