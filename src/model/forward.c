@@ -196,30 +196,86 @@ static void gemm(const bs_model *m, bs_fwd_profile *pf, const float *x, int ldx,
 
 /* Post-attention half of a layer on `rows` rows: o_proj + residual, norm, MLP
  * + residual. x and att are [rows][H] / [rows][Nh*hd]. */
+/* Element-wise work split over the pool by blocks of rows. Each element's
+ * arithmetic is the same whichever thread runs it, so the split never
+ * changes a result. */
+typedef struct {
+    void (*fn)(void *ctx, int r0, int r1);
+    void *ctx;
+    int rows;
+} rows_job;
+
+enum { ROW_BLOCK = 16 };
+
+static void rows_task(void *arg, int task, int thread) {
+    (void)thread;
+    rows_job *j = arg;
+    int r0 = task * ROW_BLOCK, r1 = r0 + ROW_BLOCK < j->rows ? r0 + ROW_BLOCK : j->rows;
+    j->fn(j->ctx, r0, r1);
+}
+
+static void par_rows(const bs_model *m, int rows, void (*fn)(void *, int, int), void *ctx) {
+    rows_job j = {fn, ctx, rows};
+    bs_pool_run(m->pool, (rows + ROW_BLOCK - 1) / ROW_BLOCK, rows_task, &j);
+}
+
+typedef struct {
+    float *x, *xn;            /* residual stream and its normed copy, [rows][H] */
+    const float *y, *b;       /* a projection output (and its bias or NULL) to add to x first */
+    const float *w;           /* RMSNorm weight, or NULL for no norm */
+    float *g;                 /* SiLU·up: g [rows][I] becomes T(SiLU(g + bg)) * (u + bu) */
+    const float *u, *bg, *bu;
+    int H, I;
+    float eps;
+} ew_ctx;
+
+/* x = x + (y + b) when y is set, then xn = RMSNorm(x; w) when w is set. */
+static void residual_norm_rows(void *arg, int r0, int r1) {
+    ew_ctx *c = arg;
+    for (int r = r0; r < r1; r++) {
+        float *xr = c->x + (size_t)r * c->H;
+        if (c->y) {
+            const float *yr = c->y + (size_t)r * c->H;
+            if (c->b)
+                for (int i = 0; i < c->H; i++) xr[i] = xr[i] + (yr[i] + c->b[i]);
+            else
+                for (int i = 0; i < c->H; i++) xr[i] = xr[i] + yr[i];
+        }
+        if (c->w) rmsnorm(xr, c->w, c->H, c->eps, c->xn + (size_t)r * c->H);
+    }
+}
+
+static void silu_mul_rows(void *arg, int r0, int r1) {
+    ew_ctx *c = arg;
+    for (int r = r0; r < r1; r++) {
+        float *gr = c->g + (size_t)r * c->I;
+        const float *ur = c->u + (size_t)r * c->I;
+        for (int i = 0; i < c->I; i++) {
+            float gv = c->bg ? gr[i] + c->bg[i] : gr[i];
+            float uv = c->bu ? ur[i] + c->bu[i] : ur[i];
+            float sg = gv / (1.0f + expf(-gv));
+            gr[i] = sg * uv;
+        }
+    }
+}
+
 static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly, float *x, const float *att,
                        int rows, float *tmp, float *xn, float *g, float *u) {
     const bs_config *c = &m->cfg;
     int H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim;
     gemm(m, pf, att, qd, rows, &ly->wo, tmp, H);
-    add_bias(tmp, rows, H, ly->bo);
-    for (size_t i = 0; i < (size_t)rows * H; i++) x[i] = x[i] + tmp[i];
-    for (int r = 0; r < rows; r++) rmsnorm(x + (size_t)r * H, ly->ln2, H, (float)c->rms_eps, xn + (size_t)r * H);
+    ew_ctx rn = {.x = x, .xn = xn, .y = tmp, .b = ly->bo, .w = ly->ln2, .H = H, .eps = (float)c->rms_eps};
+    par_rows(m, rows, residual_norm_rows, &rn);
     for (int r0 = 0; r0 < rows; r0 += MLP_CHUNK) {
         int cr = rows - r0 < MLP_CHUNK ? rows - r0 : MLP_CHUNK;
         const float *a = xn + (size_t)r0 * H;
         gemm(m, pf, a, H, cr, &ly->wg, g, I);
-        add_bias(g, cr, I, ly->bg);
         gemm(m, pf, a, H, cr, &ly->wu, u, I);
-        add_bias(u, cr, I, ly->bu);
-        for (size_t i = 0; i < (size_t)cr * I; i++) {
-            float gv = g[i];
-            float s = gv / (1.0f + expf(-gv));
-            g[i] = s * u[i];
-        }
+        ew_ctx sm = {.g = g, .u = u, .bg = ly->bg, .bu = ly->bu, .I = I};
+        par_rows(m, cr, silu_mul_rows, &sm);
         gemm(m, pf, g, I, cr, &ly->wd, tmp, H);
-        add_bias(tmp, cr, H, ly->bd);
-        float *xr = x + (size_t)r0 * H;
-        for (size_t i = 0; i < (size_t)cr * H; i++) xr[i] = xr[i] + tmp[i];
+        ew_ctx rd = {.x = x + (size_t)r0 * H, .y = tmp, .b = ly->bd, .H = H};
+        par_rows(m, cr, residual_norm_rows, &rd);
     }
 }
 
@@ -267,7 +323,8 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     for (int l = 0; l < c->n_layers; l++) {
         const bs_layer *ly = &m->layers[l];
         int last = l == c->n_layers - 1;
-        for (int i = 0; i < M; i++) rmsnorm(x + (size_t)i * H, ly->ln1, H, (float)c->rms_eps, xn + (size_t)i * H);
+        ew_ctx in_norm = {.x = x, .xn = xn, .w = ly->ln1, .H = H, .eps = (float)c->rms_eps};
+        par_rows(m, M, residual_norm_rows, &in_norm);
         /* The last layer needs keys and values of every token but queries only
          * at the readout rows (spec 05 §10 Z2). */
         if (last) {
