@@ -27,21 +27,59 @@ OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
 
+# ---- CUDA backend (spec 05 §17; src/cuda/README.md) ----
+# With nvcc (at $(CUDA_HOME)/bin/nvcc, or NVCC=...) and without CUDA=0, the
+# release variant `build` also compiles src/cuda/*.cu (SASS for sm_80, sm_89,
+# sm_90 plus PTX for compute_90) and src/cuda/*.c, and links cudart and
+# cuBLAS(Lt); `build-asan` never has CUDA. src/cuda/host/*.c is plain C (GEMM
+# table format, weight conversion) and is in every build and variant.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
+ifeq ($(strip $(NVCC)),)
+CUDA := 0
+endif
+CUDA ?= 1
+ifneq ($(filter-out 0 1,$(CUDA)),)
+$(error CUDA must be 0 or 1)
+endif
+LIB_SRC += $(wildcard src/cuda/host/*.c)
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=sm_89 \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(CUDA_ARCH)
+# objects whose code depends on BS_HAVE_CUDA; they are rebuilt when CUDA changes
+CUDA_DEP_OBJ = build/obj/model/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o
+ifeq ($(CUDA),1)
+CUDA_OBJ_build = $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)) \
+                 $(patsubst src/%.cu,build/obj/%.cu.o,$(wildcard src/cuda/*.cu))
+CUDA_LIBS_build = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+$(CUDA_DEP_OBJ) $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)): \
+    override EXTRA_CFLAGS += -DBS_HAVE_CUDA -I$(CUDA_HOME)/include
+build/obj/%.cu.o: src/%.cu $(wildcard src/cuda/*.h include/*.h) | build
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+endif
+CUDA_STAMP = build/obj/.cuda$(CUDA)
+$(CUDA_DEP_OBJ): $(CUDA_STAMP)
+$(CUDA_STAMP): | build
+	@mkdir -p $(dir $@)
+	@rm -f build/obj/.cuda0 build/obj/.cuda1
+	@touch $@
+
 define variant
 $(1)/obj/%.o: src/%.c $$(wildcard src/*/*.h include/*.h) | $(1)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
 
-$(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC))
+$(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(CUDA_OBJ_$(1))
 	@rm -f $$@
 	ar rcs $$@ $$^
 
 $(1)/basal: $$(patsubst src/%.c,$(1)/obj/%.o,$$(CLI_SRC)) $(1)/libbasal.a
-	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$^ $$(LIBS) -o $$@
+	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$^ $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
 
 $(1)/tests/%: tests/%.c tests/check.h $(1)/libbasal.a
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) -o $$@
+	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
 
 $(1):
 	@mkdir -p $(1)

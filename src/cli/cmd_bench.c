@@ -140,8 +140,12 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas) {
 int cmd_bench(int argc, char **argv) {
     const char *model_dir = NULL, *out_path = NULL;
     int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
+    cli_device dev = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
+        int dr = cli_device_flag(argc, argv, &i, &dev);
+        if (dr < 0) return 2;
+        if (dr) continue;
         if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--lat-n")) { if (!(v = cli_value(argc, argv, &i))) return 2; lat_n = atoi(v); }
@@ -152,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model_dir || lat_n < 1 || state_tokens < 1 || tp_items < 0) {
         fprintf(stderr, "usage: basal bench --model DIR [--lat-n 39] [--state-tokens 250] [--throughput-items 32] "
-                        "[--threads N] [--out FILE]\n");
+                        "[--threads N] [--out FILE] " CLI_DEVICE_USAGE "\n");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
@@ -175,6 +179,7 @@ int cmd_bench(int argc, char **argv) {
     if (!pool || !bodies || !lat1 || !lat2) goto done;
     if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
     loaded = 1;
+    if (cli_device_attach("bench", &m.model, &dev) < 0) goto done;
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
     for (int i = 0; i < nb; i++) make_body(&bodies[i], m.name, i, state_tokens);
@@ -212,10 +217,12 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     bs_runner_free(&run);
-    /* sgemm peak on the model's gate/up shape at 300 rows, same threads */
+    /* sgemm peak on the model's gate/up shape at 300 rows, same threads (CPU
+     * backend only: it says nothing about a GPU) */
     int H = m.cfg.hidden, I = m.cfg.inter;
-    double ours = gemm_gflops(pool, 300, I, H, NULL), blas = 0;
-    void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    const bs_backend *be = m.model.backend;
+    double ours = be ? 0 : gemm_gflops(pool, 300, I, H, NULL), blas = 0;
+    void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib) {
         sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
         set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
@@ -235,14 +242,15 @@ int cmd_bench(int argc, char **argv) {
     double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
     double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
     bs_buf_printf(&rep,
-                  "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"state_tokens\":%d,\"n\":%d,"
+                  "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
+                  "\"state_tokens\":%d,\"n\":%d,"
                   "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
                   "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"tree\","
                   "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
-                  m.name, load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()), state_tokens, n, L, l1, l2,
+                  m.name, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()), state_tokens, n, L, l1, l2,
                   p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
                   prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
                   prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas,

@@ -19,6 +19,7 @@
 typedef struct {
     const char *model_dir, *request;
     int timing, threads, no_prefix_cache;
+    cli_device dev;
 } opts_t;
 
 static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
@@ -26,6 +27,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
     o->request = "-";
     for (int i = 1; i < argc; i++) {
         const char *v;
+        int dr = !strcmp(cmd, "decide") ? cli_device_flag(argc, argv, &i, &o->dev) : 0;
+        if (dr < 0) return 2;
+        if (dr) continue;
         if (!strcmp(argv[i], "--model")) { if (!(o->model_dir = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--request")) { if (!(o->request = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
@@ -38,7 +42,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
     }
     if (!o->model_dir) {
         fprintf(stderr, "usage: basal %s --model DIR [--request FILE|-]%s\n", cmd,
-                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N]");
+                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] " CLI_DEVICE_USAGE);
         return 2;
     }
     return 0;
@@ -123,6 +127,7 @@ int cmd_decide(int argc, char **argv) {
     if (!pool || read_body(o.request, &data, &len) < 0) goto done;
     if (bs_basal_load(&m, o.model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal decide: %s\n", e.msg); goto done; }
     loaded = 1;
+    if (cli_device_attach("decide", &m.model, &o.dev) < 0) goto done;
     double t1 = now_ms();
     if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
     planned = 1;

@@ -63,7 +63,11 @@ static int run_packed(const bs_model *m, int32_t **prompts, const int32_t *lens,
 int cmd_logits(int argc, char **argv) {
     const char *model_dir = NULL, *input = NULL;
     int threads = 0;
+    cli_device dev = {0};
     for (int i = 1; i < argc; i++) {
+        int dr = cli_device_flag(argc, argv, &i, &dev);
+        if (dr < 0) return 2;
+        if (dr) continue;
         if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--input")) { if (!(input = cli_value(argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--threads")) {
@@ -76,7 +80,7 @@ int cmd_logits(int argc, char **argv) {
         }
     }
     if (!model_dir || !input) {
-        fprintf(stderr, "usage: basal logits --model DIR --input FILE|- [--threads N]\n");
+        fprintf(stderr, "usage: basal logits --model DIR --input FILE|- [--threads N] " CLI_DEVICE_USAGE "\n");
         return 2;
     }
     int status = 1;
@@ -104,6 +108,7 @@ int cmd_logits(int argc, char **argv) {
         goto done;
     }
     model_loaded = 1;
+    if (cli_device_attach("logits", &m, &dev) < 0) goto done;
     if (ji && !json_is_null(ji)) {
         if (!json_is_array(ji) || !(ids = int_array(ji, &nids)) || nids == 0) {
             fprintf(stderr, "basal logits: \"ids\" must be a non-empty array of integers\n");

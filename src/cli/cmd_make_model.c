@@ -35,7 +35,8 @@ typedef struct preset {
     const char *model_name;
 } preset;
 
-/* mini-shape has the basal-1.5-mini dimensions (spec 05 §15.1) except V:
+/* The *-shape presets have the dimensions of basal-1.5-mini, -4.5B and -max
+ * (spec 05 §15.1; Pmax of the larger two 32768, above the 16,528 observed) except V:
  * the fixture tokenizer adds ids 32000 and 32001, which must be < vocab_size. */
 static const preset presets[] = {
     {"tiny", 64, 3, 4, 2, 16, 160, 32002, 2048, 1, "basal-tiny"},
@@ -43,6 +44,8 @@ static const preset presets[] = {
     {"tiny-nobias", 64, 3, 4, 2, 16, 160, 32002, 2048, 0, "basal-tiny-nobias"},
     {"tiny-hd128", 256, 2, 2, 1, 128, 512, 32002, 2048, 0, "basal-tiny-hd128"},
     {"mini-shape", 1536, 32, 12, 2, 128, 8960, 32002, 8192, 0, "basal-mini-shape"},
+    {"4.5b-shape", 2048, 60, 16, 2, 128, 11008, 32002, 32768, 0, "basal-4.5b-shape"},
+    {"max-shape", 4096, 50, 32, 8, 128, 14336, 32002, 32768, 0, "basal-max-shape"},
 };
 
 /* The chat template and the basal-1.0 templates object come from the prompt
@@ -424,7 +427,7 @@ static int make_model(const opts *o, bs_err *e) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: basal make-model OUTDIR [--preset tiny|tiny-nobias|tiny-hd128|mini-shape]\n"
+            "usage: basal make-model OUTDIR [--preset tiny|tiny-nobias|tiny-hd128|mini-shape|4.5b-shape|max-shape]\n"
             "                        [--seed N (default 1)] [--tokenizer FILE] [--name NAME]\n"
             "  developer options: --dtype bf16|f16|f32  --kv-heads N  --layers N  --max-pos N\n"
             "                     --bias on|off  --tie\n"

@@ -20,6 +20,7 @@ static const command commands[] = {
     {"decide", cmd_decide, "--model DIR [--request FILE|-] [--timing]  answer one /v1/systemone request"},
     {"bench", cmd_bench, "--model DIR [--lat-n N] [--state-tokens N]  single-decision latency, dec/s, GFLOP/s"},
     {"bench-requests", cmd_bench_requests, "--model DIR --requests JSONL [--batching tree,single]  whole-request timings"},
+    {"gemm-search", cmd_gemm_search, "--model DIR --out FILE [--dtype f16] [--invariant]  cuBLASLt GEMM table (CUDA)"},
     {"logits", cmd_logits, "--model DIR --input FILE|-  logits of chosen ids at chosen rows (debugging)"},
 };
 
@@ -35,7 +36,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(argv[1], "--version")) {
+#ifdef BS_HAVE_CUDA
+        printf("%s (CPU, CUDA)\n", BASAL_VERSION);
+#else
         printf("%s (CPU)\n", BASAL_VERSION);
+#endif
         return 0;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

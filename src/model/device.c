@@ -1,0 +1,55 @@
+#include "model/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef BS_HAVE_CUDA
+#include "cuda/backend.h"
+#endif
+
+int bs_device_has_cuda(void) {
+#ifdef BS_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int bs_device_cuda_count(void) {
+#ifdef BS_HAVE_CUDA
+    return bs_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+static int cpu_dtype(const char *dtype, bs_err *e) {
+    if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "bf16") || !strcmp(dtype, "f32")) return BS_OK;
+    if (!strcmp(dtype, "f16")) return bs_fail(e, BS_EUNSUP, "dtype f16 needs the CUDA backend; use bf16 or f32");
+    return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
+}
+
+int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, const char *gemm_table, bs_err *e) {
+    if (!device) device = "cpu";
+    if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "auto"))
+        return bs_fail(e, BS_EINVAL, "unknown device '%s' (cpu, cuda, auto)", device);
+    if (dtype && strcmp(dtype, "auto") && strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "f32"))
+        return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
+    if (m->backend) return bs_fail(e, BS_EINVAL, "the model already has the %s backend", m->backend->name);
+    int cuda = !strcmp(device, "cuda");
+    if (!strcmp(device, "auto")) {
+        cuda = bs_device_cuda_count() > 0;
+        if (!cuda) fprintf(stderr, "basal: no usable CUDA GPU; using the CPU backend\n");
+    }
+    if (!cuda) return cpu_dtype(dtype, e);
+#ifdef BS_HAVE_CUDA
+    return bs_cuda_backend_create(m, dtype, gemm_table, e);
+#else
+    (void)gemm_table;
+    return bs_fail(e, BS_EUNSUP, "this build has no CUDA backend (built without nvcc or with CUDA=0)");
+#endif
+}
+
+int bs_device_attach(bs_model *m, const char *device, const char *dtype, bs_err *e) {
+    return bs_device_attach_ex(m, device, dtype, NULL, e);
+}
