@@ -23,6 +23,7 @@
 #include "cpu/pool.h"
 #include "engine/engine.h"
 #include "engine/gate.h"
+#include "model/device.h"
 #include "model/basal_model.h"
 #include "server/config.h"
 #include "server/modelref.h"
@@ -45,11 +46,11 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: basal serve (--model DIR|REF ... | --config serve.yml) [options]\n"
             "  --addr IP:PORT           listen address (default 127.0.0.1:8000; env BASAL_ADDR)\n"
-            "  --dtype auto|bf16|f32    precision (f16 needs CUDA)   --threads N   CPU threads (0 = all)\n"
+            "  --dtype auto|f16|bf16|f32  precision (f16 needs CUDA)   --threads N   CPU threads (0 = all)\n"
             "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
             "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
-            "  --readout f32  --kernels fused  --backend auto|cpu  --gemm-table PATH (CUDA only)\n");
+            "  --readout f32  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
 }
 
 static int num(const char *flag, const char *v, long long min, long long max, long long *out, int *set) {
@@ -313,10 +314,6 @@ int cmd_serve(int argc, char **argv) {
     }
 
     if (build_config(&f, &c, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-    if (!strcmp(c.backend, "cuda")) {
-        fprintf(stderr, "basal serve: backend cuda is not available in this build (CPU only)\n");
-        goto done;
-    }
     if (f.readout && !strcmp(f.readout, "bf16")) {
         fprintf(stderr, "basal serve: --readout bf16 is not supported by this build's engine\n");
         goto done;
@@ -332,12 +329,6 @@ int cmd_serve(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) {
         bs_serve_model *mc = &c.models[i];
         const char *ref = mc->path ? mc->path : mc->repo;
-        if (!strcmp(mc->dtype, "f16")) {
-            fprintf(stderr, "basal serve: %s: dtype f16 needs the CUDA backend; use bf16 or f32\n", ref);
-            goto done;
-        }
-        if (strcmp(mc->gemm_table, "auto"))
-            fprintf(stderr, "basal serve: %s: gemm_table %s ignored (CPU backend)\n", ref, mc->gemm_table);
         char *dir = NULL;
         if (bs_model_ref_resolve(ref, mc->repo ? mc->revision : NULL, &dir, &e) < 0) {
             fprintf(stderr, "basal serve: %s\n", e.msg);
@@ -347,6 +338,13 @@ int cmd_serve(int argc, char **argv) {
         free(dir);
         if (lrc < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
         sv[i].loaded = 1;
+        /* the backend of spec 05 §5: cpu, cuda, or auto (CUDA when a usable GPU is present);
+         * dtype f16 on the CPU is refused here */
+        const char *tbl = strcmp(mc->gemm_table, "auto") && strcmp(mc->gemm_table, "none") ? mc->gemm_table : NULL;
+        if (bs_device_attach_ex(&sv[i].m.model, c.backend, mc->dtype, tbl, &e) < 0) {
+            fprintf(stderr, "basal serve: %s: %s\n", ref, e.msg);
+            goto done;
+        }
         if (name_taken(&c, sv, i, sv[i].m.name)) {
             fprintf(stderr, "basal serve: model %s configured twice\n", sv[i].m.name);
             goto done;
