@@ -22,7 +22,7 @@ TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps fixtures goldens clean run
+.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
@@ -108,6 +108,12 @@ test-asan: asan fixtures
 # serves it on 127.0.0.1:8000.
 run:
 	tools/run-demo.sh
+
+# GEMM benchmark against OpenBLAS (bench/README.md); not part of the tests.
+bench: build/bench/gemm_bench build/basal
+build/bench/gemm_bench: bench/gemm_bench.c build/libbasal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(OPT_build) $< build/libbasal.a $(LIBS) $(CUDA_LIBS_build) -lopenblas -o $@
 
 # Regenerates the committed tokenizer goldens with the npm oracle.
 goldens: deps

@@ -26,8 +26,8 @@ timed() { local name=$1; shift; /usr/bin/time -v "$@" 2> >(tee "$out/$name.stder
 peak() { grep "Maximum resident set size" "$out/$1.stderr" | awk '{printf "%.2f GiB", $6/1048576}'; }
 
 if [ "$what" = all ] || [ "$what" = gemm ]; then
-    make -s build/gemm_bench 2>/dev/null || true
-    if [ -x build/gemm_bench ]; then build/gemm_bench | tee "$out/gemm.txt"; fi
+    make -s build/bench/gemm_bench
+    build/bench/gemm_bench --reps 5 --m 300,2048 | tee "$out/gemm.txt"
 fi
 if [ "$what" = all ] || [ "$what" = single ]; then
     timed single "$B" bench --model "$M" --lat-n "${LAT_N:-5}" --state-tokens 250 --throughput-items "${TP_ITEMS:-16}" \

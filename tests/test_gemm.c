@@ -1,12 +1,26 @@
 /* The GEMM against a float64 reference, and its batch invariance (spec 05
  * §13.2 A1, §18 item 6): a row's output is bitwise the same for any number of
- * rows, any row offset, 1 or 2 threads, and f32 vs bf16 storage of the same
- * values. Both kernels (portable and AVX2) are checked. */
+ * rows (every M from 1 to 64 and larger M that need several row blocks and
+ * row-split tasks), any row offset, 1, 2 or 3 threads, and f32, bf16 or f16
+ * storage of the same values. Both kernels (portable and AVX2) are checked on
+ * shapes that reach every edge: N below, at and not a multiple of the 16-wide
+ * strip; K below, at and not a multiple of the 256-deep block (and of 8). */
 #include <stdint.h>
 
 #include "check.h"
 #include "core/util.h"
 #include "cpu/gemm.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -33,29 +47,70 @@ static void check_reference(const float *x, int m, const float *w, int n, int k,
     CHECK_INT(bad, 0);
 }
 
-static void check_invariance(bs_pool *pool, const bs_wmat *wm, const float *x, int m_max, int k, int n) {
-    /* Reference: every row computed alone (M = 1). */
-    float *solo = malloc((size_t)m_max * n * sizeof(float));
-    float *y = malloc((size_t)m_max * n * sizeof(float));
-    for (int i = 0; i < m_max; i++) bs_gemm(NULL, x + (size_t)i * k, k, 1, wm, solo + (size_t)i * n, n);
-    int mismatches = 0, tried = 0;
-    for (int m = 1; m <= m_max; m += (m < 40 ? 1 : 37)) {
-        for (int off = 0; off + m <= m_max; off += (m_max - m) / 3 + 1) {
+/* Every (M, offset) product must equal, row by row, the rows computed alone
+ * (M = 1, serial). */
+static void check_invariance(bs_pool *pool, const bs_wmat *wm, const float *x, const float *solo, int m_max,
+                             int every, const int *big, int nbig, float *y) {
+    int n = wm->n, k = wm->k, mismatches = 0, tried = 0;
+    for (int idx = 0;; idx++) {
+        int m = idx < every ? idx + 1 : (idx - every < nbig ? big[idx - every] : 0);
+        if (m <= 0) break;
+        /* offsets 0, 1, 5 and the far end shift the row's place in its tile */
+        int offs[4] = {0, 1, 5, m_max - m}, noff = m <= 64 ? 4 : 2;
+        if (m > m_max) continue;
+        for (int oi = 0; oi < noff; oi++) {
+            int off = offs[oi] + m <= m_max ? offs[oi] : m_max - m;
             bs_gemm(pool, x + (size_t)off * k, k, m, wm, y, n);
             tried++;
-            if (memcmp(y, solo + (size_t)off * n, (size_t)m * n * sizeof(float))) mismatches++;
+            if (memcmp(y, solo + (size_t)off * n, (size_t)m * n * sizeof(float))) {
+                if (mismatches++ < 3) fprintf(stderr, "  differs: N=%d K=%d M=%d offset %d\n", n, k, m, off);
+            }
         }
     }
-    if (mismatches) fprintf(stderr, "invariance: %d of %d (M, offset) cases differ from M=1\n", mismatches, tried);
+    if (mismatches)
+        fprintf(stderr, "invariance (%d threads): %d of %d (M, offset) cases differ from M=1\n",
+                bs_pool_size(pool), mismatches, tried);
     CHECK_INT(mismatches, 0);
-    free(solo);
-    free(y);
 }
 
+/* Row strides wider than the matrices: the result is unchanged and the
+ * padding of y is never written. */
+static void check_strides(bs_pool *pool, const bs_wmat *wm, const float *x, const float *solo, int m) {
+    int n = wm->n, k = wm->k, ldx = k + 3, ldy = n + 7;
+    float *xp = malloc((size_t)m * ldx * sizeof(float)), *yp = malloc((size_t)m * ldy * sizeof(float));
+    for (int i = 0; i < m; i++) {
+        memcpy(xp + (size_t)i * ldx, x + (size_t)i * k, (size_t)k * sizeof(float));
+        for (int t = k; t < ldx; t++) xp[(size_t)i * ldx + t] = NAN;
+    }
+    for (int i = 0; i < m * ldy; i++) yp[i] = -7.0f;
+    bs_gemm(pool, xp, ldx, m, wm, yp, ldy);
+    int bad = 0, canary = 0;
+    for (int i = 0; i < m; i++) {
+        if (memcmp(yp + (size_t)i * ldy, solo + (size_t)i * n, (size_t)n * sizeof(float))) bad++;
+        for (int t = n; t < ldy; t++) canary += yp[(size_t)i * ldy + t] != -7.0f;
+    }
+    CHECK_INT(bad, 0);
+    CHECK_INT(canary, 0);
+    free(xp);
+    free(yp);
+}
+
+typedef struct {
+    int n, k;
+} shape;
+
 int main(void) {
-    bs_pool *pool2 = bs_pool_create(2);
-    CHECK(pool2 != NULL);
-    const int shapes[][2] = {{37, 53}, {64, 64}, {160, 64}, {64, 160}, {48, 300}, {130, 517}};
+    bs_pool *pool2 = bs_pool_create(2), *pool3 = bs_pool_create(3);
+    CHECK(pool2 != NULL && pool3 != NULL);
+    /* N: 5 (< one strip), 37 and 130 (ragged), 48 and 64 (exact), 200; K: 53
+     * (< KC, not a multiple of 8), 256 (= KC), 300, 517 and 520 (several
+     * blocks: start values of a tile pass through y and the kernels' stage). */
+    const shape shapes[] = {{37, 53}, {64, 256}, {5, 300}, {130, 517}, {48, 520}, {200, 64}};
+    /* every M up to 64, then M beyond one row block (MC = 144) and beyond
+     * one row-split task; fewer under the sanitizers */
+    const int big_full[] = {100, 300, 517, 1000}, big_asan[] = {37, 64, 100, 300};
+    const int *big = SANITIZED ? big_asan : big_full;
+    int every = SANITIZED ? 24 : 64, nbig = 4, m_max = SANITIZED ? 303 : 1003;
     const bs_kernel kernels[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2};
     int have_avx2 = bs_gemm_kernel() == BS_KERNEL_AVX2;
     for (int ki = 0; ki < 2; ki++) {
@@ -64,46 +119,71 @@ int main(void) {
             continue;
         }
         bs_gemm_force_kernel(kernels[ki]);
+        CHECK_INT(bs_gemm_kernel(), kernels[ki]);
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-            int n = shapes[s][0], k = shapes[s][1], m_max = 100;
+            int n = shapes[s].n, k = shapes[s].k;
+            /* The sanitized portable kernel is slow: M up to 70 there (the
+             * driver's large-M paths, shared by both kernels, run with AVX2). */
+            int mm = kernels[ki] == BS_KERNEL_GENERIC && SANITIZED ? 70 : m_max;
+            int nb = mm < m_max ? 2 : nbig;
             float *w = malloc((size_t)n * k * sizeof(float));
             uint16_t *wb = malloc((size_t)n * k * sizeof(uint16_t));
-            float *x = malloc((size_t)m_max * k * sizeof(float));
-            float *y = malloc((size_t)m_max * n * sizeof(float));
-            float *yb = malloc((size_t)m_max * n * sizeof(float));
+            float *x = malloc((size_t)mm * k * sizeof(float));
+            float *y = malloc((size_t)mm * n * sizeof(float));
+            float *yb = malloc((size_t)mm * n * sizeof(float));
+            float *solo = malloc((size_t)mm * n * sizeof(float));
             /* weights hold bf16-representable values so f32 and bf16 storage are equal */
             for (int i = 0; i < n * k; i++) {
                 wb[i] = bs_f32_to_bf16(frand());
                 w[i] = bs_bf16_to_f32(wb[i]);
             }
-            for (int i = 0; i < m_max * k; i++) x[i] = frand();
+            for (int i = 0; i < mm * k; i++) x[i] = frand();
             bs_wmat wf = {BS_F32, w, n, k}, wbf = {BS_BF16, wb, n, k};
-            bs_gemm(pool2, x, k, m_max, &wf, y, n);
-            check_reference(x, m_max, w, n, k, y);
-            bs_gemm(NULL, x, k, m_max, &wbf, yb, n);
-            CHECK(memcmp(y, yb, (size_t)m_max * n * sizeof(float)) == 0); /* bf16 == f32, 2 vs 1 thread */
-            check_invariance(NULL, &wf, x, m_max, k, n);
-            check_invariance(pool2, &wbf, x, m_max, k, n);
-            /* fixed-order dot product: equals the M=1 GEMM? Not required; just finite and close */
+            for (int i = 0; i < mm; i++) bs_gemm(NULL, x + (size_t)i * k, k, 1, &wf, solo + (size_t)i * n, n);
+
+            int mr = mm < 300 ? mm : 300;
+            bs_gemm(pool2, x, k, mr, &wf, y, n);
+            check_reference(x, mr, w, n, k, y);
+            bs_gemm(NULL, x, k, mm, &wbf, yb, n);
+            CHECK(memcmp(yb, solo, (size_t)mm * n * sizeof(float)) == 0); /* bf16 == f32, M = all vs 1 */
+            bs_gemm(pool3, x, k, mm, &wf, y, n);
+            CHECK(memcmp(y, solo, (size_t)mm * n * sizeof(float)) == 0); /* 3 threads */
+
+            check_invariance(NULL, &wf, x, solo, mm, every, big, nb, y);
+            check_invariance(pool2, &wbf, x, solo, mm, every, big, nb, y);
+            check_strides(pool2, &wbf, x, solo, mr);
+
+            /* the fixed-order dot product of the lm_head rows: close to the GEMM */
             float d = bs_dot_row(x, &wf, 0);
-            CHECK_NEAR(d, y[0], 1e-4 * (1 + fabs(y[0])));
-            free(w); free(wb); free(x); free(y); free(yb);
+            CHECK_NEAR(d, solo[0], 1e-4 * (1 + fabs(solo[0])));
+            free(w); free(wb); free(x); free(y); free(yb); free(solo);
+        }
+        /* f16 storage widens exactly (F16C in the AVX2 packing, also for the
+         * whole-strip vector path: N = 32, K = 64): equal to the same values in f32 */
+        const shape hs[] = {{24, 40}, {32, 64}};
+        for (int h = 0; h < 2; h++) {
+            int n = hs[h].n, k = hs[h].k, m = 7;
+            uint16_t *wh = malloc((size_t)n * k * 2);
+            float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)m * k * 4);
+            float *y1 = malloc((size_t)m * n * 4), *y2 = malloc((size_t)m * n * 4);
+            for (int i = 0; i < n * k; i++) { wh[i] = bs_f32_to_f16(frand()); w[i] = bs_f16_to_f32(wh[i]); }
+            for (int i = 0; i < m * k; i++) x[i] = frand();
+            bs_wmat a = {BS_F16, wh, n, k}, b = {BS_F32, w, n, k};
+            bs_gemm(pool2, x, k, m, &a, y1, n);
+            bs_gemm(pool2, x, k, m, &b, y2, n);
+            CHECK(memcmp(y1, y2, (size_t)m * n * 4) == 0);
+            free(wh); free(w); free(x); free(y1); free(y2);
+        }
+        /* K = 0: an empty sum is +0 */
+        {
+            float xv[2] = {1, 2}, yv[6] = {9, 9, 9, 9, 9, 9};
+            bs_wmat e = {BS_F32, xv, 3, 0};
+            bs_gemm(pool2, xv, 0, 2, &e, yv, 3);
+            int nz = 0;
+            for (int i = 0; i < 6; i++) nz += yv[i] != 0.0f;
+            CHECK_INT(nz, 0);
         }
         fprintf(stderr, "kernel %s checked\n", bs_gemm_kernel_name(kernels[ki]));
-    }
-    /* f16 storage widens exactly: compare with the same values in f32 */
-    {
-        int n = 24, k = 40;
-        uint16_t *wh = malloc((size_t)n * k * 2);
-        float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)3 * k * 4);
-        float *y1 = malloc((size_t)3 * n * 4), *y2 = malloc((size_t)3 * n * 4);
-        for (int i = 0; i < n * k; i++) { wh[i] = bs_f32_to_f16(frand()); w[i] = bs_f16_to_f32(wh[i]); }
-        for (int i = 0; i < 3 * k; i++) x[i] = frand();
-        bs_wmat a = {BS_F16, wh, n, k}, b = {BS_F32, w, n, k};
-        bs_gemm(pool2, x, k, 3, &a, y1, n);
-        bs_gemm(pool2, x, k, 3, &b, y2, n);
-        CHECK(memcmp(y1, y2, (size_t)3 * n * 4) == 0);
-        free(wh); free(w); free(x); free(y1); free(y2);
     }
     /* f16 conversions against known bit patterns (IEEE 754 binary16) */
     CHECK_INT(bs_f32_to_f16(1.0f), 0x3c00);
@@ -117,5 +197,6 @@ int main(void) {
     CHECK_INT(bs_f32_to_bf16(1.00390625f), 0x3f80);   /* tie to even (down) */
     CHECK_INT(bs_f32_to_bf16(1.01171875f), 0x3f82);   /* tie to even (up) */
     bs_pool_destroy(pool2);
+    bs_pool_destroy(pool3);
     return check_report("test_gemm");
 }

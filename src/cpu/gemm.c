@@ -12,17 +12,34 @@
 #define BS_X86 1
 #endif
 
-/* Register tile: MR rows x NR columns; KC = depth of one packed weight panel
- * (NR x KC f32 = 16 KiB stays in L1). */
-enum { MR = 6, NR = 16, KC = 256 };
+/* Blocking (Goto/BLIS scheme, with x as the broadcast operand), sized for a
+ * 32 KiB L1 and 512 KiB L2 per core:
+ *  - register tile MR x NR (6 x 16: 12 ymm accumulators);
+ *  - KC: depth of one packed block; a 16 x KC weight strip (16 KiB) stays in
+ *    L1 while the MR-row panels of a row block stream past it;
+ *  - MC: rows of x packed per block (MC x KC f32 = 144 KiB), kept in L2 while
+ *    all strips of a task pass over it;
+ *  - a task owns a rectangle of outputs: up to NC_MAX contiguous columns,
+ *    whose widened weights (NC x KC f32) are packed once per K block and
+ *    reused by every row block, and all rows or a share of them.
+ * None of this changes a computed bit: each output is the single chain
+ * acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in order (spec 05 §13.2
+ * A1), whatever M, the row's tile, the task split or the thread count;
+ * between K blocks the chain passes exactly through y (an f32 store and
+ * reload). No split-K, and M = 1 takes the same path as any M. */
+enum { MR = 6, NR = 16, KC = 256, MC = 144, NC_MAX = 1024 };
 
 static atomic_int chosen_kernel = -1;
+static atomic_int have_f16c = 0;
 
 static bs_kernel detect_kernel(void) {
     const char *env = getenv("BASAL_CPU");
-    if (env && !strcmp(env, "generic")) return BS_KERNEL_GENERIC;
 #ifdef BS_X86
     __builtin_cpu_init();
+    atomic_store(&have_f16c, __builtin_cpu_supports("f16c") ? 1 : 0);
+#endif
+    if (env && !strcmp(env, "generic")) return BS_KERNEL_GENERIC;
+#ifdef BS_X86
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return BS_KERNEL_AVX2;
 #endif
     return BS_KERNEL_GENERIC;
@@ -39,109 +56,270 @@ bs_kernel bs_gemm_kernel(void) {
 }
 
 bs_kernel bs_gemm_force_kernel(bs_kernel k) {
-    int old = atomic_exchange(&chosen_kernel, (int)k);
-    return old < 0 ? detect_kernel() : (bs_kernel)old;
+    bs_kernel old = bs_gemm_kernel(); /* also runs the CPU detection once */
+    atomic_store(&chosen_kernel, (int)k);
+    return old;
 }
 
 const char *bs_gemm_kernel_name(bs_kernel k) {
     return k == BS_KERNEL_AVX2 ? "avx2-fma" : "generic";
 }
 
-/* Packs columns n0..n0+NR-1 (rows of w), depth k0..k0+kc-1, into panel[kc][NR],
- * widened to f32; columns past N are zero (their outputs are never stored). */
-static void pack_panel(const bs_wmat *w, int n0, int k0, int kc, float *panel) {
+/* ---- packing --------------------------------------------------------------
+ * Weight strip: columns n0..n0+NR-1 (rows of w), depth k0..k0+kc-1, stored
+ * as dst[kk][NR] in f32. Widening bf16/f16 is exact, so f32, bf16 and f16
+ * storage of the same values give the same packed panel. Columns past N are
+ * zero; their outputs are never stored. */
+static float widen(const bs_wmat *w, size_t idx) {
+    switch (w->dtype) {
+    case BS_BF16: return bs_bf16_to_f32(((const uint16_t *)w->data)[idx]);
+    case BS_F16: return bs_f16_to_f32(((const uint16_t *)w->data)[idx]);
+    default: return ((const float *)w->data)[idx];
+    }
+}
+
+static void pack_b_generic(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
     int nv = w->n - n0 < NR ? w->n - n0 : NR;
     for (int j = 0; j < NR; j++) {
-        if (j >= nv) {
-            for (int kk = 0; kk < kc; kk++) panel[kk * NR + j] = 0.0f;
-            continue;
-        }
         size_t base = (size_t)(n0 + j) * (size_t)w->k + (size_t)k0;
-        switch (w->dtype) {
-        case BS_F32: {
-            const float *src = (const float *)w->data + base;
-            for (int kk = 0; kk < kc; kk++) panel[kk * NR + j] = src[kk];
-            break;
-        }
-        case BS_BF16: {
-            const uint16_t *src = (const uint16_t *)w->data + base;
-            for (int kk = 0; kk < kc; kk++) panel[kk * NR + j] = bs_bf16_to_f32(src[kk]);
-            break;
-        }
-        case BS_F16: {
-            const uint16_t *src = (const uint16_t *)w->data + base;
-            for (int kk = 0; kk < kc; kk++) panel[kk * NR + j] = bs_f16_to_f32(src[kk]);
-            break;
-        }
-        }
+        for (int kk = 0; kk < kc; kk++) dst[kk * NR + j] = j < nv ? widen(w, base + kk) : 0.0f;
     }
 }
 
-/* Portable micro-kernel: acc = acc + x*w (two roundings, no contraction). The
- * accumulator of each output continues across panels through y, so every
- * output is one in-order chain over k. */
-static void kernel_generic(const float *x, int ldx, int mr, const float *panel, int kc,
-                           float *y, int ldy, int nv, int first) {
+/* Rows of x for one block: ap[i][KC] <- x[i][k0..k0+kc). A fixed row stride
+ * lets the micro-kernel address every row from one pointer, and a packed
+ * block avoids the cache-set aliasing of x rows 8 KiB apart (K = 2048). */
+static void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
+    for (int i = 0; i < rows; i++)
+        memcpy(ap + (size_t)i * KC, x + (size_t)i * ldx + k0, (size_t)kc * sizeof(float));
+}
+
+/* ---- micro-kernels ------------------------------------------------------------
+ * A micro-kernel computes one tile: R rows of packed x at a (row stride KC)
+ * times a packed strip b, depth kc, into a full 16-column tile c (row stride
+ * ldc). The tile starts from zero when first, else from its current value,
+ * which the caller has placed in stage (16 floats per row). A kernel given a
+ * next tile (next_rows rows at next, row stride ldc) copies it into stage
+ * once its own start values are in registers, so that the next kernel never
+ * loads y right after this one stored to it: rows of y that are a multiple
+ * of 4 KiB apart (N = 1536, 2048, 2560) make such loads wait on the stores
+ * (4K aliasing) and evict each other from one L1 set. pf: a tile to prefetch. */
+typedef void (*ukr_fn)(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
+                       const float *next, int next_rows, const float *pf);
+
+/* acc = acc + x*w (two roundings; -ffp-contract=off keeps them apart). */
+static inline __attribute__((always_inline)) void ukr_generic_body(const float *a, const float *b, int kc,
+                                                                   float *c, int ldc, int first, float *stage,
+                                                                   const float *next, int next_rows,
+                                                                   const int R) {
     float acc[MR][NR];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < NR; j++) acc[i][j] = (first || j >= nv) ? 0.0f : y[(size_t)i * ldy + j];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = first ? 0.0f : stage[i * NR + j];
     for (int kk = 0; kk < kc; kk++) {
-        const float *b = panel + (size_t)kk * NR;
-        for (int i = 0; i < mr; i++) {
-            float a = x[(size_t)i * ldx + kk];
-            for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + a * b[j];
+        const float *bk = b + (size_t)kk * NR;
+        for (int i = 0; i < R; i++) {
+            float av = a[(size_t)i * KC + kk];
+            for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + av * bk[j];
         }
     }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nv; j++) y[(size_t)i * ldy + j] = acc[i][j];
+    for (int i = 0; i < next_rows; i++) memcpy(stage + i * NR, next + (size_t)i * ldc, NR * sizeof(float));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < NR; j++) c[(size_t)i * ldc + j] = acc[i][j];
 }
+
+#define UKR_GENERIC(R)                                                                              \
+    static void ukr_generic_##R(const float *a, const float *b, int kc, float *c, int ldc, int first, \
+                                float *stage, const float *next, int next_rows, const float *pf) {  \
+        (void)pf;                                                                                   \
+        ukr_generic_body(a, b, kc, c, ldc, first, stage, next, next_rows, R);                       \
+    }
+UKR_GENERIC(1)
+UKR_GENERIC(2)
+UKR_GENERIC(3)
+UKR_GENERIC(4)
+UKR_GENERIC(5)
+UKR_GENERIC(6)
 
 #ifdef BS_X86
-/* AVX2 micro-kernel: 6x16 tile in 12 ymm accumulators, one FMA per (k, output).
- * Rows beyond mr are computed on a copy of row 0 and discarded, so a row's
- * arithmetic never depends on how many rows share its tile. */
-__attribute__((target("avx2,fma")))
-static void kernel_avx2(const float *x, int ldx, int mr, const float *panel, int kc,
-                        float *y, int ldy, int nv, int first) {
-    __m256 c[MR][2];
-    const float *xr[MR];
-    for (int i = 0; i < MR; i++) xr[i] = x + (size_t)(i < mr ? i : 0) * ldx;
-    for (int i = 0; i < MR; i++) {
-        if (first || i >= mr) {
-            c[i][0] = _mm256_setzero_ps();
-            c[i][1] = _mm256_setzero_ps();
-        } else if (nv == NR) {
-            c[i][0] = _mm256_loadu_ps(y + (size_t)i * ldy);
-            c[i][1] = _mm256_loadu_ps(y + (size_t)i * ldy + 8);
-        } else {
-            float tmp[NR] = {0};
-            memcpy(tmp, y + (size_t)i * ldy, (size_t)nv * sizeof(float));
-            c[i][0] = _mm256_loadu_ps(tmp);
-            c[i][1] = _mm256_loadu_ps(tmp + 8);
-        }
-    }
-    for (int kk = 0; kk < kc; kk++) {
-        __m256 b0 = _mm256_loadu_ps(panel + (size_t)kk * NR);
-        __m256 b1 = _mm256_loadu_ps(panel + (size_t)kk * NR + 8);
-        for (int i = 0; i < MR; i++) {
-            __m256 a = _mm256_broadcast_ss(xr[i] + kk);
-            c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
-            c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
-        }
-    }
-    for (int i = 0; i < mr; i++) {
-        if (nv == NR) {
-            _mm256_storeu_ps(y + (size_t)i * ldy, c[i][0]);
-            _mm256_storeu_ps(y + (size_t)i * ldy + 8, c[i][1]);
-        } else {
-            float tmp[NR];
-            _mm256_storeu_ps(tmp, c[i][0]);
-            _mm256_storeu_ps(tmp + 8, c[i][1]);
-            memcpy(y + (size_t)i * ldy, tmp, (size_t)nv * sizeof(float));
+/* ---- AVX2 + FMA ----------------------------------------------------------- */
+
+/* 8 x 8 transpose: r[i] holds row i (8 consecutive k); afterwards r[k] holds
+ * column k (8 consecutive rows). */
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
+static inline AVX2_FN void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Loads 8 consecutive weights widened to f32; dt is a constant after inlining. */
+static inline __attribute__((always_inline)) AVX2_FN __m256 load8(const void *p, const bs_dtype dt) {
+    if (dt == BS_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
+    if (dt == BS_F16) return _mm256_cvtph_ps(_mm_loadu_si128(p));
+    return _mm256_loadu_ps(p);
+}
+
+/* Same panel as pack_b_generic for a full strip and k8 (a multiple of 8)
+ * depth: sixteen rows by eight k per step, so each step writes eight whole
+ * 64-byte rows of the panel. */
+static inline __attribute__((always_inline)) AVX2_FN void pack_b_avx2_t(const bs_wmat *w, int n0, int k0,
+                                                                        int k8, float *dst, const bs_dtype dt) {
+    const size_t es = dt == BS_F32 ? 4 : 2, ld = (size_t)w->k * es;
+    const char *src = (const char *)w->data + ((size_t)n0 * w->k + (size_t)k0) * es;
+    for (int kk = 0; kk < k8; kk += 8, src += 8 * es, dst += 8 * NR) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) r[i] = load8(src + (size_t)(h * 8 + i) * ld, dt);
+            transpose8(r);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * NR + h * 8, r[i]);
         }
     }
 }
+
+static AVX2_FN void pack_b_avx2(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    int k8 = kc & ~7;
+    if (w->n - n0 < NR || k8 < kc || (w->dtype == BS_F16 && !atomic_load(&have_f16c))) {
+        pack_b_generic(w, n0, k0, kc, dst);
+        return;
+    }
+    switch (w->dtype) {
+    case BS_BF16: pack_b_avx2_t(w, n0, k0, k8, dst, BS_BF16); break;
+    case BS_F16: pack_b_avx2_t(w, n0, k0, k8, dst, BS_F16); break;
+    default: pack_b_avx2_t(w, n0, k0, k8, dst, BS_F32); break;
+    }
+}
+
+/* pack_a with vector copies (a library memcpy call per 1 KiB row costs more). */
+static AVX2_FN void pack_a_avx2(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
+    int k8 = kc & ~7;
+    for (int i = 0; i < rows; i++) {
+        const float *src = x + (size_t)i * ldx + k0;
+        float *dst = ap + (size_t)i * KC;
+        for (int kk = 0; kk < k8; kk += 8) _mm256_storeu_ps(dst + kk, _mm256_loadu_ps(src + kk));
+        for (int kk = k8; kk < kc; kk++) dst[kk] = src[kk];
+    }
+}
+
+/* One k step of the R x 16 tile: two weight vectors, R broadcasts of x. */
+#define UKR_STEP(kk)                                                                                \
+    do {                                                                                            \
+        __m256 b0 = _mm256_loadu_ps(b + (size_t)(kk) * NR);                                         \
+        __m256 b1 = _mm256_loadu_ps(b + (size_t)(kk) * NR + 8);                                     \
+        _Pragma("GCC unroll 6") for (int i = 0; i < R; i++) {                                       \
+            __m256 av = _mm256_broadcast_ss(a + (size_t)i * KC + (kk));                             \
+            c0[i] = _mm256_fmadd_ps(av, b0, c0[i]);                                                 \
+            c1[i] = _mm256_fmadd_ps(av, b1, c1[i]);                                                 \
+        }                                                                                           \
+    } while (0)
+
+/* R rows (1..MR), inlined with R constant. One FMA per (k, output) in k
+ * order; a tile of R < MR rows runs the same per-output sequence as a full
+ * tile, it only skips the rows that do not exist. */
+static inline __attribute__((always_inline)) AVX2_FN void ukr_avx2_body(
+    const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage, const float *next,
+    int next_rows, const float *pf, const int R) {
+    __m256 c0[MR], c1[MR];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+        c0[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR);
+        c1[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR + 8);
+    }
+    /* y comes from L3 or memory when K is blocked. (pf is an integer: rows
+     * past the end of y are prefetched harmlessly, never formed as pointers.) */
+    uintptr_t pn = (uintptr_t)pf;
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(pn + (size_t)i * ldc * sizeof(float)), _MM_HINT_T0);
+        _mm_prefetch((const char *)(pn + ((size_t)i * ldc + NR - 1) * sizeof(float)), _MM_HINT_T0);
+    }
+    int half = kc / 2;
+#pragma GCC unroll 2
+    for (int kk = 0; kk < half; kk++) UKR_STEP(kk);
+    for (int i = 0; i < next_rows; i++) {
+        _mm256_store_ps(stage + i * NR, _mm256_loadu_ps(next + (size_t)i * ldc));
+        _mm256_store_ps(stage + i * NR + 8, _mm256_loadu_ps(next + (size_t)i * ldc + 8));
+    }
+#pragma GCC unroll 2
+    for (int kk = half; kk < kc; kk++) UKR_STEP(kk);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+        _mm256_storeu_ps(c + (size_t)i * ldc, c0[i]);
+        _mm256_storeu_ps(c + (size_t)i * ldc + 8, c1[i]);
+    }
+}
+
+#define UKR_AVX2(R)                                                                                 \
+    static AVX2_FN void ukr_avx2_##R(const float *a, const float *b, int kc, float *c, int ldc,    \
+                                     int first, float *stage, const float *next, int next_rows,    \
+                                     const float *pf) {                                             \
+        ukr_avx2_body(a, b, kc, c, ldc, first, stage, next, next_rows, pf, R);                      \
+    }
+UKR_AVX2(1)
+UKR_AVX2(2)
+UKR_AVX2(3)
+UKR_AVX2(4)
+UKR_AVX2(5)
+UKR_AVX2(6)
+
 #endif
+
+/* ---- driver ---------------------------------------------------------------- */
+
+typedef struct {
+    void (*pack_a)(const float *x, int ldx, int rows, int k0, int kc, float *ap);
+    void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
+    ukr_fn ukr[MR + 1]; /* by number of rows */
+} gemm_impl;
+
+static const gemm_impl impl_generic = {
+    pack_a, pack_b_generic,
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}};
+#ifdef BS_X86
+static const gemm_impl impl_avx2 = {
+    pack_a_avx2, pack_b_avx2, {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}};
+#endif
+
+/* A rectangle of source lines (a block of x, or the rows of a weight strip)
+ * prefetched a few lines at a time between micro-kernels, so that the next
+ * packing step reads the cache instead of waiting on memory. Addresses are
+ * integers: the slack line past a row may lie past the array. */
+typedef struct {
+    uintptr_t base;
+    size_t stride;
+    int lpr, next, total, step;
+} pf_rect;
+
+static void pf_init(pf_rect *r, const void *base, size_t stride, size_t row_bytes, int rows, int calls) {
+    r->base = (uintptr_t)base;
+    r->stride = stride;
+    r->lpr = (int)(row_bytes / 64) + 1;
+    r->next = 0;
+    r->total = base ? rows * r->lpr : 0;
+    r->step = calls > 0 ? (r->total + calls - 1) / calls : r->total;
+}
+
+static inline void pf_issue(pf_rect *r) {
+    for (int e = r->next + r->step < r->total ? r->next + r->step : r->total; r->next < e; r->next++)
+        __builtin_prefetch((const void *)(r->base + (size_t)(r->next / r->lpr) * r->stride +
+                                          (size_t)(r->next % r->lpr) * 64));
+}
 
 typedef struct {
     const float *x;
@@ -149,32 +327,180 @@ typedef struct {
     const bs_wmat *w;
     float *y;
     int ldy;
-    bs_kernel kernel;
-    float *panels; /* one KC x NR panel per thread */
+    const gemm_impl *impl;
+    int row_groups, col_groups; /* task t covers row group t / col_groups, column group t % col_groups */
+    int panels, strips;         /* MR-row panels in M, NR-column strips in N */
+    float *scratch;             /* per thread: x block (MC x KC) then weight block */
+    size_t per_thread;          /* floats of scratch per thread */
+    int mc_cap;                 /* rows per x block at most */
 } gemm_job;
 
-/* One task = one NR-wide column strip over all rows and all of K. */
-static void gemm_task(void *arg, int task, int thread) {
-    gemm_job *j = arg;
-    float *panel = j->panels + (size_t)thread * KC * NR;
-    int n0 = task * NR;
-    int nv = j->w->n - n0 < NR ? j->w->n - n0 : NR;
-    for (int k0 = 0; k0 < j->w->k; k0 += KC) {
-        int kc = j->w->k - k0 < KC ? j->w->k - k0 : KC;
-        pack_panel(j->w, n0, k0, kc, panel);
-        for (int m0 = 0; m0 < j->m; m0 += MR) {
-            int mr = j->m - m0 < MR ? j->m - m0 : MR;
-            const float *xa = j->x + (size_t)m0 * j->ldx + k0;
-            float *ya = j->y + (size_t)m0 * j->ldy + n0;
-#ifdef BS_X86
-            if (j->kernel == BS_KERNEL_AVX2) {
-                kernel_avx2(xa, j->ldx, mr, panel, kc, ya, j->ldy, nv, k0 == 0);
-                continue;
+/* One strip (16 columns at n0) of one row block: mc rows of packed x at ap.
+ * *staged: stage already holds the first tile's start values (copied by the
+ * kernel before); on return, whether it holds those of the next strip's
+ * first tile (next_full: that strip exists and is 16 columns wide). */
+static void run_strip(const gemm_job *j, const float *ap, int mc, const float *bs, int kc, float *cs, int nv,
+                      int first, int next_full, float *stage, int *staged, pf_rect *pfa, pf_rect *pfw) {
+    for (int i0 = 0; i0 < mc; i0 += MR) {
+        int r = mc - i0 < MR ? mc - i0 : MR;
+        float *c = cs + (size_t)i0 * j->ldy;
+        /* the next tile of this strip, else the first of the next strip */
+        const float *next = NULL;
+        int next_rows = 0, stage_next;
+        if (i0 + MR < mc) {
+            next = c + (size_t)MR * j->ldy;
+            next_rows = mc - i0 - MR < MR ? mc - i0 - MR : MR;
+            stage_next = !first && nv == NR;
+        } else {
+            if (next_full) {
+                next = cs + NR;
+                next_rows = mc < MR ? mc : MR;
             }
-#endif
-            kernel_generic(xa, j->ldx, mr, panel, kc, ya, j->ldy, nv, k0 == 0);
+            stage_next = !first && next_full;
+        }
+        pf_issue(pfa);
+        if (pfw) pf_issue(pfw);
+        if (!first && !*staged) {
+            memset(stage, 0, MR * NR * sizeof(float));
+            for (int i = 0; i < r; i++) memcpy(stage + i * NR, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
+        }
+        if (nv == NR) {
+            j->impl->ukr[r](ap + (size_t)i0 * KC, bs, kc, c, j->ldy, first, stage, stage_next ? next : NULL,
+                            stage_next ? next_rows : 0, next ? next : c);
+        } else {
+            /* Last strip of a ragged N: the same kernel on a full 16-column
+             * copy of the valid columns. */
+            float t[MR * NR];
+            j->impl->ukr[r](ap + (size_t)i0 * KC, bs, kc, t, NR, first, stage, NULL, 0, c);
+            for (int i = 0; i < r; i++) memcpy(c + (size_t)i * j->ldy, t + i * NR, (size_t)nv * sizeof(float));
+        }
+        *staged = stage_next;
+    }
+}
+
+static void gemm_task(void *arg, int task, int thread) {
+    const gemm_job *j = arg;
+    const bs_wmat *w = j->w;
+    float *ap = j->scratch + (size_t)thread * j->per_thread;
+    float *bp = ap + (size_t)j->mc_cap * KC;
+    int rg = task / j->col_groups, cg = task % j->col_groups;
+    int s0 = (int)((long long)j->strips * cg / j->col_groups);
+    int s1 = (int)((long long)j->strips * (cg + 1) / j->col_groups);
+    int ma = (int)((long long)j->panels * rg / j->row_groups) * MR;
+    int mb = (int)((long long)j->panels * (rg + 1) / j->row_groups) * MR;
+    if (mb > j->m) mb = j->m;
+    /* Row blocks of equal size (multiples of MR) rather than MC, MC, ..., rest:
+     * a small last block would stream every weight strip for a few rows. */
+    int mblocks = (mb - ma + MC - 1) / MC;
+    int mcb = ((mb - ma + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+    if (mcb > j->mc_cap) mcb = j->mc_cap;
+    size_t esz = w->dtype == BS_F32 ? 4 : 2;
+    float stage[MR * NR] __attribute__((aligned(32)));
+    for (int k0 = 0; k0 < w->k; k0 += KC) {
+        int kc = w->k - k0 < KC ? w->k - k0 : KC, first = k0 == 0;
+        for (int m0 = ma; m0 < mb; m0 += mcb) {
+            int mc = mb - m0 < mcb ? mb - m0 : mcb;
+            j->impl->pack_a(j->x + (size_t)m0 * j->ldx, j->ldx, mc, k0, kc, ap);
+            /* the x block packed next: the following row block, else the
+             * first one of the next K block */
+            int nm0 = m0 + mcb < mb ? m0 + mcb : ma, nk0 = m0 + mcb < mb ? k0 : k0 + KC;
+            int nmc = mb - nm0 < mcb ? mb - nm0 : mcb, nkc = w->k - nk0 < KC ? w->k - nk0 : KC;
+            int panels = (mc + MR - 1) / MR;
+            pf_rect pfa, pfw;
+            int staged = 0; /* a chain of staged tiles stays within one row block */
+            pf_init(&pfa, nk0 < w->k ? j->x + (size_t)nm0 * j->ldx + nk0 : NULL, (size_t)j->ldx * sizeof(float),
+                    (size_t)nkc * sizeof(float), nmc, (s1 - s0) * panels);
+            for (int s = s0; s < s1; s++) {
+                float *bs = bp + (size_t)(s - s0) * KC * NR;
+                int n0 = s * NR, nv = w->n - n0 < NR ? w->n - n0 : NR;
+                float *cs = j->y + (size_t)m0 * j->ldy + n0;
+                pf_rect *pfwp = NULL;
+                /* The first row block packs each strip just before using it,
+                 * while it is still in L1; later row blocks reuse it. */
+                if (m0 == ma) {
+                    j->impl->pack_b(w, n0, k0, kc, bs);
+                    /* the strip packed next: the following one, else the
+                     * first one of the next K block */
+                    int pn0 = s + 1 < s1 ? n0 + NR : s0 * NR, pk0 = s + 1 < s1 ? k0 : k0 + KC;
+                    int pkc = w->k - pk0 < KC ? w->k - pk0 : KC, prow = w->n - pn0 < NR ? w->n - pn0 : NR;
+                    pf_init(&pfw, pk0 < w->k ? (const char *)w->data + ((size_t)pn0 * w->k + pk0) * esz : NULL,
+                            (size_t)w->k * esz, (size_t)pkc * esz, prow, panels);
+                    pfwp = &pfw;
+                }
+                int next_full = s + 1 < s1 && w->n - n0 - NR >= NR;
+                run_strip(j, ap, mc, bs, kc, cs, nv, first, next_full, stage, &staged, &pfa, pfwp);
+            }
         }
     }
+}
+
+/* Splits the outputs into tasks: column groups of at most NC_MAX columns and,
+ * when there are few columns, row groups as well, so that no thread repacks
+ * all of x for a narrow slice of w. Estimated packing work per thread (x
+ * copies count 1 per element, weight widening and transposition 2) decides
+ * among the divisors of the thread count. */
+static void plan_tasks(gemm_job *j, int nthreads) {
+    long best = -1;
+    for (int cgs = 1; cgs <= nthreads; cgs++) {
+        if (nthreads % cgs) continue;
+        int rgs = nthreads / cgs;
+        if (rgs > j->panels || cgs > j->strips) continue;
+        int cols = (j->strips + cgs - 1) / cgs * NR, rows = (j->panels + rgs - 1) / rgs * MR;
+        int sub = (cols + NC_MAX - 1) / NC_MAX;
+        long cost = (long)sub * rows + 2L * cols;
+        if (best < 0 || cost <= best) {
+            best = cost;
+            j->row_groups = rgs;
+            j->col_groups = cgs * sub < j->strips ? cgs * sub : j->strips;
+        }
+    }
+    if (best < 0) { /* fewer panels and strips than threads */
+        j->row_groups = 1;
+        j->col_groups = j->strips < nthreads ? j->strips : nthreads;
+    }
+}
+
+static size_t scratch_floats(const gemm_job *j) {
+    size_t s = (size_t)j->mc_cap * KC + (size_t)((j->strips + j->col_groups - 1) / j->col_groups) * KC * NR;
+    return (s + 15) & ~(size_t)15; /* 64-byte multiples: each thread on its own lines */
+}
+
+/* Scratch blocks are a few MiB; allocating them per call would page-fault
+ * them in each time (~200 faults per call measured, 1-3% of a prefill
+ * product). One block is kept for the next call; concurrent callers that
+ * find the slot empty allocate their own. A block starts with its size; the
+ * floats start 64 bytes in. */
+static _Atomic(void *) cached_scratch;
+
+static float *scratch_take(size_t floats) {
+    size_t bytes = floats * sizeof(float) + 64;
+    void *b = atomic_exchange(&cached_scratch, NULL);
+    if (b && *(size_t *)b < bytes) {
+        free(b);
+        b = NULL;
+    }
+    if (!b) {
+        if (posix_memalign(&b, 64, bytes)) return NULL;
+        *(size_t *)b = bytes;
+    }
+    return (float *)((char *)b + 64);
+}
+
+static void scratch_give_back(float *f) {
+    void *b = (char *)f - 64, *expected = NULL;
+    if (!atomic_compare_exchange_strong(&cached_scratch, &expected, b)) free(b);
+}
+
+/* Out of memory: the product cannot fail, so it runs serially, one strip per
+ * task, with small blocks on the stack (the same arithmetic). */
+static __attribute__((noinline)) void gemm_serial_small(gemm_job *j) {
+    float stack[(MR * 4 + NR) * KC];
+    j->mc_cap = MR * 4;
+    j->row_groups = 1;
+    j->col_groups = j->strips;
+    j->scratch = stack;
+    j->per_thread = scratch_floats(j);
+    bs_pool_run(NULL, j->strips, gemm_task, j);
 }
 
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
@@ -183,17 +509,22 @@ void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, fl
         for (int i = 0; i < m; i++) memset(y + (size_t)i * ldy, 0, (size_t)w->n * sizeof(float));
         return;
     }
+    gemm_job j = {x, ldx, m, w, y, ldy, &impl_generic, 1, 1, (m + MR - 1) / MR, (w->n + NR - 1) / NR, NULL, 0, MC};
+#ifdef BS_X86
+    if (bs_gemm_kernel() == BS_KERNEL_AVX2) j.impl = &impl_avx2;
+#endif
     int nthreads = bs_pool_size(pool);
-    /* Per-call panels keep bs_gemm reentrant for several engines; 16 KiB each. */
-    float stack_panels[2 * KC * NR];
-    float *panels = nthreads <= 2 ? stack_panels : malloc((size_t)nthreads * KC * NR * sizeof(float));
-    if (!panels) { /* cannot fail the product: fall back to a serial run */
-        panels = stack_panels;
-        pool = NULL;
+    plan_tasks(&j, nthreads);
+    int rows = (j.panels + j.row_groups - 1) / j.row_groups * MR;
+    if (rows < j.mc_cap) j.mc_cap = rows;
+    j.per_thread = scratch_floats(&j);
+    j.scratch = scratch_take((size_t)nthreads * j.per_thread);
+    if (j.scratch) {
+        bs_pool_run(pool, j.row_groups * j.col_groups, gemm_task, &j);
+        scratch_give_back(j.scratch);
+        return;
     }
-    gemm_job job = {x, ldx, m, w, y, ldy, bs_gemm_kernel(), panels};
-    bs_pool_run(pool, (w->n + NR - 1) / NR, gemm_task, &job);
-    if (panels != stack_panels) free(panels);
+    gemm_serial_small(&j);
 }
 
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {
@@ -203,23 +534,7 @@ float bs_dot_row(const float *a, const bs_wmat *w, int row) {
     size_t base = (size_t)row * (size_t)w->k;
     int k = w->k, i = 0;
     for (; i + 8 <= k; i += 8)
-        for (int l = 0; l < 8; l++) {
-            float wv;
-            switch (w->dtype) {
-            case BS_F32: wv = ((const float *)w->data)[base + i + l]; break;
-            case BS_BF16: wv = bs_bf16_to_f32(((const uint16_t *)w->data)[base + i + l]); break;
-            default: wv = bs_f16_to_f32(((const uint16_t *)w->data)[base + i + l]); break;
-            }
-            s[l] = s[l] + a[i + l] * wv;
-        }
-    for (; i < k; i++) {
-        float wv;
-        switch (w->dtype) {
-        case BS_F32: wv = ((const float *)w->data)[base + i]; break;
-        case BS_BF16: wv = bs_bf16_to_f32(((const uint16_t *)w->data)[base + i]); break;
-        default: wv = bs_f16_to_f32(((const uint16_t *)w->data)[base + i]); break;
-        }
-        s[i & 7] = s[i & 7] + a[i] * wv;
-    }
+        for (int l = 0; l < 8; l++) s[l] = s[l] + a[i + l] * widen(w, base + i + l);
+    for (; i < k; i++) s[i & 7] = s[i & 7] + a[i] * widen(w, base + i);
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }

@@ -3,7 +3,8 @@
  *
  * Batch invariance (spec 05 §13.2 A1): every output is one accumulation chain
  * over k = 0..K-1 in order, whatever M, the row's offset, the tile it falls
- * in, or the number of threads. Threads split only the N dimension. */
+ * in, or the number of threads. Threads split only independent outputs
+ * (columns, and rows when N is small); never K. */
 #ifndef BS_GEMM_H
 #define BS_GEMM_H
 

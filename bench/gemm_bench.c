@@ -1,0 +1,273 @@
+/* GEMM throughput of bs_gemm against OpenBLAS cblas_sgemm on the Basal
+ * prefill shapes, and a probe of whether OpenBLAS is batch-invariant.
+ * Build and usage: bench/README.md. */
+#include <cblas.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "cpu/gemm.h"
+
+typedef struct {
+    const char *model, *name;
+    int n, k;
+} shape;
+
+/* What the forward calls (q, k, v separately) plus the fused qkv of spec 05 §15. */
+static const shape all_shapes[] = {
+    {"mini", "qkv", 2048, 1536}, {"mini", "q|o", 1536, 1536}, {"mini", "k|v", 256, 1536},
+    {"mini", "gate|up", 8960, 1536}, {"mini", "down", 1536, 8960},
+    {"4.5B", "qkv", 2560, 2048}, {"4.5B", "q|o", 2048, 2048}, {"4.5B", "k|v", 256, 2048},
+    {"4.5B", "gate|up", 11008, 2048}, {"4.5B", "down", 2048, 11008},
+};
+enum { NSHAPES = sizeof all_shapes / sizeof *all_shapes };
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float frand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* --cputime: process CPU time instead of wall time, scaled by the thread
+ * count; with --best (the fastest sample instead of the median), for tuning
+ * on a machine shared with other jobs, not for reports. */
+static int use_cputime, use_best, cur_threads = 1;
+static double now(void) {
+    struct timespec t;
+    clock_gettime(use_cputime ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    if (use_cputime) return ((double)t.tv_sec + 1e-9 * (double)t.tv_nsec) / cur_threads;
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+typedef struct {
+    int m, n, k;
+    const float *x;
+    const bs_wmat *w;     /* ours */
+    const float *wf;      /* OpenBLAS */
+    float *y;
+    bs_pool *pool;
+} call;
+
+/* --pad: row strides of x and y 16 floats wider than K and N (shows the cost
+ * of strides that are multiples of 4 KiB) */
+static int pad;
+static void run_ours(const call *c) { bs_gemm(c->pool, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad); }
+static void run_blas(const call *c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, c->n, c->k, 1.0f, c->x, c->k + pad,
+                c->wf, c->k, 0.0f, c->y, c->n + pad);
+}
+
+/* The variants of one configuration are measured in turn, sample by sample,
+ * so that a slow phase of the (shared, virtual) machine hits all of them
+ * alike. One sample = enough back-to-back calls for >= min_s, so tiny
+ * products are not dominated by the clock; result: median GFLOP/s. */
+typedef void (*run_fn)(const call *);
+static void measure(int nv, run_fn const *fn, const call *const *c, int reps, double min_s, double *out) {
+    enum { MAXV = 4, MAXR = 64 };
+    int inner[MAXV];
+    double gf[MAXV][MAXR];
+    if (reps > MAXR) reps = MAXR;
+    for (int v = 0; v < nv; v++) {
+        fn[v](c[v]); /* warm-up: page faults, pool wake-up, caches */
+        double t0 = now();
+        fn[v](c[v]);
+        double one = now() - t0;
+        inner[v] = one > 0 && one < min_s ? (int)(min_s / one) + 1 : 1;
+    }
+    for (int r = 0; r < reps; r++)
+        for (int v = 0; v < nv; v++) {
+            double t0 = now();
+            for (int i = 0; i < inner[v]; i++) fn[v](c[v]);
+            double dt = (now() - t0) / inner[v];
+            gf[v][r] = 2.0 * c[v]->m * (double)c[v]->n * c[v]->k / dt * 1e-9;
+        }
+    for (int v = 0; v < nv; v++) {
+        qsort(gf[v], (size_t)reps, sizeof(double), cmp_double);
+        out[v] = use_best ? gf[v][reps - 1] : gf[v][reps / 2];
+    }
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
+            "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list]\n"
+            "       gemm_bench --probe [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n");
+}
+
+/* Probe: is OpenBLAS (or, with --ours, bs_gemm) batch-invariant? One product
+ * with mbig rows is the reference; every other (M, offset) result must equal
+ * its rows bitwise. */
+static int probe(const int *sel, int nsel, const int *threads, int nthr, int mmax, const int *large,
+                 int nlarge, int ours) {
+    int worst_fail = 0;
+    for (int si = 0; si < nsel; si++) {
+        const shape *s = &all_shapes[sel[si]];
+        int mbig = mmax + 3;
+        for (int i = 0; i < nlarge; i++)
+            if (large[i] + 3 > mbig) mbig = large[i] + 3;
+        float *x = malloc((size_t)mbig * s->k * sizeof(float));
+        float *wf = malloc((size_t)s->n * s->k * sizeof(float));
+        float *ref = malloc((size_t)mbig * s->n * sizeof(float));
+        float *y = malloc((size_t)mbig * s->n * sizeof(float));
+        if (!x || !wf || !ref || !y) { fprintf(stderr, "out of memory\n"); exit(1); }
+        for (size_t i = 0; i < (size_t)mbig * s->k; i++) x[i] = frand();
+        for (size_t i = 0; i < (size_t)s->n * s->k; i++) wf[i] = bs_bf16_to_f32(bs_f32_to_bf16(frand()));
+        bs_wmat wm = {BS_F32, wf, s->n, s->k};
+        for (int ti = 0; ti < nthr; ti++) {
+            int t = threads[ti];
+            openblas_set_num_threads(t);
+            bs_pool *pool = bs_pool_create(t);
+            call c = {mbig, s->n, s->k, x, &wm, wf, ref, pool};
+            (ours ? run_ours : run_blas)(&c);
+            int tried = 0, differ = 0, first_bad = 0, nsame = 0, same[16];
+            double maxdiff = 0;
+            for (int idx = 0;; idx++) {
+                int m = idx < mmax ? idx + 1 : (idx - mmax < nlarge ? large[idx - mmax] : -1);
+                if (m < 0) break;
+                int off = (m * 7) % 3; /* rows 0, 1, 2: the offset moves the tile phase */
+                call cm = {m, s->n, s->k, x + (size_t)off * s->k, &wm, wf, y, pool};
+                (ours ? run_ours : run_blas)(&cm);
+                tried++;
+                int eq = !memcmp(y, ref + (size_t)off * s->n, (size_t)m * s->n * sizeof(float));
+                if (eq && nsame < 16) same[nsame++] = m;
+                if (!eq) {
+                    differ++;
+                    if (!first_bad) first_bad = m;
+                    for (size_t i = 0; i < (size_t)m * s->n; i++) {
+                        double d = y[i] - ref[(size_t)off * s->n + i];
+                        if (d < 0) d = -d;
+                        if (d > maxdiff) maxdiff = d;
+                    }
+                }
+            }
+            printf("probe %-7s %-4s %-7s N=%-5d K=%-5d threads=%d: %d of %d M values differ from M=%d rows"
+                   " (first M=%d, max |diff| %.3g)\n",
+                   ours ? "basal" : "openblas", s->model, s->name, s->n, s->k, t, differ, tried, mbig,
+                   first_bad, maxdiff);
+            if (differ && nsame) {
+                printf("      M values equal to the reference:");
+                for (int i = 0; i < nsame; i++) printf(" %d", same[i]);
+                printf(nsame == 16 ? " ...\n" : "\n");
+            }
+            fflush(stdout);
+            if (differ) worst_fail = 1;
+            bs_pool_destroy(pool);
+        }
+        free(x); free(wf); free(ref); free(y);
+    }
+    return worst_fail;
+}
+
+int main(int argc, char **argv) {
+    /* OpenBLAS workers spin after each call (by default for ~2^28 cycles) and
+     * would steal the cores from our pool in the interleaved samples; make
+     * them sleep at once, as our pool does. Read when libopenblas loads, hence
+     * the re-exec. */
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) {
+        setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+        execv("/proc/self/exe", argv);
+    }
+    int sel[NSHAPES], nsel = NSHAPES;
+    for (int i = 0; i < NSHAPES; i++) sel[i] = i;
+    int ms[16] = {1, 300, 2048}, nm = 3, threads[8] = {1, 2}, nthr = 2, reps = 5;
+    int blas = 1, f32 = 1, do_probe = 0, probe_ours = 0, mmax = 512, large[16] = {1000, 2048, 3000},
+        nlarge = 3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--shapes") && v) { nsel = parse_list(v, sel, NSHAPES); i++; }
+        else if (!strcmp(a, "--m") && v) { nm = parse_list(v, ms, 16); i++; }
+        else if (!strcmp(a, "--threads") && v) { nthr = parse_list(v, threads, 8); i++; }
+        else if (!strcmp(a, "--reps") && v) { reps = atoi(v); i++; }
+        else if (!strcmp(a, "--mmax") && v) { mmax = atoi(v); i++; }
+        else if (!strcmp(a, "--large") && v) { nlarge = parse_list(v, large, 16); i++; }
+        else if (!strcmp(a, "--no-blas")) blas = 0;
+        else if (!strcmp(a, "--no-f32")) f32 = 0;
+        else if (!strcmp(a, "--probe")) do_probe = 1;
+        else if (!strcmp(a, "--cputime")) use_cputime = 1;
+        else if (!strcmp(a, "--best")) use_best = 1;
+        else if (!strcmp(a, "--pad")) pad = 16;
+        else if (!strcmp(a, "--ours")) probe_ours = 1;
+        else if (!strcmp(a, "--list")) {
+            for (int s = 0; s < NSHAPES; s++)
+                printf("%d: %s %s N=%d K=%d\n", s, all_shapes[s].model, all_shapes[s].name, all_shapes[s].n,
+                       all_shapes[s].k);
+            return 0;
+        } else { usage(); return 2; }
+    }
+    for (int i = 0; i < nsel; i++)
+        if (sel[i] < 0 || sel[i] >= NSHAPES) { usage(); return 2; }
+    if (reps < 1) reps = 1;
+    printf("# kernel %s; %s; core %s; OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s\n",
+           bs_gemm_kernel_name(bs_gemm_kernel()), openblas_get_config(), openblas_get_corename(),
+           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
+           getenv("OPENBLAS_THREAD_TIMEOUT"));
+    if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);
+
+    printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
+           reps);
+    printf("%-5s %-8s %6s %6s %5s %2s | %8s %8s %8s | %6s %6s\n", "model", "proj", "N", "K", "M", "t",
+           "bf16", "f32", "openblas", "bf16/ob", "f32/ob");
+    for (int si = 0; si < nsel; si++) {
+        const shape *s = &all_shapes[sel[si]];
+        int mx = 0;
+        for (int i = 0; i < nm; i++)
+            if (ms[i] > mx) mx = ms[i];
+        float *x = malloc((size_t)mx * (s->k + pad) * sizeof(float));
+        float *wf = malloc((size_t)s->n * s->k * sizeof(float));
+        uint16_t *wb = malloc((size_t)s->n * s->k * sizeof(uint16_t));
+        float *y = malloc((size_t)mx * (s->n + pad) * sizeof(float));
+        if (!x || !wf || !wb || !y) { fprintf(stderr, "out of memory\n"); return 1; }
+        for (size_t i = 0; i < (size_t)mx * (s->k + pad); i++) x[i] = frand();
+        for (size_t i = 0; i < (size_t)s->n * s->k; i++) {
+            wb[i] = bs_f32_to_bf16(frand());
+            wf[i] = bs_bf16_to_f32(wb[i]);
+        }
+        bs_wmat wmb = {BS_BF16, wb, s->n, s->k}, wmf = {BS_F32, wf, s->n, s->k};
+        for (int ti = 0; ti < nthr; ti++) {
+            int t = threads[ti];
+            bs_pool *pool = bs_pool_create(t);
+            openblas_set_num_threads(t);
+            cur_threads = t;
+            for (int mi = 0; mi < nm; mi++) {
+                int m = ms[mi];
+                call cb = {m, s->n, s->k, x, &wmb, wf, y, pool}, cf = cb;
+                cf.w = &wmf;
+                run_fn fns[3];
+                const call *cs[3];
+                double res[3] = {0, 0, 0};
+                int nv = 0;
+                fns[nv] = run_ours; cs[nv++] = &cb;
+                if (f32) { fns[nv] = run_ours; cs[nv++] = &cf; }
+                if (blas) { fns[nv] = run_blas; cs[nv++] = &cb; }
+                measure(nv, fns, cs, reps, 0.05, res);
+                double gb = res[0], gf = f32 ? res[1] : 0, go = blas ? res[nv - 1] : 0;
+                printf("%-5s %-8s %6d %6d %5d %2d | %8.1f %8.1f %8.1f | %6.3f %6.3f\n", s->model, s->name,
+                       s->n, s->k, m, t, gb, gf, go, go > 0 ? gb / go : 0, go > 0 ? gf / go : 0);
+                fflush(stdout);
+            }
+            bs_pool_destroy(pool);
+        }
+        free(x); free(wf); free(wb); free(y);
+    }
+    return 0;
+}
