@@ -259,67 +259,6 @@ static int attention(fwd *f, int layer, int last, bs_err *e) {
     return BS_OK;
 }
 
-/* The same checks as the CPU forward (model/forward.c): every device index
- * the kernels derive from the input is in range afterwards. */
-static int validate(const cu_impl *c, const bs_fwd_input *in, int32_t *unit_of, bs_err *e) {
-    int M = in->n_tokens;
-    if (in->capture) {
-        const bs_kv *px = in->n_units == 1 ? in->units[0].prefix : NULL;
-        if (in->n_units != 1 || in->units[0].q_start != 0 || in->units[0].q_len != M || in->units[0].n_ranges != 1)
-            return bs_fail(e, BS_EINTERNAL, "forward: a capture needs one unit over all tokens");
-        if (in->capture->n_tokens != M + (px ? px->n_tokens : 0) || in->capture->n_layers != c->L ||
-            in->capture->kvd != c->kvd)
-            return bs_fail(e, BS_EINTERNAL, "forward: capture buffer does not fit");
-    } else if (in->n_readouts <= 0 || in->n_out_ids <= 0) {
-        return bs_fail(e, BS_EINVAL, "forward: nothing to read out");
-    }
-    for (int i = 0; i < M; i++) {
-        if (in->ids[i] < 0 || in->ids[i] >= c->V)
-            return bs_fail(e, BS_EINVAL, "forward: token id %d outside the vocabulary (%d)", in->ids[i], c->V);
-        if (in->pos[i] < 0) return bs_fail(e, BS_EINVAL, "forward: negative position");
-        if (in->pos[i] >= c->pmax)
-            return bs_fail(e, BS_ERANGE, "forward: position %d exceeds max_position_embeddings %d", in->pos[i],
-                           c->pmax);
-        unit_of[i] = -1;
-    }
-    for (int ui = 0; ui < in->n_units; ui++) {
-        const bs_unit *u = &in->units[ui];
-        if (u->n_ranges < 1 || u->n_ranges > BS_MAX_TREE_DEPTH || u->q_len <= 0 || u->q_start < 0 ||
-            u->q_start > M - u->q_len)
-            return bs_fail(e, BS_EINTERNAL, "forward: unit %d is malformed", ui);
-        int last = u->n_ranges - 1, before = 0;
-        if (u->r_start[last] != u->q_start || u->r_len[last] != u->q_len)
-            return bs_fail(e, BS_EINTERNAL, "forward: unit %d: own block is not its last key range", ui);
-        if (u->prefix) {
-            if (u->prefix->n_layers != c->L || u->prefix->kvd != c->kvd || u->prefix->n_tokens < 0)
-                return bs_fail(e, BS_EINTERNAL, "forward: unit %d: cached prefix does not fit the model", ui);
-            before = u->prefix->n_tokens;
-        }
-        for (int r = 0; r < last; r++) {
-            if (u->r_len[r] < 0 || u->r_start[r] < 0 || u->r_start[r] > M - u->r_len[r] ||
-                u->r_start[r] + u->r_len[r] > u->q_start)
-                return bs_fail(e, BS_EINTERNAL, "forward: unit %d: key range %d is invalid", ui, r);
-            before += u->r_len[r];
-        }
-        for (int t = u->q_start; t < u->q_start + u->q_len; t++) {
-            if (unit_of[t] != -1) return bs_fail(e, BS_EINTERNAL, "forward: token %d is in two units", t);
-            unit_of[t] = ui;
-            if (in->pos[t] != before + (t - u->q_start))
-                return bs_fail(e, BS_EINTERNAL, "forward: token %d sees %d keys but has position %d", t,
-                               before + (t - u->q_start) + 1, in->pos[t]);
-        }
-    }
-    for (int i = 0; i < M; i++)
-        if (unit_of[i] < 0) return bs_fail(e, BS_EINTERNAL, "forward: token %d is in no unit", i);
-    for (int r = 0; r < (in->capture ? 0 : in->n_readouts); r++)
-        if (in->readouts[r] < 0 || in->readouts[r] >= M)
-            return bs_fail(e, BS_EINVAL, "forward: readout row %d outside the token list", in->readouts[r]);
-    for (int u = 0; u < (in->capture ? 0 : in->n_out_ids); u++)
-        if (in->out_ids[u] < 0 || in->out_ids[u] >= c->V)
-            return bs_fail(e, BS_EINVAL, "forward: output id %d outside the vocabulary", in->out_ids[u]);
-    return BS_OK;
-}
-
 /* Device rows of lm_head for the ids (05 §11: letter rows only, widened to
  * f32), uploaded on first use. A row is published only once its copy has
  * completed: other workspaces' streams may read it at once. */
@@ -597,7 +536,6 @@ static int run_layers(fwd *f, bs_err *e) {
 }
 
 static int cu_forward(bs_backend *b, const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
-    (void)m;
     cu_impl *c = b->impl;
     bs_fwd_profile *pf = in->profile;
     double t0 = pf ? now_ms() : 0;
@@ -605,7 +543,8 @@ static int cu_forward(bs_backend *b, const bs_model *m, const bs_fwd_input *in, 
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     int32_t *unit_of = malloc((size_t)M * sizeof *unit_of);
     if (!unit_of) return bs_fail(e, BS_ENOMEM, "forward: out of memory");
-    if ((rc = validate(c, in, unit_of, e)) < 0) {
+    /* the CPU forward's checks: every device index the kernels derive from the input is then in range */
+    if ((rc = bs_forward_validate(m, in, unit_of, e)) < 0) {
         free(unit_of);
         return rc;
     }

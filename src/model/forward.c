@@ -114,7 +114,7 @@ static void attn_task(void *arg, int task, int thread) {
 
 /* Checks the compact list against the model and the tree invariants; fills
  * unit_of. Every token must see exactly pos + 1 keys (spec 05 §6 I5). */
-static int validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of, bs_err *e) {
+int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of, bs_err *e) {
     const bs_config *c = &m->cfg;
     int M = in->n_tokens;
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
@@ -295,7 +295,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     unit_of = malloc((size_t)M * sizeof *unit_of);
     if (!unit_of) { rc = bs_fail(e, BS_ENOMEM, "forward: out of memory"); goto done; }
-    if ((rc = validate(m, in, unit_of, e)) < 0) goto done;
+    if ((rc = bs_forward_validate(m, in, unit_of, e)) < 0) goto done;
 
     size_t rows_max = (size_t)(M > R ? M : R);
     int chunk = MLP_CHUNK < (int)rows_max ? MLP_CHUNK : (int)rows_max;

@@ -59,6 +59,11 @@ typedef struct bs_fwd_input {
     bs_fwd_profile *profile;    /* optional: accumulates stage timings */
 } bs_fwd_input;
 
+/* The input checks of bs_forward, shared by every backend: ids, positions,
+ * units (each token in exactly one, seeing exactly pos + 1 keys), readouts,
+ * output ids, capture shape. Fills unit_of[M] with each token's unit. */
+int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit_of, bs_err *e);
+
 /* Allocates a K/V record for n tokens of model m (zeroed); free with bs_kv_free. */
 int bs_kv_alloc(bs_kv *kv, const bs_model *m, int32_t n_tokens, bs_err *e);
 void bs_kv_free(bs_kv *kv);
