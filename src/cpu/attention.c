@@ -1,6 +1,7 @@
 #include "cpu/attention.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu/gemm.h"
@@ -10,65 +11,173 @@
 #define BS_X86 1
 #endif
 
+enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 48 };
+
+/* The three inner loops of a tile. s and p rows are TILE floats apart. */
+typedef struct attn_kernels {
+    /* s[r][j] = (q_r . kt[.][j]) * scale for r < nr, j < TILE; kt is [hd][TILE] */
+    void (*scores)(const float *const *qp, int nr, const float *kt, int hd, float scale, float *s);
+    /* kt[d][j] = kp[j][d] for j < n, 0 for n <= j < TILE; d < hd */
+    void (*gather)(const float *const *kp, int n, int hd, float *kt);
+    /* max(m, s[0..n-1]) (exact, any order) */
+    float (*row_max)(const float *s, int n, float m);
+    /* s[j] = exp(s[j] - mx) for j < n; returns their sum in a fixed order over j */
+    float (*exp_sum)(float *s, int n, float mx);
+    /* o_r = o_r * c[r], then o_r += p[r][j] * v_j for j < n in order, r < nr */
+    void (*accum)(float *const *op, const float *c, int nr, const float *p, const float *const *vp, int n, int hd);
+    const char *name;
+} attn_kernels;
+
 /* ---- portable: plain f32 arithmetic, no contraction ---- */
 
-static float dot_generic(const float *a, const float *b, int n) {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) s[l] = s[l] + a[i + l] * b[i + l];
-    for (; i < n; i++) s[i & 7] = s[i & 7] + a[i] * b[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+static void scores_generic(const float *const *qp, int nr, const float *kt, int hd, float scale, float *s) {
+    for (int r = 0; r < nr; r++) {
+        float acc[TILE] = {0};
+        for (int d = 0; d < hd; d++) {
+            float qd = qp[r][d];
+            const float *kd = kt + (size_t)d * TILE;
+            for (int j = 0; j < TILE; j++) acc[j] = acc[j] + qd * kd[j];
+        }
+        for (int j = 0; j < TILE; j++) s[(size_t)r * TILE + j] = acc[j] * scale;
+    }
 }
 
-static void scores_generic(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
-    for (int i = 0; i < n; i++) out[i] = dot_generic(q, k + (size_t)i * stride, hd) * scale;
+static void gather_generic(const float *const *kp, int n, int hd, float *kt) {
+    for (int j = 0; j < TILE; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * TILE + j] = j < n ? kp[j][d] : 0.0f;
+}
+
+static float row_max_generic(const float *s, int n, float m) {
+    for (int j = 0; j < n; j++)
+        if (s[j] > m) m = s[j];
+    return m;
 }
 
 static float exp_sum_generic(float *s, int n, float mx) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        s[i] = expf(s[i] - mx);
-        sum = sum + s[i];
+    float part[8] = {0};
+    for (int j = 0; j < n; j++) {
+        s[j] = expf(s[j] - mx);
+        part[j & 7] = part[j & 7] + s[j];
     }
-    return sum;
+    return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
-static void accum_generic(const float *p, const float *v, size_t stride, int n, int hd, float *o) {
-    for (int i = 0; i < n; i++) {
-        const float *vv = v + (size_t)i * stride;
-        for (int d = 0; d < hd; d++) o[d] = o[d] + p[i] * vv[d];
+static void accum_generic(float *const *op, const float *c, int nr, const float *p, const float *const *vp, int n,
+                          int hd) {
+    for (int r = 0; r < nr; r++) {
+        float *o = op[r];
+        const float *pr = p + (size_t)r * TILE;
+        for (int d = 0; d < hd; d++) o[d] = o[d] * c[r];
+        for (int j = 0; j < n; j++)
+            for (int d = 0; d < hd; d++) o[d] = o[d] + pr[j] * vp[j][d];
     }
 }
 
-static const bs_attn_kernels generic = {scores_generic, exp_sum_generic, accum_generic, "generic"};
+static const attn_kernels generic = {scores_generic, gather_generic, row_max_generic, exp_sum_generic, accum_generic,
+                                     "generic"};
 
 #ifdef BS_X86
 /* ---- AVX2 + FMA, for hd a multiple of 8 ---- */
 
 #define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-AVX2 static inline float hsum8(__m256 v) {
-    /* fixed tree: (l0+l4, l1+l5, l2+l6, l3+l7), then pairs, then the last two */
+AVX2_INLINE float hsum8(__m256 v) {
+    /* lanes l and l+4, then pairs, then the last two */
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
     __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
     return _mm_cvtss_f32(c);
 }
 
-AVX2 static void scores_avx2(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
-    for (int i = 0; i < n; i++) {
-        const float *kk = k + (size_t)i * stride;
-        __m256 acc = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kk + d), acc);
-        out[i] = hsum8(acc) * scale;
+/* A register tile of NR rows x 16 keys: each score is one FMA chain over d. */
+AVX2_INLINE void scores_tile(const float *const *qp, int NR, const float *kt, int hd, float scale, float *s, int c0) {
+    __m256 acc[6][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        __m256 k0 = _mm256_loadu_ps(kt + (size_t)d * TILE + c0), k1 = _mm256_loadu_ps(kt + (size_t)d * TILE + c0 + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) {
+            __m256 b = _mm256_broadcast_ss(qp[r] + d);
+            acc[r][0] = _mm256_fmadd_ps(b, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(b, k1, acc[r][1]);
+        }
     }
+    __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++) {
+        _mm256_storeu_ps(s + (size_t)r * TILE + c0, _mm256_mul_ps(acc[r][0], sc));
+        _mm256_storeu_ps(s + (size_t)r * TILE + c0 + 8, _mm256_mul_ps(acc[r][1], sc));
+    }
+}
+
+AVX2 static void scores_avx2(const float *const *qp, int nr, const float *kt, int hd, float scale, float *s) {
+    for (int r0 = 0; r0 < nr; r0 += 6) {
+        int n = nr - r0 < 6 ? nr - r0 : 6;
+        for (int c0 = 0; c0 < TILE; c0 += 16) {
+            float *sr = s + (size_t)r0 * TILE;
+            switch (n) { /* constant row counts let the compiler keep the tile in registers */
+            case 6: scores_tile(qp + r0, 6, kt, hd, scale, sr, c0); break;
+            case 5: scores_tile(qp + r0, 5, kt, hd, scale, sr, c0); break;
+            case 4: scores_tile(qp + r0, 4, kt, hd, scale, sr, c0); break;
+            case 3: scores_tile(qp + r0, 3, kt, hd, scale, sr, c0); break;
+            case 2: scores_tile(qp + r0, 2, kt, hd, scale, sr, c0); break;
+            default: scores_tile(qp + r0, 1, kt, hd, scale, sr, c0); break;
+            }
+        }
+    }
+}
+
+/* 8 keys x 8 dims at a time through an in-register transpose. */
+AVX2 static void gather_avx2(const float *const *kp, int n, int hd, float *kt) {
+    for (int j0 = 0; j0 < TILE; j0 += 8) {
+        if (j0 >= n) {
+            for (int d = 0; d < hd; d++) _mm256_storeu_ps(kt + (size_t)d * TILE + j0, _mm256_setzero_ps());
+            continue;
+        }
+        for (int d0 = 0; d0 < hd; d0 += 8) {
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) r[i] = j0 + i < n ? _mm256_loadu_ps(kp[j0 + i] + d0) : _mm256_setzero_ps();
+            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = kt + (size_t)d0 * TILE + j0;
+            _mm256_storeu_ps(o + 0 * TILE, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * TILE, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * TILE, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * TILE, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * TILE, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * TILE, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * TILE, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * TILE, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    }
+}
+
+AVX2 static float row_max_avx2(const float *s, int n, float m) {
+    __m256 acc = _mm256_set1_ps(m);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(s + j));
+    float t[8];
+    _mm256_storeu_ps(t, acc);
+    for (int l = 0; l < 8; l++)
+        if (t[l] > m) m = t[l];
+    for (; j < n; j++)
+        if (s[j] > m) m = s[j];
+    return m;
 }
 
 /* exp(x) for x <= 0: x = n*ln2 + r, |r| <= ln2/2, a degree-6 polynomial for
  * e^r (relative error about 2e-7), 2^n through the exponent bits; below
  * -87.3 the result is 0. Deterministic: depends only on x. */
-AVX2 static inline __m256 exp_neg_avx2(__m256 x) {
+AVX2_INLINE __m256 exp_neg_avx2(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_max_ps(x, lo);
@@ -89,49 +198,169 @@ AVX2 static inline __m256 exp_neg_avx2(__m256 x) {
     return _mm256_andnot_ps(under, y);
 }
 
-/* Eight partial sums by ordinal (i mod 8), combined in a fixed tree; the tail
- * runs through the same vector code padded with -inf (exp = 0). */
+/* Eight partial sums by j mod 8, combined in a fixed tree; the tail runs
+ * through the same vector code padded with -inf (exp = +0). */
 AVX2 static float exp_sum_avx2(float *s, int n, float mx) {
     __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), m));
-        _mm256_storeu_ps(s + i, e);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        _mm256_storeu_ps(s + j, e);
         acc = _mm256_add_ps(acc, e);
     }
-    if (i < n) {
+    if (j < n) {
         float t[8];
-        for (int l = 0; l < 8; l++) t[l] = i + l < n ? s[i + l] : -INFINITY;
+        for (int l = 0; l < 8; l++) t[l] = j + l < n ? s[j + l] : -INFINITY;
         __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(t), m));
         _mm256_storeu_ps(t, e);
         acc = _mm256_add_ps(acc, e);
-        memcpy(s + i, t, (size_t)(n - i) * sizeof *s);
+        memcpy(s + j, t, (size_t)(n - j) * sizeof *s);
     }
     return hsum8(acc);
 }
 
-AVX2 static void accum_avx2(const float *p, const float *v, size_t stride, int n, int hd, float *o) {
-    /* 64 outputs at a time stay in registers; each output is one FMA chain over i */
-    for (int d0 = 0; d0 < hd; d0 += 64) {
-        int nd = hd - d0 < 64 ? (hd - d0) / 8 : 8;
-        __m256 acc[8];
-        for (int c = 0; c < nd; c++) acc[c] = _mm256_loadu_ps(o + d0 + 8 * c);
-        for (int i = 0; i < n; i++) {
-            __m256 pi = _mm256_set1_ps(p[i]);
-            const float *vv = v + (size_t)i * stride + d0;
-            for (int c = 0; c < nd; c++) acc[c] = _mm256_fmadd_ps(pi, _mm256_loadu_ps(vv + 8 * c), acc[c]);
+/* A register tile of NR rows x NC*8 output dims: o = o*c, then one FMA chain
+ * over the tile's keys per output. The tile shape never changes an output's
+ * arithmetic, only how many outputs are in flight. */
+AVX2_INLINE void accum_tile(float *const *op, const float *c, int NR, int NC, const float *p,
+                            const float *const *vp, int n, int d0) {
+    __m256 acc[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++) {
+        __m256 cr = _mm256_set1_ps(c[r]);
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) acc[r][k] = _mm256_mul_ps(_mm256_loadu_ps(op[r] + d0 + 8 * k), cr);
+    }
+    for (int j = 0; j < n; j++) {
+        __m256 v[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) v[k] = _mm256_loadu_ps(vp[j] + d0 + 8 * k);
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) {
+            __m256 b = _mm256_broadcast_ss(p + (size_t)r * TILE + j);
+#pragma GCC unroll 4
+            for (int k = 0; k < NC; k++) acc[r][k] = _mm256_fmadd_ps(b, v[k], acc[r][k]);
         }
-        for (int c = 0; c < nd; c++) _mm256_storeu_ps(o + d0 + 8 * c, acc[c]);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) _mm256_storeu_ps(op[r] + d0 + 8 * k, acc[r][k]);
+}
+
+#define ACCUM_ROWS(NR)                                                                        \
+    case NR:                                                                                  \
+        if (nc == 2) accum_tile(op + r0, c + r0, NR, 2, p + (size_t)r0 * TILE, vp, n, d0);     \
+        else accum_tile(op + r0, c + r0, NR, 1, p + (size_t)r0 * TILE, vp, n, d0);             \
+        break;
+
+/* d outermost: a 16-wide column strip of the V tile (4 KB) stays in L1 while
+ * every row group uses it. */
+AVX2 static void accum_avx2(float *const *op, const float *c, int nr, const float *p, const float *const *vp, int n,
+                            int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+        int nc = hd - d0 >= 16 ? 2 : 1;
+        for (int r0 = 0; r0 < nr; r0 += 6) {
+            switch (nr - r0 < 6 ? nr - r0 : 6) {
+            ACCUM_ROWS(6)
+            ACCUM_ROWS(5)
+            ACCUM_ROWS(4)
+            ACCUM_ROWS(3)
+            ACCUM_ROWS(2)
+            ACCUM_ROWS(1)
+            }
+        }
     }
 }
 
-static const bs_attn_kernels avx2 = {scores_avx2, exp_sum_avx2, accum_avx2, "avx2-fma"};
+static const attn_kernels avx2 = {scores_avx2, gather_avx2, row_max_avx2, exp_sum_avx2, accum_avx2, "avx2-fma"};
 #endif
 
-const bs_attn_kernels *bs_attn_kernels_for(int hd) {
+static const attn_kernels *kernels_for(int hd) {
 #ifdef BS_X86
     if (bs_gemm_kernel() == BS_KERNEL_AVX2 && hd % 8 == 0) return &avx2;
 #endif
     (void)hd;
     return &generic;
+}
+
+const char *bs_attn_kernel_name(int hd) { return kernels_for(hd)->name; }
+
+int bs_attn_block_queries(int rep) { return rep >= ROWS_TARGET ? 1 : ROWS_TARGET / rep; }
+
+/* Scratch layout: kt [hd][TILE], s [R][TILE], m/l/c [R], then pointers. */
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t bs_attn_scratch_bytes(int hd, int rep) {
+    size_t R = (size_t)bs_attn_block_queries(rep) * rep;
+    return align64((size_t)hd * TILE * sizeof(float)) + align64(R * TILE * sizeof(float)) +
+           3 * align64(R * sizeof(float)) + 2 * align64(R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
+}
+
+void bs_attn_run(const bs_attn_block *b, void *scratch) {
+    const attn_kernels *K = kernels_for(b->hd);
+    int hd = b->hd, rep = b->rep, nq = b->nq, R = nq * rep;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    char *at = scratch;
+    float *kt = (float *)at; at += align64((size_t)hd * TILE * sizeof(float));
+    float *s = (float *)at; at += align64((size_t)R * TILE * sizeof(float));
+    float *mx = (float *)at; at += align64((size_t)R * sizeof(float));
+    float *l = (float *)at; at += align64((size_t)R * sizeof(float));
+    float *c = (float *)at; at += align64((size_t)R * sizeof(float));
+    const float **qp = (const float **)(void *)at; at += align64((size_t)R * sizeof(void *));
+    float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
+    const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    const float **vp = (const float **)(void *)at;
+
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < rep; h++) {
+            int r = i * rep + h;
+            size_t head = (size_t)(b->g * rep + h) * hd;
+            qp[r] = b->q + (size_t)i * b->q_stride + head;
+            op[r] = b->out + (size_t)i * b->out_stride + head;
+            memset(op[r], 0, (size_t)hd * sizeof(float));
+            mx[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+
+    const bs_attn_keys *ks = b->keys;
+    size_t kv_off = (size_t)b->g * hd;
+    int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
+    for (int t0 = 0; t0 < n_keys; t0 += TILE) {
+        int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
+        for (int j = 0; j < nt; j++) {
+            while (in_seg == ks->len[seg]) { seg++; in_seg = 0; }
+            kp[j] = ks->k[seg] + (size_t)in_seg * ks->stride + kv_off;
+            vp[j] = ks->v[seg] + (size_t)in_seg * ks->stride + kv_off;
+            in_seg++;
+        }
+        K->gather(kp, nt, hd, kt);
+
+        /* queries before ia cannot see ordinal t0 yet; from i_full on they see the whole tile */
+        int ia = t0 > b->pos0 ? t0 - b->pos0 : 0;
+        int i_full = t0 + nt - 1 - b->pos0;
+        if (i_full < ia) i_full = ia;
+        K->scores(qp + (size_t)ia * rep, (nq - ia) * rep, kt, hd, scale, s + (size_t)ia * rep * TILE);
+        for (int i = ia; i < nq; i++) {
+            int vis = b->pos0 + i - t0 + 1;
+            if (vis > nt) vis = nt;
+            for (int h = 0; h < rep; h++) {
+                int r = i * rep + h;
+                float *sr = s + (size_t)r * TILE, m1 = K->row_max(sr, vis, mx[r]);
+                c[r] = expf(mx[r] - m1); /* 0 on the first tile (m = -inf), 1 when the max holds */
+                l[r] = l[r] * c[r] + K->exp_sum(sr, vis, m1);
+                mx[r] = m1;
+            }
+            if (i < i_full) {
+                K->accum(op + (size_t)i * rep, c + (size_t)i * rep, rep, s + (size_t)i * rep * TILE, vp, vis, hd);
+            }
+        }
+        if (i_full < nq)
+            K->accum(op + (size_t)i_full * rep, c + (size_t)i_full * rep, (nq - i_full) * rep,
+                     s + (size_t)i_full * rep * TILE, vp, nt, hd);
+    }
+    for (int r = 0; r < R; r++) {
+        float inv = 1.0f / l[r];
+        for (int d = 0; d < hd; d++) op[r][d] = op[r][d] * inv;
+    }
 }

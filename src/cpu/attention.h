@@ -1,24 +1,58 @@
-/* Attention inner loops (spec 05 §7.4, §13.2 A3): scores of one query head
- * against a run of keys, the exponentials and their sum, and the weighted sum
- * of values. Each result depends only on its own inputs and hd: the portable
- * and the AVX2 versions differ from each other, but the process picks one once
- * (with the GEMM kernel), so batch invariance holds within a process. */
+/* Key-tiled attention on the CPU (spec 05 §9, §13.2 A3).
+ *
+ * One call computes a block of consecutive queries of one tree unit for the
+ * query heads of one kv head. Keys are walked in ordinal order (ordinal =
+ * position in the prompt, 05 §9 V4) in tiles of BS_ATTN_TILE ordinals:
+ * 0..63, 64..127, ... Each tile's keys are read once for the whole block
+ * (all its queries and heads) instead of once per (query, head), which is
+ * what keeps a 16k-token state from being memory-bound.
+ *
+ * Per (query, head) the online softmax visits exactly the keys with ordinal
+ * <= its position, tile by tile, with a fixed update: m' = max(m, max s),
+ * c = exp(m - m'), l = l*c + sum exp(s - m') (a fixed tree over the tile),
+ * o = o*c then one FMA chain over the tile's keys in ordinal order. Every
+ * step depends only on the query's own prompt, never on the block it was
+ * computed in, the other units of the forward, or the thread: bitwise batch
+ * invariance. The portable and the AVX2 kernels differ from each other; the
+ * process picks one once (with the GEMM kernel). */
 #ifndef BS_ATTENTION_H
 #define BS_ATTENTION_H
 
 #include <stddef.h>
 
-typedef struct bs_attn_kernels {
-    /* out[i] = (q . k[i*stride .. +hd]) * scale for i < n */
-    void (*scores)(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
-    /* s[i] = exp(s[i] - mx) for i < n; returns their sum (a fixed order over i) */
-    float (*exp_sum)(float *s, int n, float mx);
-    /* o[d] += sum over i < n, in order, of p[i] * v[i*stride + d] */
-    void (*accum)(const float *p, const float *v, size_t stride, int n, int hd, float *o);
-    const char *name;
-} bs_attn_kernels;
+enum { BS_ATTN_TILE = 64 };
 
-/* The kernels for head size hd under the process-wide kernel choice. */
-const bs_attn_kernels *bs_attn_kernels_for(int hd);
+/* The key sequence of one unit in ordinal order, as up to 9 contiguous
+ * segments (cached prefix, ancestor ranges, own block): segment s holds len[s]
+ * keys, key i at k[s] + i*stride (likewise v). Pointers are at kv head 0. */
+typedef struct bs_attn_keys {
+    int n_seg;
+    const float *k[10], *v[10];
+    int len[10];
+    size_t stride;
+} bs_attn_keys;
+
+typedef struct bs_attn_block {
+    const bs_attn_keys *keys;
+    int g;                 /* kv head */
+    int rep;               /* query heads per kv head; head h = g*rep + i */
+    int hd;
+    const float *q;        /* first query's row (all heads); rows q_stride apart */
+    size_t q_stride;
+    float *out;            /* first query's output row (all heads) */
+    size_t out_stride;
+    int nq;                /* queries in the block */
+    int pos0;              /* position (= last visible ordinal) of the first query; query i has pos0 + i */
+} bs_attn_block;
+
+/* Queries per block for `rep` heads per kv head: enough rows (queries x
+ * heads) to amortise a key tile. Any value gives the same bits. */
+int bs_attn_block_queries(int rep);
+/* Per-thread scratch bytes for bs_attn_run with this head size and rep. */
+size_t bs_attn_scratch_bytes(int hd, int rep);
+/* Computes a block; scratch is bs_attn_scratch_bytes(hd, rep) bytes, 64-byte aligned. */
+void bs_attn_run(const bs_attn_block *b, void *scratch);
+/* The kernel family chosen for head size hd ("avx2-fma" or "generic"). */
+const char *bs_attn_kernel_name(int hd);
 
 #endif

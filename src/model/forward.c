@@ -51,64 +51,83 @@ static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn
     }
 }
 
+/* One attention task: a block of consecutive queries of one unit (entries
+ * q0..q0+nq-1 of the query list) for the query heads of kv head g. */
+typedef struct {
+    int q0, nq, g;
+    double cost;
+} attn_task_t;
+
 typedef struct {
     const bs_model *m;
     const bs_fwd_input *in;
-    const int32_t *unit_of;   /* [M] unit index of each token */
-    const int32_t *queries;   /* compact indices to compute */
-    const float *q, *k, *v;   /* [M][Nh*hd], [M][Nkv*hd] */
-    float *out;               /* [nq][Nh*hd] */
-    float *scratch;           /* [threads][Pmax] scores */
-    int layer;
-    const bs_attn_kernels *kern;
+    const int32_t *unit_of;
+    const int32_t *queries;     /* compact indices whose attention is computed */
+    const attn_task_t *tasks;
+    const bs_attn_keys *keys;   /* per unit, this layer */
+    const float *q;             /* [M][Nh*hd] */
+    float *out;                 /* [n queries][Nh*hd] */
+    char *scratch;              /* per thread */
+    size_t scratch_bytes;
 } attn_job;
 
-/* One task = one query token, all heads. Keys are visited in ordinal order
- * (= position, spec 05 §9 V4) — the cached prefix, then the ancestor ranges,
- * then the own block up to the query — with an exact two-pass softmax, so a
- * query's result depends only on its own prompt. */
 static void attn_task(void *arg, int task, int thread) {
     attn_job *j = arg;
     const bs_config *c = &j->m->cfg;
-    const bs_attn_kernels *K = j->kern;
-    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, rep = nh / nkv;
-    int qd = nh * hd, kvd = nkv * hd;
-    int t = j->queries[task];
-    const bs_unit *u = &j->in->units[j->unit_of[t]];
-    float *sc = j->scratch + (size_t)thread * c->max_pos;
-    float scale = (float)(1.0 / sqrt((double)hd));
-    float *o = j->out + (size_t)task * qd;
-    const bs_kv *px = u->prefix;
-    int np = px ? px->n_tokens : 0;
-    for (int h = 0; h < nh; h++) {
-        const float *qv = j->q + (size_t)t * qd + (size_t)h * hd;
-        int g = h / rep, nk = 0;
-        const float *pk = px ? px->k + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
-        const float *pv = px ? px->v + (size_t)j->layer * np * kvd + (size_t)g * hd : NULL;
-        if (np) K->scores(qv, pk, (size_t)kvd, np, hd, scale, sc);
-        nk = np;
-        for (int r = 0; r < u->n_ranges; r++) {
-            int s0 = u->r_start[r];
-            int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
-            K->scores(qv, j->k + (size_t)s0 * kvd + (size_t)g * hd, (size_t)kvd, s1 - s0, hd, scale, sc + nk);
-            nk += s1 - s0;
+    const attn_task_t *tk = &j->tasks[task];
+    int qd = c->n_heads * c->head_dim, t = j->queries[tk->q0];
+    bs_attn_block b = {.keys = &j->keys[j->unit_of[t]], .g = tk->g, .rep = c->n_heads / c->n_kv_heads,
+                       .hd = c->head_dim, .q = j->q + (size_t)t * qd, .q_stride = (size_t)qd,
+                       .out = j->out + (size_t)tk->q0 * qd, .out_stride = (size_t)qd, .nq = tk->nq,
+                       .pos0 = j->in->pos[t]};
+    bs_attn_run(&b, j->scratch + (size_t)thread * j->scratch_bytes);
+}
+
+static int cost_desc(const void *a, const void *b) {
+    const attn_task_t *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return x->q0 != y->q0 ? (x->q0 < y->q0 ? -1 : 1) : x->g - y->g;
+}
+
+/* Splits the query list into blocks of consecutive tokens of one unit (at
+ * most bq each) times the kv heads, most expensive first so the pool's
+ * dynamic scheduling balances the causal triangle. Returns the task count. */
+static int attn_plan(const bs_fwd_input *in, const int32_t *unit_of, const int32_t *queries, int nq, int bq,
+                     int nkv, attn_task_t *tasks) {
+    int n = 0;
+    for (int i = 0; i < nq;) {
+        int len = 1;
+        while (i + len < nq && len < bq && queries[i + len] == queries[i + len - 1] + 1 &&
+               unit_of[queries[i + len]] == unit_of[queries[i]])
+            len++;
+        double keys = (double)in->pos[queries[i]] + len; /* keys of the block's last query */
+        for (int g = 0; g < nkv; g++) tasks[n++] = (attn_task_t){i, len, g, keys * len};
+        i += len;
+    }
+    qsort(tasks, (size_t)n, sizeof *tasks, cost_desc);
+    return n;
+}
+
+/* The key sequence of every unit at layer l (spec 05 §9 V4): cached prefix,
+ * ancestor ranges root-down, own block. */
+static void attn_keys(const bs_fwd_input *in, int l, int kvd, const float *k, const float *v, bs_attn_keys *keys) {
+    for (int ui = 0; ui < in->n_units; ui++) {
+        const bs_unit *u = &in->units[ui];
+        bs_attn_keys *ks = &keys[ui];
+        ks->n_seg = 0;
+        ks->stride = (size_t)kvd;
+        const bs_kv *px = u->prefix;
+        if (px && px->n_tokens) {
+            ks->k[0] = px->k + (size_t)l * px->n_tokens * kvd;
+            ks->v[0] = px->v + (size_t)l * px->n_tokens * kvd;
+            ks->len[0] = px->n_tokens;
+            ks->n_seg = 1;
         }
-        float mx = -INFINITY;
-        for (int i = 0; i < nk; i++)
-            if (sc[i] > mx) mx = sc[i];
-        float sum = K->exp_sum(sc, nk, mx);
-        float *oh = o + (size_t)h * hd;
-        for (int d = 0; d < hd; d++) oh[d] = 0.0f;
-        if (np) K->accum(sc, pv, (size_t)kvd, np, hd, oh);
-        nk = np;
         for (int r = 0; r < u->n_ranges; r++) {
-            int s0 = u->r_start[r];
-            int s1 = r == u->n_ranges - 1 ? t + 1 : s0 + u->r_len[r];
-            K->accum(sc + nk, j->v + (size_t)s0 * kvd + (size_t)g * hd, (size_t)kvd, s1 - s0, hd, oh);
-            nk += s1 - s0;
+            ks->k[ks->n_seg] = k + (size_t)u->r_start[r] * kvd;
+            ks->v[ks->n_seg] = v + (size_t)u->r_start[r] * kvd;
+            ks->len[ks->n_seg++] = u->r_len[r];
         }
-        float inv = 1.0f / sum;
-        for (int d = 0; d < hd; d++) oh[d] = oh[d] * inv;
     }
 }
 
@@ -284,13 +303,18 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     const bs_config *c = &m->cfg;
     int M = in->n_tokens, R = in->capture ? 0 : in->n_readouts, H = c->hidden, I = c->inter;
     int hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    int rc = BS_OK;
+    int rc = BS_OK, n_tasks = 0;
     int nthreads = bs_pool_size(m->pool);
     bs_fwd_profile *pf = in->profile;
     double t_start = pf ? now_ms() : 0;
     int32_t *unit_of = NULL, *all_rows = NULL;
     float *x = NULL, *xn = NULL, *q = NULL, *k = NULL, *v = NULL, *att = NULL, *tmp = NULL;
-    float *g = NULL, *u = NULL, *scratch = NULL, *xr = NULL, *attr = NULL;
+    float *g = NULL, *u = NULL, *xr = NULL, *attr = NULL;
+    char *scratch = NULL;
+    attn_task_t *tasks = NULL;
+    bs_attn_keys *keys = NULL;
+    int rep = c->n_heads / c->n_kv_heads, bq = bs_attn_block_queries(rep);
+    size_t scratch_bytes = bs_attn_scratch_bytes(hd, rep);
 
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     unit_of = malloc((size_t)M * sizeof *unit_of);
@@ -308,11 +332,14 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     tmp = malloc(rows_max * H * sizeof *tmp);
     g = malloc((size_t)chunk * I * sizeof *g);
     u = malloc((size_t)chunk * I * sizeof *u);
-    scratch = malloc((size_t)nthreads * c->max_pos * sizeof *scratch);
+    scratch = aligned_alloc(64, (size_t)nthreads * scratch_bytes);
+    tasks = malloc(rows_max * c->n_kv_heads * sizeof *tasks);
+    keys = malloc((size_t)in->n_units * sizeof *keys);
     xr = malloc((size_t)(R ? R : 1) * H * sizeof *xr);
     attr = malloc((size_t)(R ? R : 1) * qd * sizeof *attr);
     all_rows = malloc((size_t)M * sizeof *all_rows);
-    if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !xr || !attr || !all_rows) {
+    if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !tasks || !keys || !xr || !attr ||
+        !all_rows) {
         rc = bs_fail(e, BS_ENOMEM, "forward: out of memory for %d tokens", M);
         goto done;
     }
@@ -370,9 +397,11 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             rope(q + (size_t)t * qd, c->n_heads, hd, m->rope_cos + (size_t)in->pos[t] * (hd / 2),
                  m->rope_sin + (size_t)in->pos[t] * (hd / 2));
         }
-        attn_job job = {m, in, unit_of, qrows, q, k, v, att, scratch, l, bs_attn_kernels_for(hd)};
         double ta = pf ? now_ms() : 0;
-        bs_pool_run(m->pool, nq, attn_task, &job);
+        if (l == 0 || last) n_tasks = attn_plan(in, unit_of, qrows, nq, bq, c->n_kv_heads, tasks);
+        attn_keys(in, l, kvd, k, v, keys);
+        attn_job job = {m, in, unit_of, qrows, tasks, keys, q, att, scratch, scratch_bytes};
+        bs_pool_run(m->pool, n_tasks, attn_task, &job);
         if (pf) {
             pf->attn_ms += now_ms() - ta;
             double keys = 0; /* each query sees pos + 1 keys: QK and PV cost 4*hd flops per key and head */
@@ -407,7 +436,7 @@ done:
     }
     free(unit_of); free(all_rows);
     free(x); free(xn); free(q); free(k); free(v); free(att); free(tmp);
-    free(g); free(u); free(scratch); free(xr); free(attr);
+    free(g); free(u); free(scratch); free(tasks); free(keys); free(xr); free(attr);
     return rc;
 }
 
