@@ -8,7 +8,7 @@
 #              median/p95, dec/s, stage profile, GFLOP/s vs the sgemm peak)
 #   five-2k    `basal bench-requests`: five questions on a 2k-token state
 #   doc-16k    five questions on a 16k-token document (skipped unless LONG=1:
-#              it takes tens of minutes on 2 cores; needs a 32k-position model)
+#              about 7 minutes on 2 cores; needs a 32k-position model)
 # Peak RSS of each run comes from /usr/bin/time -v.
 # Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k]
 set -euo pipefail
@@ -51,7 +51,8 @@ if [ "$what" = doc-16k ] || { [ "$what" = all ] && [ "${LONG:-0}" = 1 ]; }; then
     /usr/bin/python3 - > "$out/doc-16k.jsonl" <<'PY'
 import json
 words = "umowa strona wykonawca zamawiający termin kara płatność odbiór gwarancja rękojmia aneks paragraf".split()
-doc = " ".join(f"§{i // 40 + 1}." if i % 40 == 0 else words[(i * 5) % 12] for i in range(7400))  # about 16k tokens
+# 4870 words = a 16.55k-token prompt prefix (template + state) with the fixture tokenizer
+doc = " ".join(f"§{i // 40 + 1}." if i % 40 == 0 else words[(i * 5) % 12] for i in range(4870))
 qs = {f"q{i}": {"type": "noul", "instructions": f"Czy umowa przewiduje: {w}?"} for i, w in enumerate(words[:5])}
 print(json.dumps({"id": "doc-16k", "request": {"model": None, "state": doc, "questions": qs}}, ensure_ascii=False))
 PY

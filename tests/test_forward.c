@@ -10,7 +10,7 @@
 #include "engine/pack.h"
 #include "model/forward.h"
 
-enum { NP = 12, MAXLEN = 160, NIDS = 10 };
+enum { NP = 12, MAXLEN = 200, NIDS = 10 };
 
 static uint64_t rng = 12345;
 static uint32_t rnd(uint32_t n) {
@@ -24,11 +24,12 @@ static int32_t out_ids[NIDS];
 /* Basal-shaped prompts: shared template, 3 states, 2 questions per state,
  * 2 option orders per question. */
 static void make_prompts(int vocab) {
-    int32_t tmpl[24], state[3][64], q[6][8];
-    int state_len[3] = {17, 64, 5};
+    /* the 150-token state makes prompts span three 64-ordinal attention tiles */
+    int32_t tmpl[24], state[3][150], q[6][8];
+    int state_len[3] = {17, 150, 5};
     for (int i = 0; i < 24; i++) tmpl[i] = (int32_t)rnd((uint32_t)vocab);
     for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 64; i++) state[s][i] = (int32_t)rnd((uint32_t)vocab);
+        for (int i = 0; i < 150; i++) state[s][i] = (int32_t)rnd((uint32_t)vocab);
     for (int s = 0; s < 6; s++)
         for (int i = 0; i < 8; i++) q[s][i] = (int32_t)rnd((uint32_t)vocab);
     int32_t optA = (int32_t)rnd((uint32_t)vocab), optB = (int32_t)rnd((uint32_t)vocab);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu/gemm.h"
+#include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -174,44 +175,20 @@ AVX2 static float row_max_avx2(const float *s, int n, float m) {
     return m;
 }
 
-/* exp(x) for x <= 0: x = n*ln2 + r, |r| <= ln2/2, a degree-6 polynomial for
- * e^r (relative error about 2e-7), 2^n through the exponent bits; below
- * -87.3 the result is 0. Deterministic: depends only on x. */
-AVX2_INLINE __m256 exp_neg_avx2(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(x, lo);
-    __m256 nf = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf), _mm256_set1_epi32(127)), 23);
-    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(under, y);
-}
-
 /* Eight partial sums by j mod 8, combined in a fixed tree; the tail runs
  * through the same vector code padded with -inf (exp = +0). */
 AVX2 static float exp_sum_avx2(float *s, int n, float mx) {
     __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
     int j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        __m256 e = bs_exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
         _mm256_storeu_ps(s + j, e);
         acc = _mm256_add_ps(acc, e);
     }
     if (j < n) {
         float t[8];
         for (int l = 0; l < 8; l++) t[l] = j + l < n ? s[j + l] : -INFINITY;
-        __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(t), m));
+        __m256 e = bs_exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(t), m));
         _mm256_storeu_ps(t, e);
         acc = _mm256_add_ps(acc, e);
         memcpy(s + j, t, (size_t)(n - j) * sizeof *s);

@@ -7,6 +7,7 @@
 
 #include "core/util.h"
 #include "cpu/attention.h"
+#include "cpu/elementwise.h"
 
 /* Rows of the MLP processed at once: bounds the [rows, I] intermediates
  * (a 16k-token state would otherwise need gigabytes) without changing any
@@ -267,14 +268,7 @@ static void residual_norm_rows(void *arg, int r0, int r1) {
 static void silu_mul_rows(void *arg, int r0, int r1) {
     ew_ctx *c = arg;
     for (int r = r0; r < r1; r++) {
-        float *gr = c->g + (size_t)r * c->I;
-        const float *ur = c->u + (size_t)r * c->I;
-        for (int i = 0; i < c->I; i++) {
-            float gv = c->bg ? gr[i] + c->bg[i] : gr[i];
-            float uv = c->bu ? ur[i] + c->bu[i] : ur[i];
-            float sg = gv / (1.0f + expf(-gv));
-            gr[i] = sg * uv;
-        }
+        bs_silu_mul(c->g + (size_t)r * c->I, c->u + (size_t)r * c->I, c->bg, c->bu, c->I);
     }
 }
 
