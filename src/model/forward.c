@@ -9,10 +9,11 @@
 #include "cpu/attention.h"
 #include "cpu/elementwise.h"
 
-/* Rows of the MLP processed at once: bounds the [rows, I] intermediates
- * (a 16k-token state would otherwise need gigabytes) without changing any
- * output, since every GEMM row is independent. */
-enum { MLP_CHUNK = 256 };
+/* Rows processed at once by everything except attention (norms, q/k/v,
+ * o_proj, MLP): bounds the [rows, H] and [rows, I] intermediates (a 16k-token
+ * state would otherwise need gigabytes) without changing any output, since
+ * every GEMM row and every norm is independent of the others. */
+enum { CHUNK = 256 };
 
 /* Fixed-order f32 dot product: eight interleaved partial sums, combined in a
  * fixed tree; the order depends only on n. */
@@ -276,18 +277,18 @@ static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly
                        int rows, float *tmp, float *xn, float *g, float *u) {
     const bs_config *c = &m->cfg;
     int H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim;
-    gemm(m, pf, att, qd, rows, &ly->wo, tmp, H);
-    ew_ctx rn = {.x = x, .xn = xn, .y = tmp, .b = ly->bo, .w = ly->ln2, .H = H, .eps = (float)c->rms_eps};
-    par_rows(m, rows, residual_norm_rows, &rn);
-    for (int r0 = 0; r0 < rows; r0 += MLP_CHUNK) {
-        int cr = rows - r0 < MLP_CHUNK ? rows - r0 : MLP_CHUNK;
-        const float *a = xn + (size_t)r0 * H;
-        gemm(m, pf, a, H, cr, &ly->wg, g, I);
-        gemm(m, pf, a, H, cr, &ly->wu, u, I);
+    for (int r0 = 0; r0 < rows; r0 += CHUNK) {
+        int cr = rows - r0 < CHUNK ? rows - r0 : CHUNK;
+        float *xc = x + (size_t)r0 * H;
+        gemm(m, pf, att + (size_t)r0 * qd, qd, cr, &ly->wo, tmp, H);
+        ew_ctx rn = {.x = xc, .xn = xn, .y = tmp, .b = ly->bo, .w = ly->ln2, .H = H, .eps = (float)c->rms_eps};
+        par_rows(m, cr, residual_norm_rows, &rn);
+        gemm(m, pf, xn, H, cr, &ly->wg, g, I);
+        gemm(m, pf, xn, H, cr, &ly->wu, u, I);
         ew_ctx sm = {.g = g, .u = u, .bg = ly->bg, .bu = ly->bu, .I = I};
         par_rows(m, cr, silu_mul_rows, &sm);
         gemm(m, pf, g, I, cr, &ly->wd, tmp, H);
-        ew_ctx rd = {.x = x + (size_t)r0 * H, .y = tmp, .b = ly->bd, .H = H};
+        ew_ctx rd = {.x = xc, .y = tmp, .b = ly->bd, .H = H};
         par_rows(m, cr, residual_norm_rows, &rd);
     }
 }
@@ -316,21 +317,21 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     if ((rc = bs_forward_validate(m, in, unit_of, e)) < 0) goto done;
 
     size_t rows_max = (size_t)(M > R ? M : R);
-    int chunk = MLP_CHUNK < (int)rows_max ? MLP_CHUNK : (int)rows_max;
+    int chunk = CHUNK < (int)rows_max ? CHUNK : (int)rows_max;
     x = malloc((size_t)M * H * sizeof *x);
-    xn = malloc(rows_max * H * sizeof *xn);
+    xn = malloc((size_t)chunk * H * sizeof *xn);
     q = malloc((size_t)M * qd * sizeof *q);
     k = malloc((size_t)M * kvd * sizeof *k);
     v = malloc((size_t)M * kvd * sizeof *v);
     att = malloc(rows_max * qd * sizeof *att);
-    tmp = malloc(rows_max * H * sizeof *tmp);
+    tmp = malloc((size_t)chunk * H * sizeof *tmp);
     g = malloc((size_t)chunk * I * sizeof *g);
     u = malloc((size_t)chunk * I * sizeof *u);
     scratch = aligned_alloc(64, (size_t)nthreads * scratch_bytes);
     tasks = malloc(rows_max * c->n_kv_heads * sizeof *tasks);
     keys = malloc((size_t)in->n_units * sizeof *keys);
     xr = malloc((size_t)(R ? R : 1) * H * sizeof *xr);
-    attr = malloc((size_t)(R ? R : 1) * qd * sizeof *attr);
+    attr = malloc((size_t)(R ? (R < chunk ? R : chunk) : 1) * qd * sizeof *attr);
     all_rows = malloc((size_t)M * sizeof *all_rows);
     if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !tasks || !keys || !xr || !attr ||
         !all_rows) {
@@ -344,23 +345,30 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     for (int l = 0; l < c->n_layers; l++) {
         const bs_layer *ly = &m->layers[l];
         int last = l == c->n_layers - 1;
-        ew_ctx in_norm = {.x = x, .xn = xn, .w = ly->ln1, .H = H, .eps = (float)c->rms_eps};
-        par_rows(m, M, residual_norm_rows, &in_norm);
+        for (int r0 = 0; r0 < M; r0 += chunk) {
+            int cr = M - r0 < chunk ? M - r0 : chunk;
+            ew_ctx in_norm = {.x = x + (size_t)r0 * H, .xn = xn, .w = ly->ln1, .H = H, .eps = (float)c->rms_eps};
+            par_rows(m, cr, residual_norm_rows, &in_norm);
+            if (!last) {
+                gemm(m, pf, xn, H, cr, &ly->wq, q + (size_t)r0 * qd, qd);
+                add_bias(q + (size_t)r0 * qd, cr, qd, ly->bq);
+            }
+            gemm(m, pf, xn, H, cr, &ly->wk, k + (size_t)r0 * kvd, kvd);
+            add_bias(k + (size_t)r0 * kvd, cr, kvd, ly->bk);
+            gemm(m, pf, xn, H, cr, &ly->wv, v + (size_t)r0 * kvd, kvd);
+            add_bias(v + (size_t)r0 * kvd, cr, kvd, ly->bv);
+        }
         /* The last layer needs keys and values of every token but queries only
          * at the readout rows (spec 05 §10 Z2). */
-        if (last) {
-            for (int r = 0; r < R; r++) memcpy(tmp + (size_t)r * H, xn + (size_t)in->readouts[r] * H, (size_t)H * sizeof *tmp);
-            gemm(m, pf, tmp, H, R, &ly->wq, attr, qd);
-            add_bias(attr, R, qd, ly->bq);
-            for (int r = 0; r < R; r++) memcpy(q + (size_t)in->readouts[r] * qd, attr + (size_t)r * qd, (size_t)qd * sizeof *q);
-        } else {
-            gemm(m, pf, xn, H, M, &ly->wq, q, qd);
-            add_bias(q, M, qd, ly->bq);
+        for (int r0 = 0; last && r0 < R; r0 += chunk) {
+            int cr = R - r0 < chunk ? R - r0 : chunk;
+            for (int r = 0; r < cr; r++)
+                rmsnorm(x + (size_t)in->readouts[r0 + r] * H, ly->ln1, H, (float)c->rms_eps, xn + (size_t)r * H);
+            gemm(m, pf, xn, H, cr, &ly->wq, attr, qd);
+            add_bias(attr, cr, qd, ly->bq);
+            for (int r = 0; r < cr; r++)
+                memcpy(q + (size_t)in->readouts[r0 + r] * qd, attr + (size_t)r * qd, (size_t)qd * sizeof *q);
         }
-        gemm(m, pf, xn, H, M, &ly->wk, k, kvd);
-        add_bias(k, M, kvd, ly->bk);
-        gemm(m, pf, xn, H, M, &ly->wv, v, kvd);
-        add_bias(v, M, kvd, ly->bv);
         for (int i = 0; i < M; i++) {
             const float *cs = m->rope_cos + (size_t)in->pos[i] * (hd / 2);
             const float *sn = m->rope_sin + (size_t)in->pos[i] * (hd / 2);
@@ -412,7 +420,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     }
 
     for (int r = 0; r < R; r++) { /* R is 0 for a capture */
-        float *h = xn + (size_t)r * H;
+        float *h = xn;
         rmsnorm(xr + (size_t)r * H, m->final_norm, H, (float)c->rms_eps, h);
         for (int o = 0; o < in->n_out_ids; o++) {
             float lg = bs_dot_row(h, &m->lm_head, in->out_ids[o]);
