@@ -18,7 +18,7 @@
 
 typedef struct {
     const char *model_dir, *request;
-    int timing, threads, no_prefix_cache;
+    int timing, threads, no_prefix_cache, readout_bf16;
     cli_device dev;
 } opts_t;
 
@@ -35,14 +35,21 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
         else if (!strcmp(argv[i], "--timing") && !strcmp(cmd, "decide")) o->timing = 1;
         else if (!strcmp(argv[i], "--no-prefix-cache") && !strcmp(cmd, "decide")) o->no_prefix_cache = 1;
-        else {
+        else if (!strcmp(argv[i], "--readout") && !strcmp(cmd, "decide")) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "basal %s: --readout must be f32 or bf16\n", cmd);
+                return 2;
+            }
+            o->readout_bf16 = !strcmp(v, "bf16");
+        } else {
             fprintf(stderr, "basal %s: unknown option %s\n", cmd, argv[i]);
             return 2;
         }
     }
     if (!o->model_dir) {
         fprintf(stderr, "usage: basal %s --model DIR [--request FILE|-]%s\n", cmd,
-                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] " CLI_DEVICE_USAGE);
+                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] [--readout f32|bf16] " CLI_DEVICE_USAGE);
         return 2;
     }
     return 0;
@@ -143,6 +150,7 @@ int cmd_decide(int argc, char **argv) {
         goto done;
     }
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
+    run.readout_bf16 = o.readout_bf16;
     int frc = bs_runner_run(&run, &pp, 1, &e);
     bs_runner_free(&run);
     bs_prefix_set_free(&pinned);

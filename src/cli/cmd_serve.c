@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
             "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
-            "  --readout f32  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
+            "  --readout f32|bf16  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
 }
 
 static int num(const char *flag, const char *v, long long min, long long max, long long *out, int *set) {
@@ -314,10 +314,6 @@ int cmd_serve(int argc, char **argv) {
     }
 
     if (build_config(&f, &c, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-    if (f.readout && !strcmp(f.readout, "bf16")) {
-        fprintf(stderr, "basal serve: --readout bf16 is not supported by this build's engine\n");
-        goto done;
-    }
     if (c.api_key_env) {
         const char *k = getenv(c.api_key_env);
         if (!k || !*k) { fprintf(stderr, "basal serve: api key variable %s is empty\n", c.api_key_env); goto done; }
@@ -381,6 +377,7 @@ int cmd_serve(int argc, char **argv) {
         eo.tree_max_tokens = (int)mc->tree_max_tokens;
         eo.state_cache_mb = (size_t)mc->state_cache_mb;
         eo.no_prefix_cache = mc->no_prefix_cache;
+        eo.readout_bf16 = f.readout && !strcmp(f.readout, "bf16");
         if (bs_engine_create(&sv[i].engine, &sv[i].m, &eo, gate, &e) < 0) {
             fprintf(stderr, "basal serve: %s: %s\n", sv[i].m.name, e.msg);
             goto done;

@@ -326,6 +326,7 @@ static void lane_init(lane *L, bs_engine *en, int is_long) {
     pthread_cond_init(&L->cv, NULL);
     bs_runner_init(&L->run, en->m, en->o.tree_max_tokens, en->o.forward_max_tokens,
                    en->o.no_prefix_cache ? NULL : &en->pinned, en->o.state_cache_mb << 20, en->gate, is_long);
+    L->run.readout_bf16 = en->o.readout_bf16;
 }
 
 static void lane_free(lane *L) {

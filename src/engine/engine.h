@@ -27,6 +27,7 @@ typedef struct bs_engine_opts {
     int forward_max_tokens;  /* tokens per forward (8192; tests may lower it) */
     size_t state_cache_mb;   /* LRU K/V cache of recent states per lane engine (0 = off) */
     int no_prefix_cache;     /* do not pin the template prefixes */
+    int readout_bf16;        /* round each letter logit to bf16 before the decision math (05 Q4) */
 } bs_engine_opts;
 
 /* The defaults of spec 04 §2. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "engine/pack.h"
 #include "engine/triesize.h"
 
@@ -252,7 +253,9 @@ leave:
             const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
             for (size_t l = 0; l < it->k; l++) {
                 const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
-                it->orders[o].logits[l] = row_lg[hit - uids];
+                float lv = row_lg[hit - uids];
+                /* a diagnostic that emulates a bf16 lm_head: round to nearest even, then widen */
+                it->orders[o].logits[l] = r->readout_bf16 ? bs_bf16_to_f32(bs_f32_to_bf16(lv)) : lv;
             }
         }
     }

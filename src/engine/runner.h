@@ -41,6 +41,7 @@ typedef struct bs_runner {
     uint64_t clock;
     bs_gate *gate;                /* may be NULL */
     int preemptible;              /* long lane: yields between layers */
+    int readout_bf16;             /* `--readout bf16`: letter logits rounded to bf16 (05 Q4) */
     bs_fwd_profile *profile;      /* optional stage timings of every forward (bench) */
     /* counters (read by metrics from other threads) */
     _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;

