@@ -286,6 +286,42 @@ static void run_engine(bs_basal_model *m, const bs_engine_opts *o, const int *re
     bs_engine_destroy(en);
 }
 
+/* `budget` chunking (04 §6, §18 item 5) against hand-computed chunks. */
+static void expect_chunks(const char *what, const int32_t *lens, size_t n, const char *want) {
+    size_t order[64], start[65];
+    size_t nc = bs_budget_chunks(lens, n, order, start);
+    char got[512] = "";
+    size_t at = 0;
+    for (size_t c = 0; c < nc; c++) {
+        at += (size_t)snprintf(got + at, sizeof got - at, "%s[", c ? " " : "");
+        for (size_t j = start[c]; j < start[c + 1]; j++)
+            at += (size_t)snprintf(got + at, sizeof got - at, "%s%zu", j > start[c] ? "," : "", order[j]);
+        at += (size_t)snprintf(got + at, sizeof got - at, "]");
+    }
+    if (strcmp(got, want)) fprintf(stderr, "budget chunks, %s:\n", what);
+    CHECK_STR(got, want);
+}
+
+static void test_budget_chunks(void) {
+    int32_t a[] = {100, 50, 3000, 200, 129};
+    /* 50,100,129,200 fit (4 rows x 256 = 1024); 3000 with 5 rows: 8 x 3072 > 12288 */
+    expect_chunks("sorted, budget cut", a, 5, "[1,0,4,3] [2]");
+    int32_t b[33];
+    for (int i = 0; i < 33; i++) b[i] = 10;
+    expect_chunks("32-row cap, stable", b, 33,
+                  "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31] [32]");
+    int32_t c[] = {4000, 10, 5000};
+    expect_chunks("rows over 3072 stand alone", c, 3, "[1] [0] [2]");
+    int32_t d[20];
+    for (int i = 0; i < 20; i++) d[i] = 1000; /* bucket 1024: 8 rows = 8192 fit, 9 rows -> 16 x 1024 */
+    expect_chunks("1024-bucket rows", d, 20, "[0,1,2,3,4,5,6,7] [8,9,10,11,12,13,14,15] [16,17,18,19]");
+    int32_t e[] = {3072, 3072, 3072, 3072, 3072}; /* 4 x 3072 = 12288 exactly fits */
+    expect_chunks("budget boundary", e, 5, "[0,1,2,3] [4]");
+    int32_t f[] = {129, 128, 128};
+    expect_chunks("equal lengths keep their order", f, 3, "[1,2,0]");
+    expect_chunks("nothing", f, 0, "");
+}
+
 static void test_engine_invariance(bs_basal_model *m) {
     bs_engine_opts base;
     bs_engine_opts_default(&base);
@@ -296,8 +332,8 @@ static void test_engine_invariance(bs_basal_model *m) {
         CHECK_INT(st, 200);
     }
     CHECK_CONTAINS(alone[0], "\"usage\":{\"input_tokens\":");
-    struct { const char *name; bs_engine_opts o; } variants[6];
-    for (int v = 0; v < 6; v++) variants[v].o = base;
+    struct { const char *name; bs_engine_opts o; } variants[7];
+    for (int v = 0; v < 7; v++) variants[v].o = base;
     variants[0].name = "batched";
     variants[1].name = "no prefix cache";
     variants[1].o.no_prefix_cache = 1;
@@ -311,9 +347,11 @@ static void test_engine_invariance(bs_basal_model *m) {
     variants[5].name = "fifo, tiny batch budget";
     variants[5].o.schedule = BS_SCHED_FIFO;
     variants[5].o.max_batch_tokens = 1;
+    variants[6].name = "budget chunks of one-item rows";
+    variants[6].o.batching = BS_BATCH_BUDGET;
     int all[NREQ * 2] = {0, 1, 2, 3, 4, 4, 3, 2, 1, 0};
     int64_t batched_tokens = 0;
-    for (int v = 0; v < 6; v++) {
+    for (int v = 0; v < 7; v++) {
         char *got[NREQ * 2];
         int st[NREQ * 2];
         bs_engine_stats s;
@@ -539,6 +577,7 @@ static void test_gate_preemptible_waits(void) {
 
 int main(void) {
     test_trie_size();
+    test_budget_chunks();
     test_admission();
     test_gate();
     test_gate_preemptible_waits();

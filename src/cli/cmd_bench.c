@@ -138,7 +138,7 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL;
+    const char *model_dir = NULL, *out_path = NULL, *batching = "tree";
     int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
     cli_device dev = {0};
     for (int i = 1; i < argc; i++) {
@@ -152,11 +152,13 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--state-tokens")) { if (!(v = cli_value(argc, argv, &i))) return 2; state_tokens = atoi(v); }
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
         else if (!strcmp(argv[i], "--throughput-items")) { if (!(v = cli_value(argc, argv, &i))) return 2; tp_items = atoi(v); }
+        else if (!strcmp(argv[i], "--batching")) { if (!(batching = cli_value(argc, argv, &i))) return 2; }
         else { fprintf(stderr, "basal bench: unknown option %s\n", argv[i]); return 2; }
     }
-    if (!model_dir || lat_n < 1 || state_tokens < 1 || tp_items < 0) {
+    if (!model_dir || lat_n < 1 || state_tokens < 1 || tp_items < 0 ||
+        (strcmp(batching, "tree") && strcmp(batching, "budget"))) {
         fprintf(stderr, "usage: basal bench --model DIR [--lat-n 39] [--state-tokens 250] [--throughput-items 32] "
-                        "[--threads N] [--out FILE] " CLI_DEVICE_USAGE "\n");
+                        "[--batching tree|budget] [--threads N] [--out FILE] " CLI_DEVICE_USAGE "\n");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
@@ -206,6 +208,8 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "item %d: lat1 %.1f ms, lat2 %.1f ms\n", i, lat1[i], lat2[i]);
     }
     double dec_runs[3] = {0, 0, 0};
+    /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
+    run.batching = strcmp(batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
     if (tp_items > 0) {
         for (int pass = -1; pass < passes; pass++) { /* pass -1 is the warm-up group */
             double s = bs_now_ms();
@@ -245,14 +249,14 @@ int cmd_bench(int argc, char **argv) {
                   "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
                   "\"state_tokens\":%d,\"n\":%d,"
                   "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
-                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"tree\","
+                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"%s\","
                   "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
                   m.name, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()), state_tokens, n, L, l1, l2,
                   p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
-                  prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
+                  batching, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
                   prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas,
                   blas > 0 ? flop_per_dec / (blas * 1e9) * 1000.0 : 0.0);
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);

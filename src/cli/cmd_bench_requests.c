@@ -2,10 +2,13 @@
  * no HTTP. Each line of --requests is {"id": …, "request": {…}} (a null or
  * missing model gets the loaded model's name). For each batching mode given
  * (`tree`: the server's prefix-trie rows; `single`: one item per row and per
- * forward, i.e. no sharing between questions), every request is decided once
- * as a warm-up and then --reps times; the report gives per request the input
- * tokens, the tokens the forwards computed, and the timings, and per mode the
- * totals — so tree and single are compared in one run. */
+ * forward, i.e. no sharing between questions; `budget`: upstream's chunks of
+ * one-item rows, spec 04 §6), every request is decided once as a warm-up and
+ * then --reps times; the report gives per request the input tokens, the
+ * tokens the forwards computed, and the timings, and per mode the totals — so
+ * the modes are compared in one run. Every mode's answers are compared with
+ * the first mode's, byte for byte (batch invariance): a difference is
+ * reported and makes the command fail. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +133,7 @@ int cmd_bench_requests(int argc, char **argv) {
         else { fprintf(stderr, "basal bench-requests: unknown option %s\n", argv[i]); return 2; }
     }
     if (!model_dir || !requests || reps < 1) {
-        fprintf(stderr, "usage: basal bench-requests --model DIR --requests JSONL [--batching tree,single] "
+        fprintf(stderr, "usage: basal bench-requests --model DIR --requests JSONL [--batching tree,single,budget] "
                         "[--reps N] [--out FILE] [--threads N] [--no-prefix-cache] [--no-warmup]\n");
         return 2;
     }
@@ -139,6 +142,7 @@ int cmd_bench_requests(int argc, char **argv) {
         return 1;
     }
     int status = 1;
+    char **first_answers = NULL;
     bs_err e = {0};
     bs_pool *pool = bs_pool_create(threads);
     bs_basal_model m;
@@ -166,16 +170,23 @@ int cmd_bench_requests(int argc, char **argv) {
                   bs_gemm_kernel_name(bs_gemm_kernel()), reps, no_prefix_cache ? "false" : "true");
     char modes[64];
     snprintf(modes, sizeof modes, "%s", batching);
-    double mode_dec_s[2] = {0, 0};
-    int64_t mode_fwd[2] = {0, 0};
+    double mode_dec_s[3] = {0, 0, 0};
+    int64_t mode_fwd[3] = {0, 0, 0};
     int nmode = 0;
+    size_t mismatches = 0;
+    if (!(first_answers = calloc(nrq ? nrq : 1, sizeof *first_answers))) goto done;
     for (char *tok = strtok(modes, ","); tok; tok = strtok(NULL, ","), nmode++) {
-        int single = !strcmp(tok, "single");
-        if (!single && strcmp(tok, "tree")) { fprintf(stderr, "basal bench-requests: --batching tree|single\n"); status = 2; goto done; }
-        if (nmode >= 2) break;
+        int single = !strcmp(tok, "single"), budget = !strcmp(tok, "budget");
+        if (!single && !budget && strcmp(tok, "tree")) {
+            fprintf(stderr, "basal bench-requests: --batching takes tree, single and budget\n");
+            status = 2;
+            goto done;
+        }
+        if (nmode >= 3) break;
         bs_runner run;
         bs_runner_init(&run, &m, single ? 1 : eo.tree_max_tokens, single ? 1 : eo.forward_max_tokens,
                        no_prefix_cache ? NULL : &pinned, 0, NULL, 0);
+        run.batching = budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE;
         double total_ms = 0;
         size_t decisions = 0, total_input = 0;
         int64_t total_fwd = 0;
@@ -200,6 +211,13 @@ int cmd_bench_requests(int argc, char **argv) {
                 total_ms += ms[r];
             }
             int64_t fwd = (run.forward_tokens - f0) / reps;
+            if (!nmode) {
+                if (!(first_answers[i] = bs_strfmt("%s", ans.data))) { bs_runner_free(&run); goto done; }
+            } else if (strcmp(first_answers[i], ans.data)) {
+                fprintf(stderr, "basal bench-requests: %s: the %s answer differs from the first mode's\n", rq[i].id,
+                        tok);
+                mismatches++;
+            }
             size_t nq = 0;
             const char *qs = strstr(ans.data, "\"questions\":");
             if (qs) nq = (size_t)atol(qs + 12);
@@ -224,7 +242,8 @@ int cmd_bench_requests(int argc, char **argv) {
         bs_runner_free(&run);
     }
     bs_buf_putc(&rep, ']');
-    if (nmode == 2 && mode_dec_s[1] > 0 && mode_fwd[0] > 0) {
+    bs_buf_printf(&rep, ",\"answers_identical\":%s", mismatches ? "false" : "true");
+    if (nmode >= 2 && mode_dec_s[1] > 0 && mode_fwd[0] > 0) {
         bs_buf_printf(&rep, ",\"ratio_decisions_per_s\":%.3f,\"ratio_forward_tokens\":%.3f", mode_dec_s[0] / mode_dec_s[1],
                       (double)mode_fwd[1] / (double)mode_fwd[0]);
         fprintf(stderr, "ratio (first / second mode): %.2fx decisions/s, %.2fx fewer computed tokens\n",
@@ -238,8 +257,10 @@ int cmd_bench_requests(int argc, char **argv) {
     } else {
         cli_print_pretty(stdout, rep.data, rep.len);
     }
-    status = 0;
+    status = mismatches ? 1 : 0;
 done:
+    for (size_t i = 0; first_answers && i < nrq; i++) free(first_answers[i]);
+    free(first_answers);
     for (size_t i = 0; i < nrq; i++) { free(rq[i].id); free(rq[i].body); }
     free(rq);
     free(ms);

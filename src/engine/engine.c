@@ -327,6 +327,7 @@ static void lane_init(lane *L, bs_engine *en, int is_long) {
     bs_runner_init(&L->run, en->m, en->o.tree_max_tokens, en->o.forward_max_tokens,
                    en->o.no_prefix_cache ? NULL : &en->pinned, en->o.state_cache_mb << 20, en->gate, is_long);
     L->run.readout_bf16 = en->o.readout_bf16;
+    L->run.batching = (bs_batching)en->o.batching;
 }
 
 static void lane_free(lane *L) {

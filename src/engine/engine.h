@@ -28,6 +28,7 @@ typedef struct bs_engine_opts {
     size_t state_cache_mb;   /* LRU K/V cache of recent states per lane engine (0 = off) */
     int no_prefix_cache;     /* do not pin the template prefixes */
     int readout_bf16;        /* round each letter logit to bf16 before the decision math (05 Q4) */
+    int batching;            /* a bs_batching of engine/runner.h: tree (0) unless a test or benchmark asks */
 } bs_engine_opts;
 
 /* The defaults of spec 04 §2. */

@@ -267,6 +267,92 @@ done:
     return rc;
 }
 
+static const int32_t BUDGET_LENS[] = {128, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1280, 1536, 2048, 3072};
+static const int32_t BUDGET_BATCHES[] = {1, 2, 4, 8, 16, 32};
+enum { BUDGET_TOKENS = 12288 };
+
+/* The smallest entry >= x, or -1 for none (infinity). */
+static int64_t bucket(int64_t x, const int32_t *xs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (x <= xs[i]) return xs[i];
+    return -1;
+}
+
+size_t bs_budget_chunks(const int32_t *lens, size_t n, size_t *order, size_t *start) {
+    for (size_t i = 0; i < n; i++) { /* stable insertion sort: n is one batch of items */
+        size_t j = i;
+        while (j > 0 && lens[order[j - 1]] > lens[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    size_t nc = 0, cur = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t rows = (int64_t)cur + 1, len = lens[order[i]];
+        int64_t b = bucket(rows, BUDGET_BATCHES, 6), l = bucket(len, BUDGET_LENS, 14);
+        int over = rows > 32 || len > 3072 || b < 0 || l < 0 || b * l > BUDGET_TOKENS;
+        if (cur > 0 && over) {
+            start[++nc] = i;
+            cur = 0;
+        }
+        if (i == 0) start[0] = 0;
+        cur++;
+    }
+    if (n) start[++nc] = n;
+    return nc;
+}
+
+/* `budget` batching: one row per item, per language sorted by packed length
+ * and cut into upstream's chunks, one forward per chunk. */
+static int run_budget(bs_runner *r, item_ref *items, size_t ni, bs_err *e) {
+    bs_row *rows = calloc(ni, sizeof *rows), *crows = malloc(ni * sizeof *crows);
+    item_ref *citems = malloc(ni * sizeof *citems);
+    size_t *order = malloc(ni * sizeof *order), *start = malloc((ni + 1) * sizeof *start);
+    size_t *first = malloc((ni + 1) * sizeof *first);
+    int32_t *lens = malloc(ni * sizeof *lens), *row_sl = malloc(ni * sizeof *row_sl);
+    size_t packed = 0;
+    int rc = BS_OK;
+    if (!rows || !crows || !citems || !order || !start || !first || !lens || !row_sl) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (; packed < ni; packed++) {
+        const int32_t *pr[BS_N_ORDERS];
+        int32_t ln[BS_N_ORDERS];
+        for (int o = 0; o < BS_N_ORDERS; o++) {
+            pr[o] = items[packed].item->orders[o].ids;
+            ln[o] = items[packed].item->orders[o].n_ids;
+        }
+        if ((rc = bs_pack_row(&rows[packed], pr, ln, BS_N_ORDERS, e)) < 0) goto done;
+        lens[packed] = rows[packed].len;
+    }
+    for (size_t s = 0; s < ni;) { /* items are already grouped by language (F1) */
+        size_t t = s + 1;
+        while (t < ni && items[t].lang == items[s].lang) t++;
+        size_t nc = bs_budget_chunks(lens + s, t - s, order, start);
+        for (size_t c = 0; c < nc; c++) {
+            size_t cn = start[c + 1] - start[c];
+            for (size_t j = 0; j < cn; j++) {
+                size_t i = s + order[start[c] + j];
+                citems[j] = items[i];
+                crows[j] = rows[i]; /* a shallow copy: rows[] keeps ownership */
+                first[j] = j;
+                int32_t sl = items[i].item->state_len;
+                row_sl[j] = sl < rows[i].prefix_len ? sl : rows[i].prefix_len;
+            }
+            first[cn] = cn;
+            if ((rc = run_forward(r, citems, first, crows, cn, row_sl, e)) < 0) goto done;
+        }
+        s = t;
+    }
+done:
+    if (rows)
+        for (size_t i = 0; i < packed; i++) bs_row_free(&rows[i]);
+    free(rows); free(crows); free(citems); free(order); free(start); free(first); free(lens); free(row_sl);
+    return rc;
+}
+
 int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     size_t ni = 0;
     for (size_t i = 0; i < n; i++) ni += plans[i]->n_items;
@@ -304,6 +390,10 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
             for (size_t s = start; s < k; s++)
                 if (items[s].state_rank == rank) tmp[w++] = items[s];
         memcpy(items + start, tmp + start, (k - start) * sizeof *items);
+    }
+    if (r->batching == BS_BATCH_BUDGET) {
+        rc = run_budget(r, items, ni, e);
+        goto done;
     }
     /* F3: greedy rows under tree_max_tokens */
     first[0] = 0;

@@ -32,6 +32,17 @@ typedef struct bs_prefix_set {
 int bs_prefix_set_build(bs_prefix_set *ps, const bs_basal_model *m, bs_gate *gate, bs_err *e);
 void bs_prefix_set_free(bs_prefix_set *ps);
 
+/* How items are grouped into forwards (spec 04 §6): prefix-trie rows (the
+ * server's only mode), or, for benchmarks and exports, one item per forward or
+ * upstream's length-bucketed chunks of one-item rows. */
+typedef enum { BS_BATCH_TREE = 0, BS_BATCH_SINGLE = 1, BS_BATCH_BUDGET = 2 } bs_batching;
+
+/* Upstream chunking (04 §6 `budget`): sorts indices 0..n-1 by lens (stable,
+ * ascending) into order[] and cuts them into chunks: chunk c is
+ * order[start[c] .. start[c+1]). Returns the number of chunks (start has n+1
+ * entries). */
+size_t bs_budget_chunks(const int32_t *lens, size_t n, size_t *order, size_t *start);
+
 typedef struct bs_runner {
     const bs_basal_model *m;
     int tree_max_tokens, forward_max_tokens;
@@ -42,6 +53,7 @@ typedef struct bs_runner {
     bs_gate *gate;                /* may be NULL */
     int preemptible;              /* long lane: yields between layers */
     int readout_bf16;             /* `--readout bf16`: letter logits rounded to bf16 (05 Q4) */
+    bs_batching batching;         /* BS_BATCH_TREE unless a benchmark asks otherwise */
     bs_fwd_profile *profile;      /* optional stage timings of every forward (bench) */
     /* counters (read by metrics from other threads) */
     _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;
