@@ -14,6 +14,7 @@ int cmd_decide(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench_requests(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 
