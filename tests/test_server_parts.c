@@ -105,14 +105,13 @@ static void test_metrics(void) {
     bs_metrics_admitted(m, 0, -1);
     bs_metrics_usage(m, 0, 290, 0, 1);
     bs_metrics_usage(m, 0, 10, 0, 2);
-    /* a batch of 3 (jobs arrive in a row with the same size and compute
-     * time), then a batch of 1, then a failed batch of 2 */
-    bs_metrics_job(m, 0, 0, 1.0, 500.0, 3, 1);
-    bs_metrics_job(m, 0, 0, 2.0, 500.0, 3, 1);
-    bs_metrics_job(m, 0, 0, 3.0, 500.0, 3, 1);
-    bs_metrics_job(m, 0, 0, 4.0, 250.0, 1, 1);
-    bs_metrics_job(m, 0, 1, 0.0, 700.0, 2, 0);
-    bs_metrics_job(m, 0, 1, 0.0, 700.0, 2, 0);
+    /* a batch of 3, then a batch of 1 (four answered requests), then a
+     * failed batch of 2 in the long lane */
+    bs_metrics_batch(m, 0, 0, 3, 500.0, 1);
+    for (int i = 1; i <= 3; i++) bs_metrics_queue(m, 0, 0, (double)i);
+    bs_metrics_batch(m, 0, 0, 1, 250.0, 1);
+    bs_metrics_queue(m, 0, 0, 4.0);
+    bs_metrics_batch(m, 0, 1, 2, 700.0, 0);
     bs_buf out;
     bs_buf_init(&out);
     int64_t fw[2] = { 123, 0 };

@@ -72,7 +72,14 @@ struct bs_engine {
     lane main, lng;
     int has_long;
     _Atomic int64_t queued, batches, batch_requests, input_tokens, dropped;
+    bs_batch_fn batch_fn;
+    void *batch_ctx;
 };
+
+void bs_engine_set_batch_hook(bs_engine *en, bs_batch_fn fn, void *ctx) {
+    en->batch_fn = fn;
+    en->batch_ctx = ctx;
+}
 
 /* ---- completing jobs ---- */
 
@@ -232,6 +239,7 @@ static void admit_and_run(lane *L) {
     if (compute_ms > 1) L->rate = 0.8 * L->rate + 0.2 * ((double)tokens / (compute_ms / 1000.0));
     en->batches++;
     en->batch_requests += (int64_t)nb;
+    if (en->batch_fn) en->batch_fn(en->batch_ctx, L->is_long, (int)nb, compute_ms, rc >= 0);
     for (size_t i = 0; i < nb; i++) {
         bs_job *j = batch[i];
         if (rc < 0) {

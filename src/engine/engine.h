@@ -85,6 +85,13 @@ typedef struct bs_engine bs_engine;
  * (a private gate is then made if needed). Pins the template prefixes before
  * returning unless opts->no_prefix_cache. */
 int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *opts, bs_gate *gate, bs_err *e);
+
+/* Called once per executed batch from the lane's thread, after the forwards
+ * and before its replies: lane 0 main / 1 long, the requests admitted to it,
+ * its wall time (admission and run), ok = its forwards succeeded. */
+typedef void (*bs_batch_fn)(void *ctx, int lane, int requests, double compute_ms, int ok);
+/* Installs the batch hook; call before the first bs_engine_submit. */
+void bs_engine_set_batch_hook(bs_engine *en, bs_batch_fn fn, void *ctx);
 /* Queues a job (never blocks on compute). */
 void bs_engine_submit(bs_engine *en, bs_job *job);
 /* Finishes queued and running work, completes every job, joins the threads. */

@@ -30,11 +30,14 @@
  * connection is not subject to it (the timer restarts on resume). */
 #define IDLE_TIMEOUT_S 600
 
+typedef struct bs_server bs_server;
+
 typedef struct {
     char *name;
     char **aliases;
     size_t n_aliases;
     bs_engine *engine;
+    bs_server *s;            /* for the engine's batch hook */
 } model_t;
 
 struct bs_server {
@@ -184,6 +187,11 @@ static size_t find_model(const bs_server *s, const char *name, size_t len) {
 
 /* ---- the engine's and the watcher's callbacks ---- */
 
+static void on_batch(void *ctx, int lane, int requests, double compute_ms, int ok) {
+    model_t *m = ctx;
+    bs_metrics_batch(m->s->metrics, (size_t)(m - m->s->models), lane, requests, compute_ms, ok);
+}
+
 static void on_done(bs_job *job, void *arg) {
     conn_ctx *x = arg;
     bs_server *s = x->s;
@@ -193,9 +201,7 @@ static void on_done(bs_job *job, void *arg) {
         long long in, out, q;
         bs_reply_usage(job->reply.data ? job->reply.data : "", job->reply.len, &in, &out, &q);
         bs_metrics_usage(s->metrics, x->model, in, out, q);
-        bs_metrics_job(s->metrics, x->model, job->lane, job->queue_ms, job->compute_ms, job->batch_requests, 1);
-    } else if (job->status >= 500) {
-        bs_metrics_job(s->metrics, x->model, job->lane, job->queue_ms, job->compute_ms, job->batch_requests, 0);
+        bs_metrics_queue(s->metrics, x->model, job->lane, job->queue_ms);
     }
     atomic_store(&x->phase, PH_DONE);
     pthread_mutex_lock(&s->mu);
@@ -536,6 +542,10 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
         s->api_key_len = o->api_key_len;
     }
     if (!(s->metrics = bs_metrics_create(names, o->n_models, o->max_inflight))) goto fail;
+    for (size_t i = 0; i < o->n_models; i++) { /* engines take no jobs before the server runs */
+        s->models[i].s = s;
+        bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
+    }
     build_bodies(s, o->release_date ? o->release_date : "2026-10-05");
     if (s->models_body.oom || s->health_body.oom) goto fail;
     if (!(s->watch = bs_watch_create(on_gone, e))) {

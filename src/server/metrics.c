@@ -48,21 +48,12 @@ typedef struct {
     hist duration;
 } http_series;
 
-/* Jobs of one batch arrive one after another from the lane's thread with the
- * same batch size and compute time; that is how a batch is counted once
- * without a per-batch hook in the engine interface. */
-typedef struct {
-    int remaining, last_n;
-    double last_compute;
-} batch_track;
-
 typedef struct {
     int64_t admitted;
     uint64_t input_tokens, output_tokens, questions;
     hist queue[2];
     hist batch_duration[2][2];
     hist batch_requests[2];
-    batch_track track[2];
 } model_series;
 
 struct bs_metrics {
@@ -166,23 +157,20 @@ void bs_metrics_usage(bs_metrics *m, size_t model, int64_t input_tokens, int64_t
     pthread_mutex_unlock(&m->mu);
 }
 
-void bs_metrics_job(bs_metrics *m, size_t model, int lane, double queue_ms, double compute_ms, int batch_requests,
-                    int ok) {
-    if (!m || model >= m->n_models || batch_requests < 1) return;
+void bs_metrics_queue(bs_metrics *m, size_t model, int lane, double queue_ms) {
+    if (!m || model >= m->n_models) return;
+    pthread_mutex_lock(&m->mu);
+    hist_observe(&m->models[model].queue[lane ? 1 : 0], SECONDS, N_SECONDS, queue_ms / 1e3);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void bs_metrics_batch(bs_metrics *m, size_t model, int lane, int requests, double compute_ms, int ok) {
+    if (!m || model >= m->n_models || requests < 1) return;
     lane = lane ? 1 : 0;
     pthread_mutex_lock(&m->mu);
     model_series *s = &m->models[model];
-    batch_track *t = &s->track[lane];
-    if (ok) hist_observe(&s->queue[lane], SECONDS, N_SECONDS, queue_ms / 1e3);
-    if (t->remaining > 0 && t->last_n == batch_requests && t->last_compute == compute_ms) {
-        t->remaining--;
-    } else {
-        hist_observe(&s->batch_duration[lane][ok ? 0 : 1], SECONDS, N_SECONDS, compute_ms / 1e3);
-        hist_observe(&s->batch_requests[lane], BATCH, N_BATCH, (double)batch_requests);
-        t->remaining = batch_requests - 1;
-        t->last_n = batch_requests;
-        t->last_compute = compute_ms;
-    }
+    hist_observe(&s->batch_duration[lane][ok ? 0 : 1], SECONDS, N_SECONDS, compute_ms / 1e3);
+    hist_observe(&s->batch_requests[lane], BATCH, N_BATCH, (double)requests);
     pthread_mutex_unlock(&m->mu);
 }
 

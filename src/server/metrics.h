@@ -28,10 +28,11 @@ void bs_metrics_http_end(bs_metrics *m, int endpoint, size_t model, int status, 
 void bs_metrics_admitted(bs_metrics *m, size_t model, int delta);
 /* usage of a constructed 200 response. */
 void bs_metrics_usage(bs_metrics *m, size_t model, int64_t input_tokens, int64_t output_tokens, int64_t questions);
-/* A completed job with its batch facts (queue/compute ms, batch size, lane 0
- * main / 1 long, ok = the batch succeeded). */
-void bs_metrics_job(bs_metrics *m, size_t model, int lane, double queue_ms, double compute_ms, int batch_requests,
-                    int ok);
+/* A request answered from a batch: its time from arrival to admission. */
+void bs_metrics_queue(bs_metrics *m, size_t model, int lane, double queue_ms);
+/* An executed batch (the engine's batch hook): lane 0 main / 1 long, its
+ * size, wall time, and whether its forwards succeeded. */
+void bs_metrics_batch(bs_metrics *m, size_t model, int lane, int requests, double compute_ms, int ok);
 
 /* The text exposition 0.0.4; forward_tokens[i] = the engine's counter of
  * model i (basal_forward_tokens_total). */
