@@ -141,23 +141,10 @@ AVX2 static void gather_avx2(const float *const *kp, int n, int hd, float *kt) {
             __m256 r[8];
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) r[i] = j0 + i < n ? _mm256_loadu_ps(kp[j0 + i] + d0) : _mm256_setzero_ps();
-            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            bs_transpose8_avx2(r);
             float *o = kt + (size_t)d0 * TILE + j0;
-            _mm256_storeu_ps(o + 0 * TILE, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(o + 1 * TILE, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(o + 2 * TILE, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(o + 3 * TILE, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(o + 4 * TILE, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(o + 5 * TILE, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(o + 6 * TILE, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(o + 7 * TILE, _mm256_permute2f128_ps(u3, u7, 0x31));
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(o + i * TILE, r[i]);
         }
     }
 }

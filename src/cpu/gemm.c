@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -143,27 +144,7 @@ UKR_GENERIC(6)
 #ifdef BS_X86
 /* ---- AVX2 + FMA ----------------------------------------------------------- */
 
-/* 8 x 8 transpose: r[i] holds row i (8 consecutive k); afterwards r[k] holds
- * column k (8 consecutive rows). */
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
-static inline AVX2_FN void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
 
 /* Loads 8 consecutive weights widened to f32; dt is a constant after inlining. */
 static inline __attribute__((always_inline)) AVX2_FN __m256 load8(const void *p, const bs_dtype dt) {
@@ -186,7 +167,7 @@ static inline __attribute__((always_inline)) AVX2_FN void pack_b_avx2_t(const bs
             __m256 r[8];
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) r[i] = load8(src + (size_t)(h * 8 + i) * ld, dt);
-            transpose8(r);
+            bs_transpose8_avx2(r);
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * NR + h * 8, r[i]);
         }
