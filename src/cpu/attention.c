@@ -12,7 +12,7 @@
 #define BS_X86 1
 #endif
 
-enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 48 };
+enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 96 };
 
 /* The three inner loops of a tile. s and p rows are TILE floats apart. */
 typedef struct attn_kernels {
