@@ -33,8 +33,8 @@ void bs_job_init(bs_job *j) {
     bs_buf_init(&j->reply);
 }
 
-void bs_job_release(bs_job *j) {
-    bs_buf_free(&j->reply);
+/* The plan and the validated request, once the job needs neither. */
+static void drop_plan(bs_job *j) {
     if (j->plan) {
         bs_plan_free(j->plan);
         free(j->plan);
@@ -42,6 +42,11 @@ void bs_job_release(bs_job *j) {
     }
     bs_request_free(j->req);
     j->req = NULL;
+}
+
+void bs_job_release(bs_job *j) {
+    bs_buf_free(&j->reply);
+    drop_plan(j);
     bj_free(j->body);
     j->body = NULL;
 }
@@ -84,13 +89,7 @@ void bs_engine_set_batch_hook(bs_engine *en, bs_batch_fn fn, void *ctx) {
 /* ---- completing jobs ---- */
 
 static void finish(bs_engine *en, bs_job *j) {
-    if (j->plan) {
-        bs_plan_free(j->plan);
-        free(j->plan);
-        j->plan = NULL;
-    }
-    bs_request_free(j->req);
-    j->req = NULL;
+    drop_plan(j);
     en->queued--;
     j->done(j, j->done_ctx);
 }
