@@ -9,47 +9,13 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "fwd_prompts.h"
 #include "core/util.h"
 #include "engine/pack.h"
 #include "model/device.h"
 #include "model/forward.h"
 
-enum { NP = 12, MAXLEN = 160, NIDS = 10 };
-
-static uint64_t rng = 4242;
-static uint32_t rnd(uint32_t n) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 33) % n;
-}
-
-static int32_t prompts[NP][MAXLEN], lens[NP];
-static int32_t out_ids[NIDS];
-
-/* Basal-shaped prompts as in test_forward: template, 3 states, 2 questions
- * per state, 2 option orders. */
-static void make_prompts(int vocab) {
-    int32_t tmpl[24], state[3][64], q[6][8];
-    int state_len[3] = {17, 64, 5};
-    for (int i = 0; i < 24; i++) tmpl[i] = (int32_t)rnd((uint32_t)vocab);
-    for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 64; i++) state[s][i] = (int32_t)rnd((uint32_t)vocab);
-    for (int s = 0; s < 6; s++)
-        for (int i = 0; i < 8; i++) q[s][i] = (int32_t)rnd((uint32_t)vocab);
-    int32_t optA = (int32_t)rnd((uint32_t)vocab), optB = (int32_t)rnd((uint32_t)vocab);
-    int p = 0;
-    for (int s = 0; s < 3; s++)
-        for (int qi = 0; qi < 2; qi++)
-            for (int o = 0; o < 2; o++, p++) {
-                int n = 0;
-                for (int i = 0; i < 24; i++) prompts[p][n++] = tmpl[i];
-                for (int i = 0; i < state_len[s]; i++) prompts[p][n++] = state[s][i];
-                for (int i = 0; i < 8; i++) prompts[p][n++] = q[s * 2 + qi][i];
-                prompts[p][n++] = o ? optB : optA;
-                prompts[p][n++] = o ? optA : optB;
-                lens[p] = n;
-            }
-    for (int i = 0; i < NIDS; i++) out_ids[i] = (int32_t)rnd((uint32_t)vocab);
-}
+enum { PROMPT_SEED = 4242, LONG_STATE = 64 };
 
 /* Rows of consecutive prompts (row_sizes[r] each), optionally each row
  * starting with a cached prefix; logits of prompt order[i] at out[order[i]]. */
@@ -216,7 +182,7 @@ static void invariance(const bs_model *m, const char *label, const float *alone)
 static void fixture(const char *name, const char *tables) {
     bs_model cpu;
     if (load(&cpu, name, "cpu", NULL, NULL)) return;
-    make_prompts(cpu.cfg.vocab);
+    make_prompts(cpu.cfg.vocab, LONG_STATE);
     size_t sz = (size_t)NP * NIDS;
     float *ref = malloc(sz * sizeof *ref), *alone = malloc(sz * sizeof *alone), *got = malloc(sz * sizeof *got);
     int order[NP], all[] = {NP}, one[] = {1};
@@ -315,6 +281,7 @@ static void input_errors(void) {
 }
 
 int main(void) {
+    rng = PROMPT_SEED;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (bs_device_cuda_count() == 0) {
         printf("test_cuda_forward: skipped (%s): 0 passed, 0 failed\n",

@@ -7,46 +7,12 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "fwd_prompts.h"
 #include "engine/pack.h"
 #include "model/forward.h"
 
-enum { NP = 12, MAXLEN = 200, NIDS = 10 };
-
-static uint64_t rng = 12345;
-static uint32_t rnd(uint32_t n) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 33) % n;
-}
-
-static int32_t prompts[NP][MAXLEN], lens[NP];
-static int32_t out_ids[NIDS];
-
-/* Basal-shaped prompts: shared template, 3 states, 2 questions per state,
- * 2 option orders per question. */
-static void make_prompts(int vocab) {
-    /* the 150-token state makes prompts span three 64-ordinal attention tiles */
-    int32_t tmpl[24], state[3][150], q[6][8];
-    int state_len[3] = {17, 150, 5};
-    for (int i = 0; i < 24; i++) tmpl[i] = (int32_t)rnd((uint32_t)vocab);
-    for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 150; i++) state[s][i] = (int32_t)rnd((uint32_t)vocab);
-    for (int s = 0; s < 6; s++)
-        for (int i = 0; i < 8; i++) q[s][i] = (int32_t)rnd((uint32_t)vocab);
-    int32_t optA = (int32_t)rnd((uint32_t)vocab), optB = (int32_t)rnd((uint32_t)vocab);
-    int p = 0;
-    for (int s = 0; s < 3; s++)
-        for (int qi = 0; qi < 2; qi++)
-            for (int o = 0; o < 2; o++, p++) {
-                int n = 0;
-                for (int i = 0; i < 24; i++) prompts[p][n++] = tmpl[i];
-                for (int i = 0; i < state_len[s]; i++) prompts[p][n++] = state[s][i];
-                for (int i = 0; i < 8; i++) prompts[p][n++] = q[s * 2 + qi][i];
-                prompts[p][n++] = o ? optB : optA;
-                prompts[p][n++] = o ? optA : optB;
-                lens[p] = n;
-            }
-    for (int i = 0; i < NIDS; i++) out_ids[i] = (int32_t)rnd((uint32_t)vocab);
-}
+/* a 150-token state makes prompts span three 64-ordinal attention tiles */
+enum { PROMPT_SEED = 12345, LONG_STATE = 150 };
 
 /* Runs the given prompts as rows (each row a trie of consecutive prompts,
  * row_sizes[r] of them); writes logits of prompt k at out[k * nids]. */
@@ -101,7 +67,7 @@ static void invariance(const char *model_name) {
     bs_pool *pool1 = bs_pool_create(1), *pool2 = bs_pool_create(2);
     bs_model m;
     if (load(&m, model_name, pool2)) goto out;
-    make_prompts(m.cfg.vocab);
+    make_prompts(m.cfg.vocab, LONG_STATE);
     size_t sz = (size_t)NP * NIDS;
     float *alone = malloc(sz * 4), *got = malloc(sz * 4);
     int order[NP], ones[NP];
@@ -156,7 +122,7 @@ static void same_model(const char *a, const char *b) {
     bs_model ma, mb;
     if (load(&ma, a, pool)) goto out;
     if (load(&mb, b, pool)) { bs_model_free(&ma); goto out; }
-    make_prompts(ma.cfg.vocab);
+    make_prompts(ma.cfg.vocab, LONG_STATE);
     float la[NP * NIDS], lb[NP * NIDS];
     int order[NP], all[] = {NP};
     for (int i = 0; i < NP; i++) order[i] = i;
@@ -245,6 +211,7 @@ static void many_readouts(const char *model_name) {
 }
 
 int main(void) {
+    rng = PROMPT_SEED;
     invariance("tiny-bias");
     invariance("tiny-nobias");
     invariance("tiny-hd128");
