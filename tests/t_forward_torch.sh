@@ -18,27 +18,7 @@ for name in tiny-bias tiny-nobias tiny-hd128 tiny-gqa1 tiny-gqa4 tiny-f16 tiny-t
     fi
     # Prompts sharing prefixes (a template, states, questions) plus one long
     # prompt, random ids below the vocabulary size; seeded per model.
-    $PY - "$dir/config.json" "$name" > "$tmp/$name.in.json" <<'PYEOF'
-import json, random, sys, zlib
-cfg = json.load(open(sys.argv[1]))
-V, P = cfg["vocab_size"], cfg["max_position_embeddings"]
-rnd = random.Random(zlib.crc32(sys.argv[2].encode()))
-ids = lambda n: [rnd.randrange(V) for _ in range(n)]
-tmpl = ids(12)
-prompts = []
-for s in range(2):
-    state = ids(rnd.randrange(3, 40))
-    for q in range(2):
-        qt = ids(rnd.randrange(1, 6))
-        a, b = ids(2)
-        prompts += [tmpl + state + qt + [a, b], tmpl + state + qt + [b, a]]
-prompts.append(ids(min(300, P - 1)))
-prompts.append(ids(1))
-out = {"prompts": prompts}
-if V > 4096:  # letter-style readout on big vocabularies, full vocabulary on small ones
-    out["ids"] = sorted(rnd.sample(range(V), 16))
-print(json.dumps(out))
-PYEOF
+    $PY tools/forward_prompts.py "$dir/config.json" "$name" > "$tmp/$name.in.json"
     if ! "$BASAL" logits --model "$dir" --input "$tmp/$name.in.json" > "$tmp/$name.c.json" 2> "$tmp/$name.err"; then
         echo "$name: basal logits failed: $(cat "$tmp/$name.err")"; fail=$((fail+1)); continue
     fi

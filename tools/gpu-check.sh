@@ -192,27 +192,7 @@ for f in $FIXTURES; do
     d=$FIX/$f
     in=$OUT/tmp/$f.in.json
     res=""
-    $PY - "$d/config.json" "$f" >"$in" <<'PYEOF'
-import json, random, sys, zlib
-cfg = json.load(open(sys.argv[1]))
-V, P = cfg["vocab_size"], cfg["max_position_embeddings"]
-rnd = random.Random(zlib.crc32(sys.argv[2].encode()))
-ids = lambda n: [rnd.randrange(V) for _ in range(n)]
-tmpl = ids(12)
-prompts = []
-for s in range(2):
-    state = ids(rnd.randrange(3, 40))
-    for q in range(2):
-        qt = ids(rnd.randrange(1, 6))
-        a, b = ids(2)
-        prompts += [tmpl + state + qt + [a, b], tmpl + state + qt + [b, a]]
-prompts.append(ids(min(300, P - 1)))
-prompts.append(ids(1))
-out = {"prompts": prompts}
-if V > 4096:
-    out["ids"] = sorted(rnd.sample(range(V), 16))
-print(json.dumps(out))
-PYEOF
+    $PY tools/forward_prompts.py "$d/config.json" "$f" >"$in"
     $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); d["mode"]="separate"; print(json.dumps(d))' "$in" >"$in.sep"
     "$BASAL" logits --model "$d" --input "$in" --device cpu >"$OUT/tmp/$f.cpu.json" 2>/dev/null
     if timeout 60 "$BASAL" logits --model "$d" --input "$in" --device cuda --dtype f32 >"$OUT/tmp/$f.cuda.json" 2>"$OUT/logs/logits-$f.err" &&
