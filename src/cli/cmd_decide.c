@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "core/respjson.h"
@@ -73,12 +72,6 @@ static int read_body(const char *path, char **data, size_t *len) {
     return 0;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Steps 4–9 of 02 §3 for one request against one model, then planning.
  * Returns 0 with a plan, 2 with the error body printed, 1 on a runtime error. */
 static int validate_and_plan(const bs_basal_model *m, bs_letter_cache *lc, const char *data, size_t len,
@@ -118,7 +111,7 @@ int cmd_decide(int argc, char **argv) {
     int status = parse_opts("decide", argc, argv, &o);
     if (status) return status;
     status = 1;
-    double t0 = now_ms();
+    double t0 = bs_now_ms();
     bs_err e = {0};
     bs_pool *pool = bs_pool_create(o.threads);
     bs_basal_model m;
@@ -135,11 +128,11 @@ int cmd_decide(int argc, char **argv) {
     if (bs_basal_load(&m, o.model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal decide: %s\n", e.msg); goto done; }
     loaded = 1;
     if (cli_device_attach("decide", &m.model, &o.dev) < 0) goto done;
-    double t1 = now_ms();
+    double t1 = bs_now_ms();
     if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
     planned = 1;
     status = 1;
-    double t2 = now_ms();
+    double t2 = bs_now_ms();
     bs_plan *pp = &plan;
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
@@ -158,7 +151,7 @@ int cmd_decide(int argc, char **argv) {
         fprintf(stderr, "basal decide: %s\n", e.msg);
         goto done;
     }
-    double t3 = now_ms();
+    double t3 = bs_now_ms();
     cli_print_pretty(stdout, out.data, out.len);
     if (o.timing)
         fprintf(stderr, "timing: {\"load_ms\": %.3f, \"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f}\n",

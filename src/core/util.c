@@ -1,4 +1,4 @@
-#include "util.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int bs_fail(bs_err *e, int code, const char *fmt, ...) {
     if (e) {
@@ -189,4 +190,28 @@ void bs_buf_printf(bs_buf *b, const char *fmt, ...) {
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
+}
+
+size_t bs_dtype_size(bs_dtype d) {
+    switch (d) {
+    case BS_F32: return 4;
+    case BS_F16: return 2;
+    case BS_BF16: return 2;
+    }
+    return 0;
+}
+
+const char *bs_dtype_name(bs_dtype d) {
+    switch (d) {
+    case BS_F32: return "F32";
+    case BS_F16: return "F16";
+    case BS_BF16: return "BF16";
+    }
+    return "?";
+}
+
+double bs_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }

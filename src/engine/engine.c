@@ -5,18 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/respjson.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
-
-double bs_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void bs_engine_opts_default(bs_engine_opts *o) {
     memset(o, 0, sizeof *o);

@@ -99,9 +99,6 @@ void bs_engine_destroy(bs_engine *en);
 const char *bs_engine_model_name(const bs_engine *en);
 void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s);
 
-/* Monotonic clock in milliseconds. */
-double bs_now_ms(void);
-
 #endif
 
 /* ---- exposed for tests ---- */
