@@ -263,6 +263,28 @@ static char *strip_latency(const bs_job *j) {
     return s;
 }
 
+/* The reply's usage object, read by the JSON parser, is the usage the job
+ * carries (the server's metrics read the latter). */
+static void check_usage(const bs_job *j) {
+    bj_value *v = NULL;
+    bs_err e = {0};
+    CHECK_INT(bj_parse(j->reply.data, j->reply.len, NULL, &v, &e), 0);
+    const bj_value *u = v ? bj_get(v, "usage") : NULL;
+    CHECK(u != NULL);
+    if (u) {
+        const char *names[3] = {"input_tokens", "questions", "branches"};
+        size_t want[3] = {j->usage.input_tokens, j->usage.questions, j->usage.branches};
+        for (int k = 0; k < 3; k++) {
+            const bj_value *f = bj_get(u, names[k]);
+            CHECK(f && f->type == BJ_NUMBER);
+            if (f && f->type == BJ_NUMBER) CHECK_INT(strtoll(f->str, NULL, 10), (long long)want[k]);
+        }
+    }
+    CHECK(j->usage.input_tokens > 0 && j->usage.questions > 0);
+    CHECK(j->usage.computed_tokens > 0);
+    bj_free(v);
+}
+
 /* Runs requests reqs[0..n) through an engine with the given options, all
  * submitted at once; returns the reply bodies (latency stripped). */
 static void run_engine(bs_basal_model *m, const bs_engine_opts *o, const int *reqs, int n, char **out, int *status,
@@ -279,6 +301,7 @@ static void run_engine(bs_basal_model *m, const bs_engine_opts *o, const int *re
     for (int i = 0; i < n; i++) {
         out[i] = strip_latency(jobs[i]);
         if (status) status[i] = jobs[i]->status;
+        if (jobs[i]->status == 200) check_usage(jobs[i]);
         bs_job_release(jobs[i]);
         free(jobs[i]);
     }
@@ -332,8 +355,9 @@ static void test_engine_invariance(bs_basal_model *m) {
         CHECK_INT(st, 200);
     }
     CHECK_CONTAINS(alone[0], "\"usage\":{\"input_tokens\":");
-    struct { const char *name; bs_engine_opts o; } variants[7];
-    for (int v = 0; v < 7; v++) variants[v].o = base;
+    enum { NV = 8 };
+    struct { const char *name; bs_engine_opts o; } variants[NV];
+    for (int v = 0; v < NV; v++) variants[v].o = base;
     variants[0].name = "batched";
     variants[1].name = "no prefix cache";
     variants[1].o.no_prefix_cache = 1;
@@ -349,9 +373,11 @@ static void test_engine_invariance(bs_basal_model *m) {
     variants[5].o.max_batch_tokens = 1;
     variants[6].name = "budget chunks of one-item rows";
     variants[6].o.batching = BS_BATCH_BUDGET;
+    variants[7].name = "single batching (one item per row and forward at the default limits)";
+    variants[7].o.batching = BS_BATCH_SINGLE;
     int all[NREQ * 2] = {0, 1, 2, 3, 4, 4, 3, 2, 1, 0};
-    int64_t batched_tokens = 0;
-    for (int v = 0; v < 7; v++) {
+    int64_t batched_tokens = 0, single_forwards = -1;
+    for (int v = 0; v < NV; v++) {
         char *got[NREQ * 2];
         int st[NREQ * 2];
         bs_engine_stats s;
@@ -368,6 +394,8 @@ static void test_engine_invariance(bs_basal_model *m) {
                 (long long)s.input_tokens);
         CHECK_INT(diff, 0);
         if (v == 4) CHECK(s.forwards >= 6); /* every item its own row and forward */
+        if (v == 4) single_forwards = s.forwards;
+        if (v == 7) CHECK_INT(s.forwards, single_forwards); /* BS_BATCH_SINGLE does what the limits of 1 did */
         if (v == 0) batched_tokens = s.forward_tokens;
         if (v == 1) CHECK(s.forward_tokens > batched_tokens); /* the pinned template prefixes saved work */
         if (v == 0) CHECK(s.forward_tokens < s.input_tokens); /* packing saved work */
@@ -517,15 +545,12 @@ static void test_lane_routing(bs_basal_model *m) {
     bs_reply rep;
     bs_reply_init(&rep);
     bs_err e = {0};
-    bs_request *req = NULL;
     bs_plan plan = {0};
     bs_letter_cache lc;
     bs_letter_cache_init(&lc);
-    CHECK_INT(bs_request_parse(REQS[0], strlen(REQS[0]), BS_DIALECT_SYSTEMONE, NULL, &req, &rep, &e), 0);
-    CHECK_INT(bs_plan_build(&plan, m, &lc, req, 0, &rep, &e), 0);
+    CHECK_INT(bs_plan_text(&plan, REQS[0], strlen(REQS[0]), BS_DIALECT_SYSTEMONE, m, &lc, &rep, &e), 0);
     int64_t cost = bs_plan_cost(&plan);
     bs_plan_free(&plan);
-    bs_request_free(req);
     bs_reply_free(&rep);
     bs_letter_cache_free(&lc);
     for (int k = 0; k < 3; k++) {
@@ -575,6 +600,37 @@ static void test_gate_preemptible_waits(void) {
     bs_gate_destroy(g);
 }
 
+/* engine.h: a job submitted after bs_engine_stop is completed inside the
+ * submit call with 500 "engine stopped" (02 §4.5), never queued. */
+static void test_submit_after_stop(bs_basal_model *m) {
+    bs_engine_opts o;
+    bs_engine_opts_default(&o);
+    o.no_prefix_cache = 1;
+    bs_engine *en = NULL;
+    bs_err e = {0};
+    CHECK_INT(bs_engine_create(&en, m, &o, NULL, &e), 0);
+    if (!en) return;
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+    bs_job *before = make_job(REQS[0], &w);
+    bs_engine_submit(en, before);
+    bs_engine_stop(en);
+    bs_job *after = make_job(REQS[1], &w);
+    bs_engine_submit(en, after);
+    pthread_mutex_lock(&w.mu);
+    int done_now = w.n_done;
+    pthread_mutex_unlock(&w.mu);
+    CHECK(done_now >= 1); /* after is done on return (before may be too) */
+    CHECK_INT(after->status, 500);
+    CHECK_STR(after->reply.data, "{\"error\":\"internal\",\"detail\":\"engine stopped\"}");
+    wait_for(&w, 2);
+    CHECK_INT(before->status, 200); /* work queued before the stop is still answered */
+    bs_engine_destroy(en);
+    bs_job_release(before);
+    bs_job_release(after);
+    free(before);
+    free(after);
+}
+
 int main(void) {
     test_trie_size();
     test_budget_chunks();
@@ -594,6 +650,7 @@ int main(void) {
         test_engine_invariance(&m);
         test_cancel_and_limit(&m);
         test_lane_routing(&m);
+        test_submit_after_stop(&m);
         bs_basal_free(&m);
     }
     bs_pool_destroy(pool);

@@ -267,10 +267,10 @@ static void test_validation_vectors(void) {
     {
         bs_reply rep;
         bs_reply_init(&rep);
-        bs_reply_unknown_model(SO, "nope-1", 6, &rep);
+        bs_reply_unknown_model(&rep, SO, "nope-1", 6);
         CHECK_INT(rep.status, 400);
         CHECK_STR(rep.body.data, J("{`detail`:{`error_type`:`api_usage_error`,`message`:`Unknown model: nope-1`}}"));
-        bs_reply_unknown_model(BA, "nope-1", 6, &rep);
+        bs_reply_unknown_model(&rep, BA, "nope-1", 6);
         CHECK_INT(rep.status, 422);
         CHECK_STR(rep.body.data, J("{`error`:`Unknown model: nope-1`}"));
         bs_reply_free(&rep);

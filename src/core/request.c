@@ -37,13 +37,6 @@ static int qtype_parse(const char *s, size_t n, bs_qtype *t) {
     return 0;
 }
 
-void bs_reply_init(bs_reply *r) {
-    r->status = 0;
-    bs_buf_init(&r->body);
-}
-
-void bs_reply_free(bs_reply *r) { bs_buf_free(&r->body); }
-
 int bs_json_truthy(const bj_value *v) {
     if (!v) return 0;
     switch (v->type) {
@@ -122,28 +115,6 @@ const char *bs_body_model(const bj_value *body, size_t *len) {
     if (!m || m->type != BJ_STRING) return NULL;
     if (len) *len = m->len;
     return m->str;
-}
-
-void bs_reply_unknown_model(bs_dialect d, const char *model, size_t len, bs_reply *rep) {
-    bs_buf msg;
-    bs_buf_init(&msg);
-    bs_buf_puts(&msg, "Unknown model: ");
-    bs_buf_put(&msg, model, len);
-    bs_buf *b = &rep->body;
-    b->len = 0;
-    if (d == BS_DIALECT_SYSTEMONE) {
-        rep->status = 400;
-        bs_buf_puts(b, "{\"detail\":{\"error_type\":\"api_usage_error\",\"message\":");
-        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-        bs_buf_puts(b, "}}");
-    } else {
-        rep->status = 422;
-        bs_buf_puts(b, "{\"error\":");
-        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-        bs_buf_putc(b, '}');
-    }
-    if (msg.oom) b->oom = 1;
-    bs_buf_free(&msg);
 }
 
 /* ---- building blocks ---- */

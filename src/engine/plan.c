@@ -62,30 +62,8 @@ static int letters_for(const bs_basal_model *m, bs_letter_cache *lc, const bs_or
 static int item_state_len(const bs_basal_model *m, const bs_request *r, const bs_question *q, bs_item *it,
                           bs_err *e);
 
-void bs_reply_internal(bs_reply *rep, const char *msg) {
-    rep->status = 500;
-    rep->body.len = 0;
-    bs_buf_puts(&rep->body, "{\"error\":\"internal\",\"detail\":");
-    bs_resp_cstr(&rep->body, msg);
-    bs_buf_putc(&rep->body, '}');
-}
-
-/* The dialect's form of a planning error: /v1/basal gets 422 {"error": msg}. */
-static void reply_letters(bs_reply *rep, bs_dialect d, size_t k) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", k);
-    if (d == BS_DIALECT_BASAL) {
-        rep->status = 422;
-        rep->body.len = 0;
-        bs_buf_puts(&rep->body, "{\"error\":");
-        bs_resp_cstr(&rep->body, msg);
-        bs_buf_putc(&rep->body, '}');
-    } else {
-        bs_reply_internal(rep, msg);
-    }
-}
-
 void bs_plan_free(bs_plan *p) {
+    bs_request_free(p->req);
     for (size_t i = 0; i < p->n_items; i++)
         for (int o = 0; o < BS_N_ORDERS; o++) {
             bs_buf_free(&p->items[i].orders[o].prompt);
@@ -95,14 +73,14 @@ void bs_plan_free(bs_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
-                  int want_state_len, bs_reply *rep, bs_err *e) {
-    memset(p, 0, sizeof *p);
-    p->req = r;
+/* The items of a validated request (04 §3); p->req is set. */
+static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, int want_state_len, bs_reply *rep,
+                      bs_err *e) {
+    const bs_request *r = p->req;
     int rc = BS_OK;
-    bs_buf too_long;
-    bs_buf_init(&too_long);
-    size_t n_long = 0;
+    bs_unsupported too_long;
+    bs_unsupported_init(&too_long, r->dialect);
+    p->usage.questions = r->n_questions;
     p->items = calloc(r->n_questions ? r->n_questions : 1, sizeof *p->items);
     if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
     for (size_t qi = 0; qi < r->n_questions; qi++) {
@@ -127,57 +105,61 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
             if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
                 goto fail;
             od->n_ids = (int32_t)n;
-            p->input_tokens += n;
+            p->usage.input_tokens += n;
             if (n > longest) longest = n;
         }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
             char msg[160];
             snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, m->cfg.max_pos);
-            if (r->dialect == BS_DIALECT_BASAL) {
-                if (n_long) bs_buf_puts(&too_long, "; ");
-                bs_buf_puts(&too_long, msg);
-            } else {
-                bs_buf_puts(&too_long, n_long ? ",{" : "{");
-                bs_buf_puts(&too_long, "\"type\":\"prompt_too_long\",\"loc\":[\"body\",\"questions\",");
-                bs_resp_string(&too_long, q->id.s, q->id.len);
-                bs_buf_puts(&too_long, "],\"msg\":");
-                bs_resp_cstr(&too_long, msg);
-                bs_buf_putc(&too_long, '}');
-            }
-            n_long++;
+            bs_unsupported_add(&too_long, "prompt_too_long", q->id.s, q->id.len, msg);
             continue;
         }
         if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
         int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
         if (lr < 0) { rc = lr; goto fail; }
         if (lr == 1) {
-            reply_letters(rep, r->dialect, it->k);
+            char msg[128];
+            snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", it->k);
+            bs_reply_internal(rep, r->dialect, msg);
             rc = BS_EINVAL;
             goto fail;
         }
     }
-    if (n_long) {
-        rep->status = 422;
-        rep->body.len = 0;
-        if (r->dialect == BS_DIALECT_BASAL) {
-            bs_buf_puts(&rep->body, "{\"error\":");
-            bs_resp_string(&rep->body, too_long.data, too_long.len);
-            bs_buf_putc(&rep->body, '}');
-        } else {
-            bs_buf_puts(&rep->body, "{\"error\":\"unsupported\",\"detail\":[");
-            bs_buf_put(&rep->body, too_long.data, too_long.len);
-            bs_buf_puts(&rep->body, "]}");
-        }
+    p->usage.branches = p->n_items;
+    if (too_long.n) {
+        bs_unsupported_reply(&too_long, rep);
         rc = BS_EINVAL;
-        goto fail;
     }
-    bs_buf_free(&too_long);
-    return BS_OK;
 fail:
-    bs_buf_free(&too_long);
-    bs_plan_free(p);
+    bs_unsupported_free(&too_long);
     return rc;
+}
+
+int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
+                    int want_state_len, bs_reply *rep, bs_err *e) {
+    memset(p, 0, sizeof *p);
+    int rc = bs_request_validate(body, d, NULL, &p->req, rep, e);
+    if (rc == BS_OK) rc = bs_request_check_capability(p->req, NULL, rep, e);
+    if (rc == BS_OK) rc = plan_items(p, m, lc, want_state_len, rep, e);
+    if (rc < 0) bs_plan_free(p);
+    return rc;
+}
+
+int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const bs_basal_model *m,
+                 bs_letter_cache *lc, bs_reply *rep, bs_err *e) {
+    memset(p, 0, sizeof *p);
+    bj_value *body = NULL;
+    int rc = bs_body_parse(data, len, d, &body, rep, e);
+    if (rc < 0) return rc;
+    size_t ml = 0;
+    const char *model = bs_body_model(body, &ml);
+    if (model && (ml != strlen(m->name) || memcmp(model, m->name, ml))) {
+        bs_reply_unknown_model(rep, d, model, ml);
+        bj_free(body);
+        return BS_EINVAL;
+    }
+    return bs_plan_request(p, body, d, m, lc, 0, rep, e);
 }
 
 int64_t bs_plan_cost(const bs_plan *p) {
@@ -333,8 +315,11 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
         }
         put_answer(out, q, r->dialect, pf);
     }
+    if (branches != p->usage.branches)
+        return bs_fail(e, BS_EINTERNAL, "plan answers %zu questions by the model, planned %zu", branches,
+                       p->usage.branches);
     bs_buf_printf(out, "},\"usage\":{\"input_tokens\":%zu,\"output_tokens\":0,\"questions\":%zu,\"branches\":%zu",
-                  p->input_tokens, r->n_questions, branches);
+                  p->usage.input_tokens, p->usage.questions, p->usage.branches);
     if (latency_ms >= 0) {
         bs_buf_puts(out, ",\"latency_ms\":");
         bs_resp_double(out, latency_ms);

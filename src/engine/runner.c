@@ -395,7 +395,8 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         rc = run_budget(r, items, ni, e);
         goto done;
     }
-    /* F3: greedy rows under tree_max_tokens */
+    /* F3: greedy rows under tree_max_tokens (`single`: one item per row and per forward) */
+    int single = r->batching == BS_BATCH_SINGLE;
     first[0] = 0;
     for (size_t i = 0; i < ni; i++) {
         const int32_t *pr[BS_N_ORDERS];
@@ -406,8 +407,8 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         }
         /* F1: a row never mixes languages */
         int lang_change = i > first[nrows] && items[i].lang != items[i - 1].lang;
-        if (i > first[nrows] &&
-            (lang_change || tc.tokens + bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) > r->tree_max_tokens)) {
+        if (i > first[nrows] && (single || lang_change ||
+                                 tc.tokens + bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) > r->tree_max_tokens)) {
             first[++nrows] = i;
             bs_tc_reset(&tc);
         }
@@ -433,7 +434,7 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         size_t rj = ri + 1;
         int64_t total = rows[ri].len;
         /* F1: nor does a forward, so all its rows start with the same template */
-        while (rj < nrows && total + rows[rj].len <= r->forward_max_tokens &&
+        while (!single && rj < nrows && total + rows[rj].len <= r->forward_max_tokens &&
                items[first[rj]].lang == items[first[ri]].lang)
             total += rows[rj++].len;
         if ((rc = run_forward(r, items, first + ri, rows + ri, rj - ri, row_sl + ri, e)) < 0) goto done;
