@@ -23,7 +23,7 @@
 #include "cpu/pool.h"
 #include "engine/engine.h"
 #include "engine/gate.h"
-#include "model/device.h"
+#include "device/device.h"
 #include "model/basal_model.h"
 #include "server/config.h"
 #include "server/modelref.h"
@@ -153,7 +153,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
             f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms)
             fprintf(stderr, "basal serve: model and admission flags are ignored with a configuration file (%s)\n", file);
     } else {
-        const char *refs_default[] = { "Remek/basal-1.5-4.5B" };
+        const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
         const char *const *refs = f->n_models ? f->models : refs_default;
         size_t n = f->n_models ? f->n_models : 1;
         for (size_t i = 0; i < n; i++) {

@@ -543,9 +543,13 @@ static void basal_error(vctx *c, const bs_question *q, const char *field, const 
     verrs_add(&c->errs, VE_SCHEMA, "value_error", l, msg, n, NULL, 0, NULL);
 }
 
+static void basal_errorc(vctx *c, const bs_question *q, const char *field, const char *msg) {
+    basal_error(c, q, field, msg, strlen(msg));
+}
+
 static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
     if (qo->type != BJ_OBJECT) {
-        basal_error(c, q, NULL, "question must be an object", 26);
+        basal_errorc(c, q, NULL, "question must be an object");
         return 0;
     }
     const bj_value *t = bj_get(qo, "type");
@@ -577,7 +581,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
         const bj_value *side[2] = { NULL, NULL };
         if (bs_json_truthy(crit)) {
             if (crit->type != BJ_OBJECT) {
-                basal_error(c, q, "criteria", "noul criteria must be an object", 31);
+                basal_errorc(c, q, "criteria", "noul criteria must be an object");
                 return 0;
             }
             /* upstream truthiness: every falsy side falls back to Tak/Nie */
@@ -598,7 +602,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
         else if (f->type == BJ_OBJECT) rc = options_from_object(q, f);
         else if (f->type == BJ_ARRAY) rc = options_from_levels(q, f);
         else {
-            basal_error(c, q, "criteria", "score criteria must be a list or an object", 42);
+            basal_errorc(c, q, "criteria", "score criteria must be a list or an object");
             return 0;
         }
         if (rc < 0) return -1;
@@ -618,7 +622,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
             else q->n_options = st.n;
             strset_free(&st);
         } else {
-            basal_error(c, q, "criteria", "criteria must be an object or a list", 36);
+            basal_errorc(c, q, "criteria", "criteria must be an object or a list");
             return 0;
         }
         if (rc < 0) return -1;

@@ -208,8 +208,6 @@ static void gemm(const bs_model *m, bs_fwd_profile *pf, const float *x, int ldx,
     }
 }
 
-/* Post-attention half of a layer on `rows` rows: o_proj + residual, norm, MLP
- * + residual. x and att are [rows][H] / [rows][Nh*hd]. */
 /* Element-wise work split over the pool by blocks of rows. Each element's
  * arithmetic is the same whichever thread runs it, so the split never
  * changes a result. */

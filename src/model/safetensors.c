@@ -1,4 +1,4 @@
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

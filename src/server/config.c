@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "core/util.h"
+#include "server/server.h"
 
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
@@ -52,7 +53,7 @@ int bs_serve_config_init(bs_serve_config *c, bs_err *e) {
     c->max_inflight = 1024;
     c->long_slice_ms = 100;
     c->max_body_bytes = 16777216;
-    c->release_date = dupstr("2026-10-05");
+    c->release_date = dupstr(BS_DEFAULT_RELEASE_DATE);
     c->backend = dupstr("auto");
     if (!c->release_date || !c->backend) {
         bs_serve_config_free(c);

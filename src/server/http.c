@@ -553,7 +553,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
         s->models[i].s = s;
         bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
     }
-    build_bodies(s, o->release_date ? o->release_date : "2026-10-05");
+    build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
     if (s->models_body.oom || s->health_body.oom) goto fail;
     if (!(s->watch = bs_watch_create(on_gone, e))) {
         rc = e ? e->code : BS_EIO;
