@@ -51,7 +51,21 @@ static void test_trie_size(void) {
             pp[i] = buf[i];
         }
         bs_tc_init(&tc);
+        /* oracle: the number of distinct non-empty prefixes, by brute force */
+        int64_t distinct = 0;
+        for (int i = 0; i < n; i++)
+            for (int l = 1; l <= lens[i]; l++) {
+                int seen = 0;
+                for (int j = 0; j < i && !seen; j++)
+                    seen = lens[j] >= l && !memcmp(pp[j], pp[i], (size_t)l * sizeof(int32_t));
+                distinct += !seen;
+            }
+        int64_t g = bs_tc_growth(&tc, pp, lens, (size_t)n);
+        CHECK_INT(g, distinct);
+        CHECK_INT(bs_tc_growth(&tc, pp, lens, (size_t)n), distinct); /* growth left the set empty */
         bs_tc_insert(&tc, pp, lens, (size_t)n);
+        CHECK_INT(tc.tokens, distinct);
+        CHECK_INT(bs_tc_growth(&tc, pp, lens, (size_t)n), 0);
         bs_row row;
         bs_err e = {0};
         if (bs_pack_row(&row, pp, lens, n, &e) < 0) { mismatches++; bs_tc_free(&tc); continue; }
@@ -80,6 +94,35 @@ static void test_trie_size(void) {
     }
     CHECK_INT(mismatches, 0);
     CHECK_INT(bad_visible, 0);
+
+    /* 4,000 prompts of one shared state: the growth of a batch that forces
+     * several rehashes is undone exactly, and the count matches the oracle
+     * (shared part once, then each prompt's own tail). */
+    enum { NB = 4000, SH = 300, TAIL = 5 };
+    int32_t *big = malloc(sizeof(int32_t) * NB * (SH + TAIL));
+    const int32_t **bp = malloc(sizeof *bp * NB);
+    int32_t *bl = malloc(sizeof *bl * NB);
+    for (int i = 0; i < NB; i++) {
+        int32_t *q = big + (size_t)i * (SH + TAIL);
+        for (int t = 0; t < SH; t++) q[t] = 7 + t;
+        for (int t = 0; t < TAIL; t++) q[SH + t] = 100000 + i * TAIL + t;
+        bp[i] = q;
+        bl[i] = SH + TAIL;
+    }
+    bs_tc_init(&tc);
+    CHECK_INT(bs_tc_insert(&tc, bp, bl, 10), 0);
+    int64_t before = tc.tokens;
+    CHECK_INT(bs_tc_growth(&tc, bp + 10, bl + 10, NB - 10), (int64_t)(NB - 10) * TAIL);
+    CHECK_INT(tc.tokens, before);
+    CHECK_INT(bs_tc_growth(&tc, bp, bl, 10), 0);
+    CHECK_INT(bs_tc_insert(&tc, bp + 10, bl + 10, NB - 10), 0);
+    CHECK_INT(tc.tokens, SH + (int64_t)NB * TAIL);
+    bs_tc_reset(&tc);
+    CHECK_INT(bs_tc_growth(&tc, bp, bl, 2), SH + 2 * TAIL);
+    bs_tc_free(&tc);
+    free(big);
+    free(bp);
+    free(bl);
 }
 
 /* ---- §9 admission ---- */
@@ -477,6 +520,58 @@ static void test_cancel_and_limit(bs_basal_model *m) {
     bs_engine_destroy(en);
 }
 
+/* The request limits (max_questions, max_request_tokens and its input-token
+ * bound): 422 in the unsupported shape of both dialects, the neighbours
+ * unaffected. */
+static void test_request_limits(bs_basal_model *m) {
+    bs_engine_opts o;
+    bs_engine_opts_default(&o);
+    CHECK_INT(o.limits.max_questions, 1024);
+    CHECK_INT(o.limits.max_request_tokens, 65536);
+    o.limits.max_questions = 3;
+    o.limits.max_request_tokens = 400;
+    bs_engine *en = NULL;
+    bs_err e = {0};
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+    CHECK_INT(bs_engine_create(&en, m, &o, NULL, &e), 0);
+    if (!en) return;
+    const char *four = "{\"model\":\"basal-tiny\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"noul\","
+                       "\"instructions\":\"x\"},\"b\":{\"type\":\"noul\",\"instructions\":\"y\"},\"c\":{\"type\":"
+                       "\"noul\",\"instructions\":\"z\"},\"d\":{\"type\":\"noul\",\"instructions\":\"w\"}}}";
+    /* three questions on a ~300-token state: about 300 + 3 x 2 x 20 distinct
+     * tokens, over 400; the same state with one question fits */
+    char state[2048] = "";
+    for (int i = 0; i < 150; i++) strcat(state, "ab cd ");
+    char three[4096], one[4096];
+    snprintf(three, sizeof three, "{\"model\":\"basal-tiny\",\"state\":\"%s\",\"questions\":{\"a\":{\"type\":"
+             "\"noul\",\"instructions\":\"first question here\"},\"b\":{\"type\":\"noul\",\"instructions\":"
+             "\"a second question\"},\"c\":{\"type\":\"noul\",\"instructions\":\"and a third one\"}}}", state);
+    snprintf(one, sizeof one, "{\"model\":\"basal-tiny\",\"state\":\"%.200s\",\"questions\":{\"a\":{\"type\":"
+             "\"noul\",\"instructions\":\"first question here\"}}}", state);
+    bs_job *j4 = make_job(four, &w), *j3 = make_job(three, &w), *j1 = make_job(one, &w);
+    bs_job *b4 = make_job(four, &w);
+    b4->dialect = BS_DIALECT_BASAL;
+    bs_engine_submit(en, j4);
+    bs_engine_submit(en, j3);
+    bs_engine_submit(en, j1);
+    bs_engine_submit(en, b4);
+    wait_for(&w, 4);
+    CHECK_INT(j4->status, 422);
+    CHECK_STR(j4->reply.data, "{\"error\":\"unsupported\",\"detail\":[{\"type\":\"too_many_questions\",\"loc\":"
+              "[\"body\",\"questions\"],\"msg\":\"4 questions; the server answers at most 3 in one request "
+              "(max_questions)\"}]}");
+    CHECK_INT(b4->status, 422);
+    CHECK_STR(b4->reply.data, "{\"error\":\"4 questions; the server answers at most 3 in one request (max_questions)\"}");
+    CHECK_INT(j3->status, 422);
+    CHECK_STR(j3->reply.data, "{\"error\":\"unsupported\",\"detail\":[{\"type\":\"request_too_long\",\"loc\":"
+              "[\"body\",\"questions\"],\"msg\":\"the prompts of this request hold more than 400 distinct tokens, "
+              "the server's limit (max_request_tokens); ask fewer questions or send a shorter state\"}]}");
+    CHECK_INT(j1->status, 200);
+    bs_job *all[] = {j4, j3, j1, b4};
+    for (int i = 0; i < 4; i++) { bs_job_release(all[i]); free(all[i]); }
+    bs_engine_destroy(en);
+}
+
 /* A short request submitted while a long one runs in the long lane finishes
  * first: the long lane yields between layers (long_slice_ms 0). */
 static double done_at[2];
@@ -654,6 +749,7 @@ int main(void) {
     } else {
         test_engine_invariance(&m);
         test_cancel_and_limit(&m);
+        test_request_limits(&m);
         test_lane_routing(&m);
         test_submit_after_stop(&m);
         bs_basal_free(&m);

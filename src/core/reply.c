@@ -99,8 +99,11 @@ void bs_unsupported_add(bs_unsupported *u, const char *type, const char *qid, si
     } else {
         bs_buf_puts(b, u->n ? ",{\"type\":" : "{\"type\":");
         bj_put_string(b, type, strlen(type));
-        bs_buf_puts(b, ",\"loc\":[\"body\",\"questions\",");
-        bj_put_string(b, qid, qid_len);
+        bs_buf_puts(b, ",\"loc\":[\"body\",\"questions\"");
+        if (qid) {
+            bs_buf_putc(b, ',');
+            bj_put_string(b, qid, qid_len);
+        }
         bs_buf_puts(b, "],\"msg\":");
         bj_put_string(b, msg, strlen(msg));
         bs_buf_putc(b, '}');

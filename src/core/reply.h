@@ -45,9 +45,10 @@ void bs_reply_too_large(bs_reply *r, bs_dialect d, unsigned long long limit);
 void bs_reply_not_found(bs_reply *r);
 void bs_reply_method(bs_reply *r);
 
-/* A 422 "unsupported" list built while planning (prompt_too_long, 02 §4.5):
- * /v1/systemone {"error":"unsupported","detail":[{"type","loc":["body",
- * "questions",q],"msg"},…]}; /v1/basal the msgs joined with "; ". */
+/* A 422 "unsupported" list built while planning (prompt_too_long, 02 §4.5;
+ * the request limits): /v1/systemone {"error":"unsupported","detail":[{"type",
+ * "loc":["body","questions",q],"msg"},…]} (loc ["body","questions"] when qid
+ * is NULL: the request as a whole); /v1/basal the msgs joined with "; ". */
 typedef struct bs_unsupported {
     bs_dialect d;
     bs_buf items;

@@ -17,6 +17,8 @@ void bs_engine_opts_default(bs_engine_opts *o) {
     o->long_tokens = 4096;
     o->tree_max_tokens = 32768;
     o->forward_max_tokens = 8192;
+    o->limits.max_questions = BS_DEFAULT_MAX_QUESTIONS;
+    o->limits.max_request_tokens = BS_DEFAULT_MAX_REQUEST_TOKENS;
 }
 
 void bs_job_init(bs_job *j) {
@@ -115,7 +117,8 @@ static int plan_job(bs_engine *en, bs_job *j) {
     if (!p) {
         bj_free(body);
         rc = bs_fail(&e, BS_ENOMEM, "out of memory");
-    } else if ((rc = bs_plan_request(p, body, j->dialect, en->m, &en->lc, en->o.state_cache_mb > 0, &rep, &e)) < 0) {
+    } else if ((rc = bs_plan_request(p, body, j->dialect, en->m, &en->lc, &en->o.limits, en->o.state_cache_mb > 0, &rep,
+                                      &e)) < 0) {
         free(p);
     } else {
         j->plan = p;
@@ -174,7 +177,10 @@ size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedu
                     prs[q] = p->items[k].orders[o].ids;
                     lns[q] = p->items[k].orders[o].n_ids;
                 }
-            if (!admit) admit = tc.tokens + bs_tc_growth(&tc, prs, lns, np) <= budget;
+            if (!admit) {
+                int64_t g = bs_tc_growth(&tc, prs, lns, np);
+                admit = g >= 0 && tc.tokens + g <= budget;
+            }
             if (admit && bs_tc_insert(&tc, prs, lns, np) < 0) admit = i == 0;
         }
         if (prs != pr) free(prs);

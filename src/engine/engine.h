@@ -30,6 +30,7 @@ typedef struct bs_engine_opts {
     int no_prefix_cache;     /* do not pin the template prefixes */
     int readout_bf16;        /* round each letter logit to bf16 before the decision math (05 Q4) */
     int batching;            /* a bs_batching of engine/runner.h: tree (0) unless a test or benchmark asks */
+    bs_plan_limits limits;   /* per request: max_questions (1024), max_request_tokens (65536) */
 } bs_engine_opts;
 
 /* The defaults of spec 04 §2. */

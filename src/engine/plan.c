@@ -73,13 +73,35 @@ void bs_plan_free(bs_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* A request over one of the limits: 422 in the unsupported shape. */
+static int over_limit(bs_reply *rep, bs_dialect d, const char *type, const char *msg) {
+    bs_unsupported u;
+    bs_unsupported_init(&u, d);
+    bs_unsupported_add(&u, type, NULL, 0, msg);
+    bs_unsupported_reply(&u, rep);
+    bs_unsupported_free(&u);
+    return BS_EINVAL;
+}
+
+static int too_many_tokens(bs_reply *rep, bs_dialect d, const bs_plan_limits *lim) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the prompts of this request hold more than %lld distinct tokens, the server's limit "
+             "(max_request_tokens); ask fewer questions or send a shorter state",
+             (long long)lim->max_request_tokens);
+    return over_limit(rep, d, "request_too_long", msg);
+}
+
 /* The items of a validated request (04 §3); p->req is set. */
-static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, int want_state_len, bs_reply *rep,
-                      bs_err *e) {
+static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_plan_limits *lim,
+                      int want_state_len, bs_reply *rep, bs_err *e) {
     const bs_request *r = p->req;
     int rc = BS_OK;
     bs_unsupported too_long;
     bs_unsupported_init(&too_long, r->dialect);
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    int64_t max_tokens = lim ? lim->max_request_tokens : 0;
     p->usage.questions = r->n_questions;
     p->items = calloc(r->n_questions ? r->n_questions : 1, sizeof *p->items);
     if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
@@ -108,12 +130,24 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
             p->usage.input_tokens += n;
             if (n > longest) longest = n;
         }
+        /* Every question re-tokenizes the whole prompt: bound that work too. */
+        if (max_tokens && (int64_t)p->usage.input_tokens > BS_INPUT_TOKENS_FACTOR * max_tokens) {
+            rc = too_many_tokens(rep, r->dialect, lim);
+            goto fail;
+        }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
             char msg[160];
             snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, m->cfg.max_pos);
             bs_unsupported_add(&too_long, "prompt_too_long", q->id.s, q->id.len, msg);
             continue;
+        }
+        const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
+        int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
+        if (bs_tc_insert(&tc, pr, ln, BS_N_ORDERS) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+        if (max_tokens && tc.tokens > max_tokens) {
+            rc = too_many_tokens(rep, r->dialect, lim);
+            goto fail;
         }
         if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
         int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
@@ -127,21 +161,29 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
         }
     }
     p->usage.branches = p->n_items;
+    p->cost = tc.tokens > 0 ? tc.tokens : 1;
     if (too_long.n) {
         bs_unsupported_reply(&too_long, rep);
         rc = BS_EINVAL;
     }
 fail:
+    bs_tc_free(&tc);
     bs_unsupported_free(&too_long);
     return rc;
 }
 
 int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
-                    int want_state_len, bs_reply *rep, bs_err *e) {
+                    const bs_plan_limits *lim, int want_state_len, bs_reply *rep, bs_err *e) {
     memset(p, 0, sizeof *p);
     int rc = bs_request_validate(body, d, NULL, &p->req, rep, e);
+    if (rc == BS_OK && lim && lim->max_questions && p->req->n_questions > lim->max_questions) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%zu questions; the server answers at most %zu in one request (max_questions)",
+                 p->req->n_questions, lim->max_questions);
+        rc = over_limit(rep, d, "too_many_questions", msg);
+    }
     if (rc == BS_OK) rc = bs_request_check_capability(p->req, NULL, rep, e);
-    if (rc == BS_OK) rc = plan_items(p, m, lc, want_state_len, rep, e);
+    if (rc == BS_OK) rc = plan_items(p, m, lc, lim, want_state_len, rep, e);
     if (rc < 0) bs_plan_free(p);
     return rc;
 }
@@ -159,10 +201,11 @@ int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const b
         bj_free(body);
         return BS_EINVAL;
     }
-    return bs_plan_request(p, body, d, m, lc, 0, rep, e);
+    return bs_plan_request(p, body, d, m, lc, NULL, 0, rep, e);
 }
 
 int64_t bs_plan_cost(const bs_plan *p) {
+    if (p->cost > 0) return p->cost;
     bs_trie_counter tc;
     bs_tc_init(&tc);
     int64_t total = 0;

@@ -407,8 +407,9 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         }
         /* F1: a row never mixes languages */
         int lang_change = i > first[nrows] && items[i].lang != items[i - 1].lang;
-        if (i > first[nrows] && (single || lang_change ||
-                                 tc.tokens + bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) > r->tree_max_tokens)) {
+        int64_t g = i > first[nrows] && !single && !lang_change ? bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) : 0;
+        if (g < 0) { rc = bs_fail(e, (int)g, "out of memory"); goto done; }
+        if (i > first[nrows] && (single || lang_change || tc.tokens + g > r->tree_max_tokens)) {
             first[++nrows] = i;
             bs_tc_reset(&tc);
         }

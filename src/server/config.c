@@ -29,6 +29,8 @@ int bs_serve_model_init(bs_serve_model *m, bs_err *e) {
     m->max_batch_tokens = 8192;
     m->long_tokens = 4096;
     m->tree_max_tokens = 32768;
+    m->max_questions = BS_DEFAULT_MAX_QUESTIONS;
+    m->max_request_tokens = BS_DEFAULT_MAX_REQUEST_TOKENS;
     if (!m->dtype || !m->gemm_table) {
         free(m->dtype);
         free(m->gemm_table);
@@ -265,6 +267,8 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
     if (!strcmp(key, "long_tokens")) return get_long(y, key, v, 0, &m->long_tokens);
     if (!strcmp(key, "state_cache_mb")) return get_long(y, key, v, 0, &m->state_cache_mb);
     if (!strcmp(key, "tree_max_tokens")) return get_long(y, key, v, 1, &m->tree_max_tokens);
+    if (!strcmp(key, "max_questions")) return get_long(y, key, v, 1, &m->max_questions);
+    if (!strcmp(key, "max_request_tokens")) return get_long(y, key, v, 1, &m->max_request_tokens);
     if (!strcmp(key, "no_prefix_cache")) return get_bool(y, key, v, &m->no_prefix_cache);
     if (!strcmp(key, "schedule")) {
         const char *s = scalar(v);
