@@ -372,23 +372,31 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         goto done;
     }
     /* F1 and F2: Polish items first, then English; within a language, stable
-     * by the first appearance of the state text. */
+     * by the first appearance of the state text. All items of a request share
+     * its state, so states are compared per request (not per item) and the
+     * items then placed by a counting sort: linear in the items. */
     size_t k = 0;
     for (int lang = BS_LANG_PL; lang >= BS_LANG_EN; lang--) {
-        size_t start = k;
-        for (size_t i = 0; i < n; i++)
+        size_t start = k, n_ranks = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t rank = SIZE_MAX;
             for (size_t j = 0; j < plans[i]->n_items; j++) {
                 bs_item *it = &plans[i]->items[j];
                 if ((int)plans[i]->req->questions[it->question].lang != lang) continue;
-                item_ref ir = {plans[i], it, lang, k - start};
-                for (size_t s = start; s < k; s++)
-                    if (same_state(items[s].plan->req, plans[i]->req)) { ir.state_rank = items[s].state_rank; break; }
-                items[k++] = ir;
+                if (rank == SIZE_MAX) { /* the request's state: seen in an earlier request of this language? */
+                    for (size_t s = start; s < k && rank == SIZE_MAX; s++)
+                        if (same_state(items[s].plan->req, plans[i]->req)) rank = items[s].state_rank;
+                    if (rank == SIZE_MAX) rank = n_ranks++;
+                }
+                items[k++] = (item_ref){plans[i], it, lang, rank};
             }
-        size_t w = start; /* stable counting by rank: ranks are < k - start */
-        for (size_t rank = 0; rank < k - start; rank++)
-            for (size_t s = start; s < k; s++)
-                if (items[s].state_rank == rank) tmp[w++] = items[s];
+        }
+        size_t *at = calloc(n_ranks + 1, sizeof *at);
+        if (!at) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+        for (size_t s = start; s < k; s++) at[items[s].state_rank + 1]++;
+        for (size_t r2 = 0; r2 < n_ranks; r2++) at[r2 + 1] += at[r2];
+        for (size_t s = start; s < k; s++) tmp[start + at[items[s].state_rank]++] = items[s];
+        free(at);
         memcpy(items + start, tmp + start, (k - start) * sizeof *items);
     }
     if (r->batching == BS_BATCH_BUDGET) {
