@@ -22,7 +22,7 @@ TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench
+.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench fuzz fuzz-run
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
@@ -94,6 +94,34 @@ endef
 $(eval $(call variant,build))
 $(eval $(call variant,build-asan))
 
+# ---- fuzzing (libFuzzer, Debian clang): tests/fuzz/fuzz_*.c ----
+# `make fuzz` builds every target with ASan+UBSan into build-fuzz/;
+# `make fuzz-run FUZZ_SECONDS=20` runs each on its seed corpus
+# (tests/fuzz/corpus/<target>/), new inputs going to build-fuzz/corpus/.
+FUZZ_CC ?= clang
+FUZZ_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 20
+FUZZ_NAMES = $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+build-fuzz/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_COMMON) $(DEPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build-fuzz/libbasal.a: $(patsubst src/%.c,build-fuzz/obj/%.o,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libbasal.a
+	$(FUZZ_CC) $(CFLAGS_COMMON) $(DEPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -Itests/fuzz $< build-fuzz/libbasal.a \
+	    $(LIBS) -o $@
+
+-include $(shell find build-fuzz -name '*.d' 2>/dev/null)
+
+fuzz: $(addprefix build-fuzz/,$(FUZZ_NAMES))
+
+fuzz-run: fuzz fixtures
+	tools/fuzz-run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
 # Node oracles (tokenizer engine, TypeSafe SDK), pinned in tests/oracle/package.json.
 deps: $(NODE_DIR)/node_modules/.installed
 $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json
@@ -130,4 +158,4 @@ goldens: deps
 	node tools/tokenizer-goldens.js
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
