@@ -65,6 +65,8 @@ $(CUDA_STAMP): | build
 	@rm -f build/obj/.cuda0 build/obj/.cuda1
 	@touch $@
 
+ALLOC_WRAP = $(foreach f,malloc calloc realloc strdup posix_memalign aligned_alloc,-Wl,--wrap=$(f))
+
 # Each object depends on the headers it includes, as the compiler lists them
 # (-MMD writes a .d file beside the object; -MP keeps a deleted header from
 # breaking the build).
@@ -84,7 +86,11 @@ $(1)/basal: $$(patsubst src/%.c,$(1)/obj/%.o,$$(CLI_SRC)) $(1)/libbasal.a
 
 $(1)/tests/%: tests/%.c $(1)/libbasal.a
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
+	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) \
+	    $$(TEST_LDFLAGS) -o $$@
+
+# test_alloc_fail makes the n-th allocation of this project's code fail
+$(1)/tests/test_alloc_fail: TEST_LDFLAGS = $(ALLOC_WRAP)
 
 -include $$(shell find $(1) -name '*.d' 2>/dev/null)
 
