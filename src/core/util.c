@@ -72,8 +72,10 @@ int bs_write_file(const char *path, const void *data, size_t len, bs_err *e) {
     FILE *f = fopen(path, "wb");
     if (!f) return bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);
-    int bad = (w != len) | (fclose(f) != 0);
-    if (bad) return bs_fail(e, BS_EIO, "%s: write error", path);
+    int err = w != len ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    if (w != len && !err) err = EIO;
+    if (err) return bs_fail(e, BS_EIO, "%s: write error: %s", path, strerror(err));
     return BS_OK;
 }
 
