@@ -7,9 +7,10 @@
  * `test_large_choice --stdin` is the driver of tests/t_large_choice_ref.sh:
  * one instance a line (`n T` then the 2n round-1 logits group after group,
  * then the 10 order-0 and 10 order-1 round-2 logits), one answer a line
- * (`n`, the 10 finalists, the n first-fit probabilities, the n final ones),
- * compared there with tools/large_choice_ref.py. `--groups N` prints the
- * round-1 groups of N options, one a line. */
+ * (`n`, whether the round-1 fit and the refit converged (1/0), the 10
+ * finalists, the n first-fit probabilities, the n final ones),
+ * compared there with tools/large_choice_ref.py. `--groups LO HI` prints the
+ * round-1 groups of LO..HI options, one a line (`n k: members`). */
 #include "check.h"
 #include "core/decide.h"
 #include "core/large_choice.h"
@@ -404,30 +405,38 @@ static int stdin_mode(void) {
             return 1;
         }
         const bs_lc_group *fin = bs_lc_finalists(&lc);
-        printf("%d", n);
+        printf("%d %d %d", n, lc.fit_info[0].converged, lc.fit_info[1].converged);
         for (int a = 0; a < fin->size; a++) printf(" %d", fin->member[a]);
         for (int i = 0; i < n; i++) printf(" %.17g", lc.first_fit[i]);
         for (int i = 0; i < n; i++) printf(" %.17g", p[i]);
         printf("\n");
+        if (getenv("LC_FIT_INFO"))
+            for (int f = 0; f < 2; f++)
+                fprintf(stderr, "line %d fit %d: %d iterations, converged %d, max |g| %.3g, %d Cholesky fallbacks\n",
+                        line, f, lc.fit_info[f].iterations, lc.fit_info[f].converged, lc.fit_info[f].max_grad,
+                        lc.fit_info[f].cholesky_fallbacks);
     }
     return 0;
 }
 
-static int groups_mode(int n) {
+static int groups_mode(int lo, int hi) {
     bs_err e = {0};
-    bs_lc_group gr[BS_LC_MAX_ROUND1_GROUPS];
-    int count = bs_lc_make_groups(n, gr, BS_LC_MAX_ROUND1_GROUPS, &e);
-    if (count < 0) { fprintf(stderr, "%s\n", e.msg); return 1; }
-    for (int k = 0; k < count; k++) {
-        for (int a = 0; a < gr[k].size; a++) printf(a ? " %d" : "%d", gr[k].member[a]);
-        printf("\n");
+    for (int n = lo; n <= hi; n++) {
+        bs_lc_group gr[BS_LC_MAX_ROUND1_GROUPS];
+        int count = bs_lc_make_groups(n, gr, BS_LC_MAX_ROUND1_GROUPS, &e);
+        if (count < 0) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        for (int k = 0; k < count; k++) {
+            printf("%d %d:", n, k);
+            for (int a = 0; a < gr[k].size; a++) printf(" %d", gr[k].member[a]);
+            printf("\n");
+        }
     }
     return 0;
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--stdin") == 0) return stdin_mode();
-    if (argc > 2 && strcmp(argv[1], "--groups") == 0) return groups_mode(atoi(argv[2]));
+    if (argc > 3 && strcmp(argv[1], "--groups") == 0) return groups_mode(atoi(argv[2]), atoi(argv[3]));
     test_groups_spec_examples();
     test_groups_every_n();
     test_fit_consistent();

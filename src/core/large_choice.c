@@ -275,7 +275,9 @@ int bs_lc_finish_round1(bs_large_choice *lc, const float *const *logits, bs_err 
     for (int k = 0; k < lc->n_round1; k++) /* one order: p_avg = q_0 exactly */
         if ((rc = bs_softmax_logits(logits[k], groups[k].size, groups[k].target, e)) < 0) return rc;
     double first[BS_LC_MAX_OPTIONS];
-    if ((rc = bs_lc_fit(lc->n, groups, lc->n_round1, first, NULL, e)) < 0) return rc;
+    bs_lc_fit_info info;
+    if ((rc = bs_lc_fit(lc->n, groups, lc->n_round1, first, &info, e)) < 0) return rc;
+    lc->fit_info[0] = info;
     memcpy(lc->group, groups, (size_t)lc->n_round1 * sizeof *groups);
     memcpy(lc->first_fit, first, (size_t)lc->n * sizeof *first);
     bs_lc_top(first, lc->n, &lc->group[lc->n_round1]);
@@ -307,7 +309,9 @@ int bs_lc_finish_round2(bs_large_choice *lc, const float *logits_o0, const float
     memcpy(groups, lc->group, (size_t)lc->n_round1 * sizeof *groups);
     groups[lc->n_round1] = fin;
     double joint[BS_LC_MAX_OPTIONS];
-    if ((rc = bs_lc_fit(lc->n, groups, lc->n_round1 + 1, joint, NULL, e)) < 0) return rc;
+    bs_lc_fit_info info;
+    if ((rc = bs_lc_fit(lc->n, groups, lc->n_round1 + 1, joint, &info, e)) < 0) return rc;
+    lc->fit_info[1] = info;
     bs_calibrate(joint, lc->n, temp, p);
     lc->group[lc->n_round1] = fin;
     lc->stage = BS_LC_DONE;

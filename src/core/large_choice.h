@@ -68,6 +68,14 @@ typedef enum {
     BS_LC_DONE = 3          /* final distribution computed */
 } bs_lc_stage;
 
+/* Optional report of one fit. */
+typedef struct bs_lc_fit_info {
+    int iterations;          /* Newton steps taken (0..100) */
+    int converged;           /* stopped because max |g_i| < 1e-10 */
+    int cholesky_fallbacks;  /* steps where a pivot was <= 0 and step = g was used */
+    double max_grad;         /* max |g_i| at the last gradient evaluated */
+} bs_lc_fit_info;
+
 typedef struct bs_large_choice {
     int n;                  /* options, 11..255 */
     int g;                  /* groups per partition, ceil(n / 10) */
@@ -78,15 +86,8 @@ typedef struct bs_large_choice {
      * bs_lc_finish_round1, target by bs_lc_finish_round2). */
     bs_lc_group group[BS_LC_MAX_GROUPS];
     double first_fit[BS_LC_MAX_OPTIONS]; /* joint p after round 1 (diagnostics) */
+    bs_lc_fit_info fit_info[2];          /* the round-1 fit and the refit */
 } bs_large_choice;
-
-/* Optional report of one fit. */
-typedef struct bs_lc_fit_info {
-    int iterations;          /* Newton steps taken (0..100) */
-    int converged;           /* stopped because max |g_i| < 1e-10 */
-    int cholesky_fallbacks;  /* steps where a pivot was <= 0 and step = g was used */
-    double max_grad;         /* max |g_i| at the last gradient evaluated */
-} bs_lc_fit_info;
 
 /* 2 * ceil(n / 10) round-1 groups plus the two round-2 prompts; BS_EINVAL
  * (negative) for n outside 11..255. */
