@@ -99,33 +99,72 @@ static double objective(const double *theta, const bs_lc_group *groups, int n_gr
 }
 
 /* Solves A x = b in place for a symmetric positive definite A (n x n,
- * row-major; its lower triangle is overwritten by the Cholesky factor L, A =
- * L Lᵀ). Returns 0, or -1 when a pivot is <= 0 (b is then untouched). */
-static int cholesky_solve(double *a, double *b, int n) {
+ * row-major, exactly symmetric) by A = L Lᵀ; lj is scratch of n doubles.
+ * Returns 0, or -1 when a pivot is <= 0 (b is then untouched).
+ *
+ * The arithmetic is the textbook (and basal-rs) recurrence, every sum over k
+ * in increasing order:
+ *   L[j][j] = sqrt(A[j][j] - sum_k L[j][k]^2)
+ *   L[i][j] = (A[i][j] - sum_k L[i][k] L[j][k]) / L[j][j]        (i > j)
+ * but Lᵀ is stored in the upper triangle (a[k][i] = L[i][k], i >= k), so the
+ * sums of eight adjacent rows i read adjacent doubles of row k. Each sum still
+ * receives the same products in the same k order, so the factor is bitwise
+ * the one of the row-by-row loops, only faster (see the commit message for
+ * the measurement). A[i][j] is read as a[j][i]:
+ * H is built with the same products in the same order on both sides of the
+ * diagonal, so it is bitwise symmetric. */
+static int cholesky_solve(double *a, double *b, double *lj, int n) {
     for (int j = 0; j < n; j++) {
-        double *rj = a + (size_t)j * n;
-        double d = rj[j];
-        for (int k = 0; k < j; k++) d -= rj[k] * rj[k];
+        double *uj = a + (size_t)j * n; /* row j: A[j][j..n-1], then L[j..n-1][j] */
+        for (int k = 0; k < j; k++) lj[k] = a[(size_t)k * n + j]; /* L[j][k] */
+        double d = uj[j];
+        for (int k = 0; k < j; k++) d -= lj[k] * lj[k];
         if (!(d > 0.0)) return -1; /* also refuses NaN */
         d = sqrt(d);
-        rj[j] = d;
-        for (int i = j + 1; i < n; i++) {
-            double *ri = a + (size_t)i * n;
-            double v = ri[j];
-            for (int k = 0; k < j; k++) v -= ri[k] * rj[k];
-            ri[j] = v / d;
+        /* eight rows i at a time: eight independent sums held in registers,
+         * each walking k in order over adjacent a[k][i..i+7] */
+        int i = j + 1;
+        for (; i + 8 <= n; i += 8) {
+            double s0 = uj[i], s1 = uj[i + 1], s2 = uj[i + 2], s3 = uj[i + 3];
+            double s4 = uj[i + 4], s5 = uj[i + 5], s6 = uj[i + 6], s7 = uj[i + 7];
+            for (int k = 0; k < j; k++) {
+                const double *u = a + (size_t)k * n + i;
+                double l = lj[k];
+                s0 -= u[0] * l;
+                s1 -= u[1] * l;
+                s2 -= u[2] * l;
+                s3 -= u[3] * l;
+                s4 -= u[4] * l;
+                s5 -= u[5] * l;
+                s6 -= u[6] * l;
+                s7 -= u[7] * l;
+            }
+            uj[i] = s0 / d;
+            uj[i + 1] = s1 / d;
+            uj[i + 2] = s2 / d;
+            uj[i + 3] = s3 / d;
+            uj[i + 4] = s4 / d;
+            uj[i + 5] = s5 / d;
+            uj[i + 6] = s6 / d;
+            uj[i + 7] = s7 / d;
         }
+        for (; i < n; i++) {
+            double sum = uj[i];
+            for (int k = 0; k < j; k++) sum -= a[(size_t)k * n + i] * lj[k];
+            uj[i] = sum / d;
+        }
+        uj[j] = d;
     }
     for (int i = 0; i < n; i++) { /* L y = b */
-        const double *ri = a + (size_t)i * n;
-        double v = b[i];
-        for (int k = 0; k < i; k++) v -= ri[k] * b[k];
-        b[i] = v / ri[i];
+        double s = b[i];
+        for (int k = 0; k < i; k++) s -= a[(size_t)k * n + i] * b[k];
+        b[i] = s / a[(size_t)i * n + i];
     }
     for (int i = n - 1; i >= 0; i--) { /* Lᵀ x = y */
-        double v = b[i];
-        for (int k = i + 1; k < n; k++) v -= a[(size_t)k * n + i] * b[k];
-        b[i] = v / a[(size_t)i * n + i];
+        const double *ui = a + (size_t)i * n;
+        double s = b[i];
+        for (int k = i + 1; k < n; k++) s -= ui[k] * b[k];
+        b[i] = s / ui[i];
     }
     return 0;
 }
@@ -155,10 +194,11 @@ int bs_lc_fit(int n, const bs_lc_group *groups, int n_groups, double *p, bs_lc_f
     if (rc < 0) return rc;
     bs_lc_fit_info inf = {0};
     size_t nn = (size_t)n * (size_t)n;
-    /* one block: H (n x n), then θ, the gradient, the step, a candidate θ */
-    double *h = malloc((nn + 4 * (size_t)n) * sizeof *h);
+    /* one block: H (n x n), then θ, the gradient, the step, a candidate θ,
+     * the solver's scratch */
+    double *h = malloc((nn + 5 * (size_t)n) * sizeof *h);
     if (!h) return bs_fail(e, BS_ENOMEM, "large choice fit: out of memory");
-    double *theta = h + nn, *grad = theta + n, *step = grad + n, *cand = step + n;
+    double *theta = h + nn, *grad = theta + n, *step = grad + n, *cand = step + n, *scratch = cand + n;
 
     /* 1. start: θ_i = mean over i's groups of ln(max(t_G[i], 1e-12)); an
      * option in no group starts (and stays) at 0. */
@@ -203,7 +243,7 @@ int bs_lc_fit(int n, const bs_lc_group *groups, int n_groups, double *p, bs_lc_f
          * positive definite without moving the optimum. */
         for (int i = 0; i < n; i++) h[(size_t)i * n + i] += LC_RIDGE;
         memcpy(step, grad, (size_t)n * sizeof *step);
-        if (cholesky_solve(h, step, n) < 0) {
+        if (cholesky_solve(h, step, scratch, n) < 0) {
             memcpy(step, grad, (size_t)n * sizeof *step); /* gradient ascent step */
             inf.cholesky_fallbacks++;
         }

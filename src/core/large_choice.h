@@ -38,7 +38,23 @@
  * token counts of the lc.n_round1 round-1 prompts (one order each) and of the
  * two round-2 prompts; bs_lc_prompt_count(n) prompts in all. More than 255
  * options is a validation error (02 C6) before planning; evidence is refused
- * for more than 10 options, also at validation. /v1/basal never uses this. */
+ * for more than 10 options, also at validation. /v1/basal never uses this.
+ *
+ * A bs_large_choice is about 9 KiB: keep it in the job (heap), not on a small
+ * thread stack. A client that leaves between the rounds just drops it. The
+ * fit allocates n*n doubles (at most 508 KiB) per call and frees them.
+ *
+ * Behaviour of the spec's algorithm worth knowing (faithfully reproduced; the
+ * fit keeps basal-rs's operation order and gives bitwise the same doubles):
+ *  - for n = 199 and 200 the round-1 groups are not connected (two
+ *    components, despite 03 §5.1's remark), so the round-1 fit leaves the
+ *    components' relative mass at what the start point gives; the finalist
+ *    group normally joins them, and the refit is then well defined;
+ *  - on strongly inconsistent group answers (letter logits that disagree by
+ *    many nats between groups) Newton's step can explode and the line search
+ *    accepts it at t < 1e-6: the fit ends after 100 steps without converging
+ *    and its result depends on the rounding of each operation. fit_info
+ *    reports it (converged = 0); a metric of it is cheap. */
 #ifndef BS_LARGE_CHOICE_H
 #define BS_LARGE_CHOICE_H
 
