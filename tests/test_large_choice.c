@@ -366,6 +366,60 @@ static void test_errors(void) {
     CHECK_NEAR(p[0], 0.8, 1e-12);
 }
 
+/* Wildly inconsistent group answers (independent logits of spread ~10 nats
+ * in every group): the spec's Newton iteration can fail to converge in 100
+ * steps (see large_choice.h). Whatever happens, the answer must stay a
+ * probability vector, the report must say so, and no fit may claim
+ * convergence without max |g| < 1e-10. */
+static double lcg_normal(unsigned long long *x) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        u[i] = ((*x >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+static void test_inconsistent_stress(void) {
+    bs_err e = {0};
+    unsigned long long x = 2026;
+    int not_converged = 0, bad = 0;
+    for (int inst = 0; inst < 40; inst++) {
+        int n = 11 + (int)((unsigned)(inst * 37) % 245);
+        bs_large_choice lc;
+        CHECK_INT(bs_lc_plan_round1(&lc, n, &e), 0);
+        float lg[BS_LC_MAX_ROUND1_GROUPS][BS_LC_GROUP_MAX], l0[10], l1[10];
+        const float *rows[BS_LC_MAX_ROUND1_GROUPS];
+        for (int k = 0; k < lc.n_round1; k++) {
+            for (int a = 0; a < lc.group[k].size; a++) lg[k][a] = (float)(10.0 * lcg_normal(&x));
+            rows[k] = lg[k];
+        }
+        for (int a = 0; a < 10; a++) {
+            l0[a] = (float)(10.0 * lcg_normal(&x));
+            l1[a] = (float)(10.0 * lcg_normal(&x));
+        }
+        double p[BS_LC_MAX_OPTIONS];
+        if (bs_lc_finish_round1(&lc, rows, &e) < 0 || bs_lc_finish_round2(&lc, l0, l1, 0.96, p, &e) < 0) {
+            bad++;
+            continue;
+        }
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) {
+            if (!(p[i] >= 0.0 && p[i] <= 1.0) || !(lc.first_fit[i] >= 0.0 && lc.first_fit[i] <= 1.0)) bad++;
+            sum += p[i];
+        }
+        if (fabs(sum - 1.0) > 1e-12) bad++;
+        for (int f = 0; f < 2; f++) {
+            const bs_lc_fit_info *fi = &lc.fit_info[f];
+            if (fi->converged ? !(fi->max_grad < 1e-10) : fi->iterations != 100) bad++;
+            not_converged += !fi->converged;
+        }
+    }
+    CHECK_INT(bad, 0);
+    CHECK(not_converged > 0); /* the regime does reach the failure mode */
+    printf("inconsistent stress: %d of 80 fits did not converge\n", not_converged);
+}
+
 /* 03 §5.6, third bullet: the real 11-option answer's confidence uses k = n. */
 static void test_confidence_k_n(void) {
     double p[11];
@@ -448,6 +502,7 @@ int main(int argc, char **argv) {
     test_rounds_loglinear(255, 1.33, 0);
     test_top_ties();
     test_errors();
+    test_inconsistent_stress();
     test_confidence_k_n();
     return check_report("test_large_choice");
 }
