@@ -8,6 +8,7 @@ and `datetime`, which define the semantics the C implementation (src/core/facts.
                                  value a line ({"lines": [...]} or {"error": "..."}); prints the counts
 """
 import bisect
+import collections
 import datetime
 import decimal
 import json
@@ -521,6 +522,54 @@ NOISE = list("abcxyzABCXYZ_0123456789ąćęłńóśźżĄĆĘŁŃÓŚŹŻ²³¹�
                                                                           "Ω", "ß", "ﬁ", "\u0301", "é"]
 
 
+# Hand-written edge states run before the generated ones: glued and invalid dates, the calendar limits,
+# 28-digit amounts, Unicode word boundaries and digits, the windows of TODAY / KURS / budget.
+EDGE = [
+    "Kod 312.03.2026 i b12.03.2026 oraz 12.03.20267 i 12.03.2026y oraz 2026-01-0599 i 2026-01-05.",
+    "Daty 2026-13-01, 2026-02-30, 2026-00-10 i 2026-02-28; 31.04.2026, 30.04.2026; 29 lutego 2025 r.",
+    "Rok 00.01.0000 oraz 0000-01-01 i 1 stycznia 0000 r. i 1 stycznia 0001 r.",
+    "Wpis z 31.12.9999 i 9999-12-30 na 1 dzień.",
+    "Termin 15.11.9999, 1 miesiąc.", "Termin 15.12.9998, 12 miesięcy.", "Data 29.02.9996 i 3 lata.",
+    "Data 29.02.2024 na 1 rok i 4 lata oraz 0 lat i 0 dni.",
+    "Dziś jest 2 stycznia 0001 r. 1 dzień temu i 2 dni temu.",
+    "Dziś jest bardzo długi i wyjątkowy dzień tygodnia, 10 marca 2026 r.; 5 dni temu.",
+    "Dziś jest 10 marca 2026 r.; 5 dni temu; dziś: 1.01.2020; 3 dzień temu.",
+    "Dzisiejszy dzień 3 marca 2026 r., 7 dni temu.",
+    "Od 10.10.2026: 14 dni temu i 14 dni; tydzień, tygodnia, miesiąca, roku, 2 dnia.",
+    "Wigilia 24.12.2024 i 24.12.2025, 25.12.2025, 26.12.2025, 1.11.2026, 11.11.2026, 15.08.2026.",
+    "Wielkanoc 2019-04-21, 2027-03-28, 2285-03-22, 1818-03-22; Zielone Świątki 2027-05-16.",
+    "Kwota 100000000000000000000000000 zł, VAT 23%.", "Kwota 99999999999999999999999999,99 zł, VAT 5%.",
+    "Kwota 9999999999999999999999999,99 zł netto, VAT 23%. Druga 1 zł.",
+    "Budżet 99999999999999999999999999,99 zł, wydano 0,01 zł i zużyto 99999999999999999999999999,99 zł.",
+    "Zakup 9999 × 99999999999999999999999,99 zł i 2 × 1 zł.",
+    "Kwoty 100000000000000000000000000000 zł, 1 zł, 2 zł, 3 zł, 4 zł.",
+    "Kurs 4,50 zł. Kwota 99 999 999 999 999 999 999 999 euro i 0,5 euro oraz 2,5 euro.",
+    "Kurs 1,0005 zł. Kwota 0,5 euro, 1,5 euro, 2,5 euro.",
+    "Data é12.03.2026 i ²12.03.2026 i \u030112.03.2026 i \u203f12.03.2026 i \u24b612.03.2026 oraz 13.03.2026é.",
+    "Kwota 100 złé, 200 zł\u0301, 300 zł², 400 zł\u203f; VAT 23%.",
+    "Data \u0661\u0662.\u0660\u0663.\u0662\u0660\u0662\u0666 i \uff12\uff10\uff12\uff16-\uff10\uff13-\uff11\uff15;"
+    " kwota \u0661\u0660\u0660 zł, VAT 23%; \u0663 × \u0665\u0660 zł.",
+    "Kwota 1\u2009000,00 zł i 2\u202f000,00 zł oraz 3\u00a0000 zł; VAT 23%.",
+    "Ceny 100 zł(netto), 200 zł (brutto), 300 zł nettoo, 400 zł bruttoX, 500\u00a0PLN\u00a0netto; VAT 23%.",
+    "Kurs 4,25 PLN / EUR, 4,26 zł/ 1 EUR i 4,27 zł za 1€. Kwota 2 000 EUR.",
+    "Kwota 100 euro × 4,30 zł oraz 100 euro × 4,40 zł; kurs 4,50 zł.",
+    "Kurs: 1 euro = 4,33 zł, 1€=4,35 PLN. Wartość 10 000 euro =  zł i za 300 euro.",
+    "Kurs bez kropek " + "bardzo długi opis " * 9 + "4,30 zł. Kwota 1 000 euro.",
+    "Kurs walut. Dziś 4,30 zł za kawę. Kwota 1 000 euro.",
+    "Budżet " + "x" * 90 + " 5 000 zł; wydano 100 zł.",
+    "Budżetowa rezerwa to 10 000 zł. Zużyto 2 500 zł. Następnie. Rozdysponowano 1 000 zł.",
+    "Budżet 1 000,00 zł; wydano 1 500,00 zł oraz wydano 1 500,00 zł.",
+    "Pozycje: 0 × 100 zł, 2 × 50 zł; Kod 12 345 × 2 zł i 1,5 × 3 zł oraz 12 3 × 4 zł.",
+    "Lista A: 2 × 10,00 zł, 3 × 20,00 zł. Lista B: 4 × 5,00 zł brutto, 1 × 7,00 zł brutto. Lista C: 9 × 1,00 zł.",
+    "Cennik: 9 zł od 01-099 szt.; 8 zł od 100 szt. Zamówienie 0050 szt.",
+    "Cennik: 5 zł do 50 szt.; 4 zł od 51 szt. Zamówienie 15 szt. × 5 zł i 30 szt. Rabat od 70 szt.",
+    "Kwota 100 zł. „Druga” 200 zł; \"Trzecia\" 300 zł! (Czwarta) 400 zł? Ósma 500 zł.",
+    "Kwota 100 zł. Ąkwota 200 zł.\u001cZ 300 zł, VAT 23%.\u001fKoniec.\u2028Ż 5%.",
+    "Paczka 🙁 z 12.05.2026 za 99,99 zł brutto 👍, VAT 23%.",
+    "", "   \n\t ", "x",
+]
+
+
 def gen_text(rng):
     def digits(n, lo=0):
         s = str(rng.randint(lo, 10 ** n - 1)) if n > 0 else ""
@@ -536,7 +585,7 @@ def gen_text(rng):
         return rng.choice(SPACES) if rng.random() < 0.25 else " "
 
     def number(style=None):
-        style = style or rng.choice(["plain", "grouped", "groupednbsp", "cents", "big", "small", "rate", "huge"])
+        style = style or rng.choice(["plain", "grouped", "groupednbsp", "cents", "big", "small", "rate"] * 4 + ["huge"])
         if style == "plain":
             s = str(rng.randint(0, 99999))
         elif style == "small":
@@ -559,7 +608,7 @@ def gen_text(rng):
         return maybe_alt(s)
 
     def date():
-        y = rng.choice([2024, 2025, 2026, 2027, rng.randint(1, 9999), 9999, 1, 2000, 1900, 2100])
+        y = rng.choice([2024, 2025, 2026, 2027] * 6 + [rng.randint(1, 9999), 9999, 1, 2000, 1900, 2100, 2028, 2030])
         m = rng.choice([rng.randint(1, 12), rng.randint(0, 14)])
         d = rng.choice([rng.randint(1, 28), rng.randint(1, 31), 29, 30, 31, 0, 32])
         f = rng.randint(0, 3)
@@ -625,6 +674,83 @@ def gen_text(rng):
             return rng.choice(NOISE) * rng.randint(1, 3)
         return rng.choice(WORDS_PL)
 
+    def money_txt(unit=True):
+        v = rng.choice([rng.randint(1, 999), rng.randint(1000, 99999), rng.randint(100000, 9999999)])
+        ip = str(v)
+        if rng.random() < 0.8:
+            sep = " " if rng.random() < 0.85 else "\u00a0"
+            ip = group(ip).replace(" ", sep)
+        txt = ip + ("," + "%02d" % rng.randint(0, 99) if rng.random() < 0.7 else "")
+        if not unit:
+            return maybe_alt(txt)
+        return maybe_alt(txt) + rng.choice([" zł"] * 6 + ["\u00a0zł", " PLN", "zł"])
+
+    def euro_txt():
+        v = rng.choice([rng.randint(1, 999), rng.randint(1000, 999999)])
+        ip = group(str(v)) if rng.random() < 0.8 else str(v)
+        if rng.random() < 0.2:
+            ip += "," + str(rng.randint(0, 99))
+        return ip + rng.choice([" euro", " EUR", " €", "€", "\u00a0euro"])
+
+    def rate_txt():
+        return f"{rng.randint(1, 9)},{rng.randint(0, 9999):04d}"[:rng.choice([4, 5, 6])]
+
+    def lab():
+        return rng.choice(["", "", " netto", " brutto", " (netto)", "\u00a0netto"])
+
+    def sentence():
+        k = rng.randrange(12)
+        if k == 0:
+            used = rng.sample(["wydano", "wykorzystano", "wydatkowano", "zużyto", "zaangażowano", "rozdysponowano"],
+                              rng.randint(1, 3))
+            parts = ", ".join(f"{w} {money_txt()}" for w in used)
+            return f"{rng.choice(['Budżet', 'budżet', 'Budżetu'])} działu wynosi {money_txt()}, dotychczas {parts}"
+        if k == 1:
+            items = [f"{rng.choice([1, 1, 2, 3, 5, 12, 0, 150])}{rng.choice(['', ' szt.', ' usł.', ' kg', ' godz.'])} × "
+                     f"{money_txt()}{lab()}" for _ in range(rng.randint(1, 6))]
+            return "Zamówienie: " + rng.choice([" oraz ", "; ", ", "]).join(items)
+        if k == 2:
+            x = rng.randint(5, 50)
+            y = x + rng.randint(10, 100)
+            fee = f" Dostawa kosztuje {money_txt()}." if rng.random() < 0.7 else ""
+            qty = f" Klient zamawia {rng.choice([x - 1, x, y, y + 1, rng.randint(1, 300)])} szt." \
+                if rng.random() < 0.85 else ""
+            if rng.random() < 0.15:
+                qty += f", a potem {rng.randint(1, 300)} sztuk"
+            return (f"Cennik: {money_txt(False)} zł za sztukę przy zamówieniu poniżej {x} szt.; "
+                    f"{money_txt(False)} zł{rng.choice(['', ' netto'])} od {x} {rng.choice(['do ', '–', '-', ' - '])}"
+                    f"{y - 1} szt.; {money_txt(False)} zł od {y} {rng.choice(['szt.', 'sztuk'])}{fee}{qty}")
+        if k == 3:
+            return f"Kontrakt opiewa na {euro_txt()}. Kurs {rng.choice(['rozliczeniowy', 'EUR', 'średni'])}: " \
+                   f"1{rng.choice([' ', ''])}{rng.choice(['EUR', 'euro', '€'])} = {rate_txt()} zł"
+        if k == 4:
+            return f"Próg {euro_txt()}; {rng.choice(['kurs', 'Kurs', 'kursem'])} EUR wynosi {rate_txt()} zł. " \
+                   f"Wartość {money_txt()}{lab()}"
+        if k == 5:
+            return f"Wartość {euro_txt()} {rng.choice(['×', '*'])} {rate_txt()} {rng.choice(['zł', 'PLN'])}"
+        if k == 6:
+            return f"{rng.choice(['Faktura na', 'Cena', 'Opłata', 'Kwota'])} {money_txt()}{lab()}" \
+                   f"{rng.choice([', VAT ', ', w tym VAT ', '. Stawka podatku od towarów i usług: ', ', stawka '])}" \
+                   f"{rng.choice(['23', '8', '5', '23', '7'])}{rng.choice(['%', ' %'])}"
+        if k == 7:
+            return f"{rng.choice(['Dziś jest', 'Dzisiaj:', 'Dziś mamy', 'dzisiaj jest'])} {date()}. Wniosek złożono " \
+                   f"{rng.randint(0, 999)} {rng.choice(['dni', 'dzień'])} temu, a odpowiedź {rng.randint(1, 30)} dni temu"
+        if k == 8:
+            return f"Umowa zawarta {date()} na {duration()}, z okresem {rng.choice(['próbnym', ''])} " \
+                   f"{rng.choice(['1 miesiąc', 'tydzień', 'rok', '3 miesiące', '2 tygodnie', '14 dni'])}"
+        if k == 9:
+            return f"Kurs {rate_txt()} zł. Wartość {euro_txt()} i {euro_txt()}"
+        if k == 10:
+            return f"Cena {rate_txt()} {rng.choice(['PLN/EUR', 'zł za 1 EUR', 'zł za euro', 'zł / €'])}, kwota " \
+                   f"{euro_txt()}"
+        return f"{rng.choice(['Faktura opiewa na', 'Limit wynosi', 'Zwrot'])} {money_txt()}{lab()}"
+
+    if rng.random() < 0.5:
+        out = []
+        for _ in range(rng.randint(1, 6)):
+            out.append(sentence() if rng.random() < 0.8 else piece())
+            out.append(rng.choice([". ", ". ", "; ", "\n", " ", ".\u00a0", "! "]))
+        return "".join(out).strip(" ") or "x"
     n = rng.randint(1, 28)
     out = []
     for _ in range(n):
@@ -637,13 +763,33 @@ def gen_text(rng):
     return text.strip(" ") or "x"
 
 
+KIND_COUNT = collections.Counter()
+KINDS = [("weekday", r" to \w+$|ustawowo"), ("gap", r"^Od "), ("ago", r"dni przed"), ("duration", r"kalendarzowo"),
+         ("vat", r" ÷ 1,\d\d = .*zł$"), ("euro", r" euro × "), ("budget", r"^budżet "), ("product", r"^\d+ × "),
+         ("sum", r"zł \+ .* = "), ("tier", r"[<>≤≥] \d+; "), ("netgross", r"(netto|brutto)$"),
+         ("compare", r"^-?[\d ]+,\d\d zł [<>=] ")]
+
+
+def count_kinds(res):
+    if "error" in res:
+        KIND_COUNT["error " + res["error"].split(" is out")[0]] += 1
+        return
+    for line in res["lines"]:
+        for k, rx in KINDS:
+            if re.search(rx, line):
+                KIND_COUNT[k] += 1
+                break
+
+
 def main():
     if sys.argv[1] == "lines":
         r = run(sys.argv[2])
         print("\n".join(r["lines"]) if "lines" in r else "ERROR: " + r["error"])
     elif sys.argv[1] == "gen":
         rng = random.Random(int(sys.argv[2]))
-        for _ in range(int(sys.argv[3])):
+        for t in EDGE:
+            print(json.dumps(t))
+        for _ in range(int(sys.argv[3]) - len(EDGE)):
             print(json.dumps(gen_text(rng)))
     elif sys.argv[1] == "check":
         with open(sys.argv[2], encoding="utf-8") as f:
@@ -656,6 +802,7 @@ def main():
         bad = []
         for t, g in zip(texts, got):
             want = run(t)
+            count_kinds(want)
             if want == g:
                 same += 1
                 lines += len(want.get("lines", []))
@@ -665,6 +812,10 @@ def main():
                 bad.append((t, want, g))
         print(f"facts differential: {same}/{len(texts)} texts identical ({lines} lines, {nonempty} texts with "
               f"facts, {errors} errors)")
+        kinds = collections.Counter()
+        for t in texts[:0]:
+            pass
+        print("line kinds:", ", ".join(f"{k} {v}" for k, v in sorted(KIND_COUNT.items())))
         for t, w, g in bad[:5]:
             print("MISMATCH", json.dumps(t, ensure_ascii=False))
             print("  python:", json.dumps(w, ensure_ascii=False))
