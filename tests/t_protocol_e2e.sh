@@ -7,7 +7,8 @@
 #      tiny-nobias (all), tiny-v10, tiny-always and a re-calibrated tiny-bias
 #      (subsets): `basal prepare` and `basal decide` against tools/protocol_ref.py
 #      (prompts built in Python from the spec, oracle ids and letter ids, the
-#      PyTorch f32 forward, float64 decision math); probabilities within 1e-5.
+#      PyTorch f32 forward, float64 decision math); probabilities within 1e-5;
+#      the facts: "auto" requests (03 §3) get their state from tools/facts_ref.py.
 # The comparison logic is tests/protocol_e2e_check.py.
 set -u
 . "$(dirname "$0")/lib.sh"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/decide.h"
+#include "core/facts.h"
 #include "core/respjson.h"
 #include "engine/triesize.h"
 
@@ -139,7 +140,10 @@ fail:
 int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
                     int want_state_len, bs_reply *rep, bs_err *e) {
     memset(p, 0, sizeof *p);
-    int rc = bs_request_validate(body, d, NULL, &p->req, rep, e);
+    /* facts "auto" (03 §3) runs inside validation, so every path from a body
+     * to a plan (server, decide, prepare, bench) injects the same state */
+    static const bs_request_opts opts = {bs_facts_inject, NULL};
+    int rc = bs_request_validate(body, d, &opts, &p->req, rep, e);
     if (rc == BS_OK) rc = bs_request_check_capability(p->req, NULL, rep, e);
     if (rc == BS_OK) rc = plan_items(p, m, lc, want_state_len, rep, e);
     if (rc < 0) bs_plan_free(p);
