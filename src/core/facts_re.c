@@ -66,6 +66,7 @@ typedef struct {
     uint32_t *r; /* inclusive lo, hi pairs */
     size_t nr;
     int flags;
+    uint64_t ascii[2]; /* membership of U+0000..U+007F, filled after parsing */
 } fx_class;
 
 enum { I_CHAR, I_CLASS, I_BOUND, I_SPLIT, I_JMP, I_SAVE, I_AHEAD, I_NBEHIND, I_MATCH };
@@ -80,12 +81,20 @@ typedef struct {
     size_t n, cap;
 } prog;
 
+#define MAX_FIRST 48
+
 struct fx_re {
     prog *progs; /* progs[0]: the pattern; the others: lookaround bodies */
     size_t nprog;
     fx_class *cls;
     size_t ncls;
     size_t groups;
+    /* the CHAR/CLASS instructions that can consume a match's first character:
+     * a start position whose character none of them accepts is skipped
+     * without running the matcher (nfirst 0: no filter) */
+    int32_t first[MAX_FIRST];
+    size_t nfirst;
+    uint64_t first_ascii[2]; /* the filter's answer for U+0000..U+007F */
 };
 
 typedef struct {
@@ -459,6 +468,10 @@ void fx_re_free(fx_re *re) {
     free(re);
 }
 
+static void compute_first(fx_re *re);
+static int class_has_slow(const fx_class *c, uint32_t ch);
+static int first_ok(const fx_re *re, uint32_t c);
+
 fx_re *fx_re_compile(const char *pattern) {
     uint32_t *cps = NULL;
     size_t n = 0;
@@ -470,6 +483,7 @@ fx_re *fx_re_compile(const char *pattern) {
     if (ok) {
         re->groups = (size_t)ps.groups;
         ok = compile_sub(re, root, 0) == 0;
+        if (ok) compute_first(re);
     }
     node_free(root);
     free(cps);
@@ -482,15 +496,55 @@ fx_re *fx_re_compile(const char *pattern) {
 
 size_t fx_re_groups(const fx_re *re) { return re->groups; }
 
+/* Collects the consuming instructions reachable from pc without consuming;
+ * -1 when the program could match without consuming (no filter then). */
+static int collect_first(fx_re *re, int32_t pc, uint8_t *seen) {
+    const inst *code = re->progs[0].code;
+    while (!seen[pc]) {
+        seen[pc] = 1;
+        switch (code[pc].op) {
+        case I_CHAR: case I_CLASS:
+            if (re->nfirst == MAX_FIRST) return -1;
+            re->first[re->nfirst++] = pc;
+            return 0;
+        case I_SPLIT:
+            if (collect_first(re, code[pc].x, seen) < 0) return -1;
+            pc = code[pc].y;
+            break;
+        case I_JMP: pc = code[pc].x; break;
+        case I_MATCH: return -1;
+        default: pc++; break; /* assertions and saves consume nothing */
+        }
+    }
+    return 0;
+}
+
+static void compute_first(fx_re *re) {
+    for (size_t i = 0; i < re->ncls; i++)
+        for (uint32_t c = 0; c < 128; c++)
+            if (class_has_slow(&re->cls[i], c)) re->cls[i].ascii[c >> 6] |= (uint64_t)1 << (c & 63);
+    uint8_t *seen = calloc(re->progs[0].n, 1);
+    re->nfirst = 0;
+    if (!seen || collect_first(re, 0, seen) < 0) re->nfirst = 0;
+    free(seen);
+    for (uint32_t c = 0; c < 128; c++)
+        if (first_ok(re, c)) re->first_ascii[c >> 6] |= (uint64_t)1 << (c & 63);
+}
+
 /* ---- execution ---------------------------------------------------------- */
 
-static int class_has(const fx_class *c, uint32_t ch) {
+static int class_has_slow(const fx_class *c, uint32_t ch) {
     for (size_t i = 0; i < c->nr; i++)
         if (ch >= c->r[2 * i] && ch <= c->r[2 * i + 1]) return 1;
     if ((c->flags & CL_D) && fx_is_digit(ch)) return 1;
     if ((c->flags & CL_W) && fx_is_word(ch)) return 1;
     if ((c->flags & CL_S) && fx_is_space(ch)) return 1;
     return 0;
+}
+
+static int class_has(const fx_class *c, uint32_t ch) {
+    if (ch < 128) return (int)((c->ascii[ch >> 6] >> (ch & 63)) & 1);
+    return class_has_slow(c, ch);
 }
 
 /* A backtrack entry: a thread (pc >= 0, sp) or the restore of a capture slot
@@ -611,8 +665,22 @@ int fx_re_match(const fx_re *re, const uint32_t *t, size_t n, size_t at, size_t 
     return r;
 }
 
+static int first_ok(const fx_re *re, uint32_t c) {
+    const inst *code = re->progs[0].code;
+    for (size_t i = 0; i < re->nfirst; i++) {
+        const inst *in = &code[re->first[i]];
+        if (in->op == I_CHAR ? in->a == c : class_has(&re->cls[in->a], c)) return 1;
+    }
+    return 0;
+}
+
 int fx_re_search(const fx_re *re, const uint32_t *t, size_t n, size_t from, size_t *caps) {
     for (size_t at = from; at <= n; at++) {
+        if (re->nfirst) {
+            if (at == n) continue;
+            uint32_t c = t[at];
+            if (c < 128 ? !((re->first_ascii[c >> 6] >> (c & 63)) & 1) : !first_ok(re, c)) continue;
+        }
         int r = fx_re_match(re, t, n, at, caps);
         if (r != 0) return r;
     }
