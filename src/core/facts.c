@@ -137,14 +137,34 @@ static fx_dec dec_of(fx_env *v, text x, const fx_m *m, int g) {
     return fx_dec_parse(v, x.t + gstart(m, g), gend(m, g) - gstart(m, g));
 }
 
-/* The group's code points equal the ASCII/UTF-8 string s. */
-static int group_is(text x, const fx_m *m, int g, const char *s) {
-    uint32_t *cps = NULL;
+/* The code points t[0..n) equal the UTF-8 string s (a valid constant). */
+static int cps_eq(const uint32_t *t, size_t n, const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (*u) {
+        uint32_t c;
+        int k;
+        if (*u < 0x80) { c = *u; k = 0; }
+        else if (*u < 0xE0) { c = *u & 0x1F; k = 1; }
+        else if (*u < 0xF0) { c = *u & 0x0F; k = 2; }
+        else { c = *u & 0x07; k = 3; }
+        u++;
+        while (k--) c = (c << 6) | (*u++ & 0x3F);
+        if (i >= n || t[i] != c) return 0;
+        i++;
+    }
+    return i == n;
+}
+
+static size_t cps_len(const char *s) {
     size_t n = 0;
-    if (bs_utf8_decode(s, strlen(s), &cps, &n, NULL) < 0) return 0;
-    int eq = gend(m, g) - gstart(m, g) == n && !memcmp(x.t + gstart(m, g), cps, n * sizeof *cps);
-    free(cps);
-    return eq;
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
+    return n;
+}
+
+/* The group's code points equal the UTF-8 string s. */
+static int group_is(text x, const fx_m *m, int g, const char *s) {
+    return cps_eq(x.t + gstart(m, g), gend(m, g) - gstart(m, g), s);
 }
 
 static void put_cps(bs_buf *b, const uint32_t *t, size_t n) {
@@ -154,12 +174,8 @@ static void put_cps(bs_buf *b, const uint32_t *t, size_t n) {
 
 /* text[0:pos] ends with the UTF-8 string s */
 static int ends_with(text x, size_t pos, const char *s) {
-    uint32_t *cps = NULL;
-    size_t n = 0;
-    if (bs_utf8_decode(s, strlen(s), &cps, &n, NULL) < 0) return 0;
-    int r = pos >= n && !memcmp(x.t + pos - n, cps, n * sizeof *cps);
-    free(cps);
-    return r;
+    size_t n = cps_len(s);
+    return pos >= n && cps_eq(x.t + pos - n, n, s);
 }
 
 /* ---- the run -------------------------------------------------------------- */
@@ -253,7 +269,8 @@ static size_t find_dates(fx_env *v, text x, fx_date **out) {
     if (nr) qsort(rec, nr, sizeof *rec, dated_cmp);
     fx_date *ds = fx_alloc(v, (nr ? nr : 1) * sizeof *ds);
     size_t n = 0;
-    for (size_t i = 0; ds && i < nr; i++) {
+    /* callers use the first MAX_DATES distinct dates only */
+    for (size_t i = 0; ds && i < nr && n < MAX_DATES; i++) {
         int seen = 0;
         for (size_t j = 0; j < n && !seen; j++) seen = fx_date_eq(ds[j], rec[i].d);
         if (!seen) ds[n++] = rec[i].d;
@@ -266,16 +283,26 @@ static size_t find_dates(fx_env *v, text x, fx_date **out) {
 
 /* The VAT rates with a VAT context in their sentence, as a bit set (1: 23, 2: 8, 4: 5). */
 static int vat_rates(run *r) {
-    int set = 0;
+    int set = 0, last_ctx = 0;
+    size_t last_k = (size_t)-1; /* matches come in text order: one VAT_CTX search per sentence */
     mlist l = finditer(r->v, P_VAT, r->x);
     for (size_t i = 0; i < l.n; i++) {
         size_t s = gstart(&l.m[i], 0), k = sent(r, s);
+        if (k == last_k) {
+            if (last_ctx) {
+                long long v = py_int(r->x, &l.m[i], 1);
+                set |= v == 23 ? 1 : v == 8 ? 2 : 4;
+            }
+            continue;
+        }
         size_t lo = k > 0 ? r->bounds[k - 1] + 1 : 0, hi = k < r->nb ? r->bounds[k] : r->x.n;
         /* VAT_CTX.search(text, lo, hi): the characters around the slice are
          * bounds (not word characters), so the slice as a string is the same */
         text w = {r->x.t + lo, hi - lo};
         fx_m m;
-        if (search_at(r->v, P_VAT_CTX, w, 0, &m)) {
+        last_k = k;
+        last_ctx = search_at(r->v, P_VAT_CTX, w, 0, &m);
+        if (last_ctx) {
             long long v = py_int(r->x, &l.m[i], 1);
             set |= v == 23 ? 1 : v == 8 ? 2 : 4;
         }
@@ -378,16 +405,36 @@ typedef struct {
     size_t nst;
 } money_ctx;
 
+/* qsort_r order of pool indices: (kind, value, index) */
+static int pool_cmp(const void *a, const void *b, void *ctx) {
+    const pooled *pool = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (pool[i].kind != pool[j].kind) return pool[i].kind < pool[j].kind ? -1 : 1;
+    int c = fx_dec_cmp(pool[i].v, pool[j].v);
+    if (c) return c;
+    return (i > j) - (i < j);
+}
+
+/* The first stated entry starting at or after pos (entries are in text order). */
+static size_t stated_from(const money_ctx *c, size_t pos) {
+    size_t lo = 0, hi = c->nst;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->st[mid].s < pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static long stated_at(const money_ctx *c, size_t pos) {
-    for (size_t i = 0; i < c->nst; i++)
-        if (c->st[i].s == pos) return (long)i;
-    return -1;
+    size_t i = stated_from(c, pos);
+    return i < c->nst && c->st[i].s == pos ? (long)i : -1;
 }
 
 static long first_free(money_ctx *c, size_t a, size_t n) {
     size_t lim = a + cut_len(c->r, a, n);
-    for (size_t i = 0; i < c->nst; i++)
-        if (a <= c->st[i].s && c->st[i].s < lim && c->st[i].use == U_FREE) return (long)i;
+    for (size_t i = stated_from(c, a); i < c->nst && c->st[i].s < lim; i++)
+        if (c->st[i].use == U_FREE) return (long)i;
     return -1;
 }
 
@@ -434,7 +481,7 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
         if (a >= 0) c.st[a].use = U_RATE;
     }
     size_t *distinct = NULL, ndist = 0, cdist = 0; /* index of the first rate of each value */
-    for (size_t i = 0; i < nrates; i++) {
+    for (size_t i = 0; i < nrates && ndist < 2; i++) { /* only "exactly one value" is asked */
         int seen = 0;
         for (size_t j = 0; j < ndist && !seen; j++) seen = !fx_dec_cmp(rates[distinct[j]].val, rates[i].val);
         if (!seen) VPUSH(v, distinct, ndist, cdist, i);
@@ -443,7 +490,7 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
     euro *eur = NULL;
     size_t neur = 0, ceur = 0;
     mlist el = finditer(v, P_EURO, r->x);
-    for (size_t i = 0; i < el.n; i++) {
+    for (size_t i = 0; i < el.n && neur < MAX_EURO; i++) { /* the first MAX_EURO values are used */
         size_t s = gstart(&el.m[i], 0), e = gend(&el.m[i], 0);
         if (ends_with(r->x, s, "za ")) continue;
         while (e < r->x.n && fx_is_space(r->x.t[e])) e++;
@@ -498,16 +545,17 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
             spent *used = NULL;
             size_t nu = 0, cu = 0;
             size_t sb = sent(r, c.st[bi].s);
+            uint8_t *kept = fx_alloc(v, c.nst); /* stated entries already taken by a spending word */
+            if (kept) memset(kept, 0, c.nst);
             mlist ul = finditer(v, P_USED, r->x);
-            for (size_t i = 0; i < ul.n; i++) {
+            for (size_t i = 0; kept && i < ul.n; i++) {
                 size_t su = sent(r, gstart(&ul.m[i], 0));
                 if (su != sb && su != sb + 1) continue;
                 long x = first_free(&c, gend(&ul.m[i], 0), 40);
-                int seen = x == bi;
-                for (size_t j = 0; j < nu && !seen; j++) seen = used[j].x == x;
-                if (x >= 0 && !seen) {
+                if (x >= 0 && x != bi && !kept[x]) {
                     spent sp = {x, gstart(&ul.m[i], 1), gend(&ul.m[i], 1)};
                     VPUSH(v, used, nu, cu, sp);
+                    kept[x] = 1;
                 }
             }
             if (nu) {
@@ -608,8 +656,14 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
         mlist ql = finditer(v, P_QTY, r->x);
         for (size_t i = 0; i < ql.n && nq < 2; i++) {
             size_t s = gstart(&ql.m[i], 0), e = gend(&ql.m[i], 0);
-            int inside = 0;
-            for (size_t j = 0; j < tl.n && !inside; j++) inside = gstart(&tl.m[j], 0) <= s && s < gend(&tl.m[j], 0);
+            /* tier matches are in text order and disjoint: the last one starting at or before s */
+            size_t lo = 0, hi = tl.n;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (gstart(&tl.m[mid], 0) <= s) lo = mid + 1;
+                else hi = mid;
+            }
+            int inside = lo > 0 && s < gend(&tl.m[lo - 1], 0);
             size_t k = e;
             if (k < r->x.n && (r->x.t[k] == ' ' || r->x.t[k] == 0xA0)) k++;
             int times = k < r->x.n && r->x.t[k] == 0xD7;
@@ -728,23 +782,50 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
             VPUSH(v, pool, npool, cpool, pa);
         }
 
-    /* 7.–8. comparisons */
+    /* 7. later duplicates of a (value, kind) removed: sorted by (kind, value,
+     * index), the first of each equal run stays */
     pooled *uq = fx_alloc(v, (npool ? npool : 1) * sizeof *uq);
+    size_t *ord = fx_alloc(v, (npool ? npool : 1) * sizeof *ord);
+    uint8_t *keep = fx_alloc(v, npool ? npool : 1);
     size_t nuq = 0, plain = 0;
-    for (size_t i = 0; uq && i < npool; i++) {
-        int dup = 0;
-        for (size_t j = 0; j < nuq && !dup; j++) dup = uq[j].kind == pool[i].kind && !fx_dec_cmp(uq[j].v, pool[i].v);
-        if (!dup) {
-            uq[nuq++] = pool[i];
-            plain += pool[i].kind == 1;
-        }
+    if (uq && ord && keep) {
+        for (size_t i = 0; i < npool; i++) ord[i] = i;
+        qsort_r(ord, npool, sizeof *ord, pool_cmp, pool);
+        for (size_t i = 0; i < npool; i++)
+            keep[ord[i]] = i == 0 || pool[ord[i - 1]].kind != pool[ord[i]].kind ||
+                           fx_dec_cmp(pool[ord[i - 1]].v, pool[ord[i]].v) != 0;
+        for (size_t i = 0; i < npool; i++)
+            if (keep[i]) {
+                uq[nuq++] = pool[i];
+                plain += pool[i].kind == 1;
+            }
+    }
+    /* 8. the first MAX_COMPARE pairs (i < j, different groups; two plain
+     * amounts only when plain <= MAX_PLAIN) by (plain members, i, j). The j
+     * of a pair are walked in index lists of the kind they need, so a pool
+     * of many plain amounts costs no quadratic scan. */
+    size_t *la = fx_alloc(v, (nuq ? nuq : 1) * sizeof *la), *lp = fx_alloc(v, (nuq ? nuq : 1) * sizeof *lp);
+    size_t na = 0, np = 0;
+    for (size_t i = 0; la && lp && i < nuq; i++) {
+        if (uq[i].kind == 1) lp[np++] = i;
+        else la[na++] = i;
     }
     run comps = {v, r->x, r->bounds, r->nb, NULL, 0, 0};
-    for (int nk = 0; nk <= 2 && comps.nl < MAX_COMPARE; nk++)
-        for (size_t i = 0; i < nuq && comps.nl < MAX_COMPARE; i++)
-            for (size_t j = i + 1; j < nuq && comps.nl < MAX_COMPARE; j++) {
-                int n1 = (uq[i].kind == 1) + (uq[j].kind == 1);
-                if (n1 != nk || uq[i].group == uq[j].group || (n1 == 2 && plain > MAX_PLAIN)) continue;
+    for (int nk = 0; la && lp && nk <= 2 && comps.nl < MAX_COMPARE; nk++) {
+        if (nk == 2 && plain > MAX_PLAIN) break;
+        for (size_t i = 0; i < nuq && comps.nl < MAX_COMPARE; i++) {
+            int ip = uq[i].kind == 1;
+            if ((nk == 0 && ip) || (nk == 2 && !ip)) continue;
+            const size_t *l = (nk == 0 || (nk == 1 && ip)) ? la : lp;
+            size_t nl = l == la ? na : np, lo = 0, hi = nl;
+            while (lo < hi) { /* first list entry after i */
+                size_t mid = (lo + hi) / 2;
+                if (l[mid] <= i) lo = mid + 1;
+                else hi = mid;
+            }
+            for (size_t k = lo; k < nl && comps.nl < MAX_COMPARE; k++) {
+                size_t j = l[k];
+                if (uq[i].group == uq[j].group) continue;
                 const pooled *x = uq[i].kind <= uq[j].kind ? &uq[i] : &uq[j];
                 const pooled *y = x == &uq[i] ? &uq[j] : &uq[i];
                 int cmp = fx_dec_cmp(x->v, y->v);
@@ -753,6 +834,8 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
                 fx_put_amt(v, &b, y->v);
                 add_line(&comps, &b);
             }
+        }
+    }
     bs_buf_free(&b);
     *calc_out = calc.lines;
     *ncalc = calc.nl;
@@ -761,6 +844,11 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
 }
 
 /* ---- facts(text) (03 §3.6) ------------------------------------------------- */
+
+static int size_cmp(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
 
 static void facts(run *r) {
     fx_env *v = r->v;
@@ -866,14 +954,22 @@ static void facts(run *r) {
     explicit_rate *ex;
     size_t nrates, nex;
     find_rates(r, &rates, &nrates, &ex, &nex);
+    size_t *rate_pos = fx_alloc(v, (nrates ? nrates : 1) * sizeof *rate_pos); /* sorted, for the lookups */
+    if (!rate_pos) nrates = 0;
+    for (size_t i = 0; i < nrates; i++) rate_pos[i] = rates[i].pos;
+    if (nrates) qsort(rate_pos, nrates, sizeof *rate_pos, size_cmp);
     fx_dec covered[MAX_AMOUNTS * 3];
     size_t ncov = 0, namt = 0;
     mlist aml = finditer(v, P_AMOUNT, r->x);
     for (size_t i = 0; i < aml.n && namt < MAX_AMOUNTS; i++) {
         size_t s = gstart(&aml.m[i], 0);
-        int at_rate = 0;
-        for (size_t j = 0; j < nrates && !at_rate; j++) at_rate = rates[j].pos == s;
-        if (at_rate) continue;
+        size_t lo = 0, hi = nrates;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (rate_pos[mid] < s) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < nrates && rate_pos[lo] == s) continue;
         namt++;
         fx_dec x = dec_of(v, r->x, &aml.m[i], 1);
         static const int order[3] = {1, 2, 4}; /* 23, 8, 5: descending */

@@ -573,9 +573,36 @@ static int bt_push(bt_stack *s, int32_t pc, size_t sp) {
     return 0;
 }
 
+/* The guard against backtracking blow-up (a long run of "123 123 …" makes
+ * every start position re-walk the run: quadratic, as in CPython). A thread
+ * state (pc, sp) explored once needs no second exploration: if it had led to
+ * a match, the search would have stopped with that (higher-priority) match,
+ * so a later arrival can only fail — the visited-bitmap argument of RE2's
+ * BitState, which keeps leftmost-first results and captures. The bitmap
+ * spans the searched positions [base, n] and is only built once a search
+ * has run STEP_BUDGET steps per position, so ordinary texts never pay for it. */
+typedef struct {
+    uint64_t *bits; /* NULL: not in use */
+    size_t base, ninst;
+    size_t steps, budget; /* steps run without the bitmap, and the limit */
+} memo;
+
+#define STEP_BUDGET 64
+#define MEMO_MAX_BYTES ((size_t)64 << 20)
+
+/* 1 when (pc, sp) was already explored (and marks it otherwise). */
+static int memo_seen(memo *mm, int32_t pc, size_t sp) {
+    size_t bit = (sp - mm->base) * mm->ninst + (size_t)pc;
+    uint64_t m = (uint64_t)1 << (bit & 63);
+    if (mm->bits[bit >> 6] & m) return 1;
+    mm->bits[bit >> 6] |= m;
+    return 0;
+}
+
 /* Runs program pi anchored at `at`; 1 matched (caps filled when not NULL),
- * 0 not, -1 out of memory. */
-static int run(const fx_re *re, size_t pi, const uint32_t *t, size_t n, size_t at, size_t *caps) {
+ * 0 not, -1 out of memory, 2 the step budget of mm ran out (mm without a
+ * bitmap and a nonzero budget). */
+static int run(const fx_re *re, size_t pi, const uint32_t *t, size_t n, size_t at, size_t *caps, memo *mm) {
     const inst *code = re->progs[pi].code;
     bt_stack s;
     s.e = s.local;
@@ -594,6 +621,14 @@ static int run(const fx_re *re, size_t pi, const uint32_t *t, size_t n, size_t a
         for (;;) {
             const inst *in = &code[pc];
             int ok = 1;
+            if (mm) {
+                if (mm->bits) {
+                    if (memo_seen(mm, pc, sp)) break;
+                } else if (mm->budget && ++mm->steps > mm->budget) {
+                    result = 2;
+                    goto done;
+                }
+            }
             switch (in->op) {
             case I_CHAR:
                 ok = sp < n && t[sp] == in->a;
@@ -625,7 +660,7 @@ static int run(const fx_re *re, size_t pi, const uint32_t *t, size_t n, size_t a
                 pc++;
                 break;
             case I_AHEAD: {
-                int r = run(re, in->a, t, n, sp, NULL);
+                int r = run(re, in->a, t, n, sp, NULL, NULL);
                 if (r < 0) { result = -1; goto done; }
                 ok = r == 1;
                 pc++;
@@ -635,7 +670,7 @@ static int run(const fx_re *re, size_t pi, const uint32_t *t, size_t n, size_t a
                 size_t w = (size_t)in->y;
                 if (sp >= w) {
                     /* the body on t[sp-w .. sp) as a whole: its fixed width ends it at sp */
-                    int r = run(re, in->a, t, sp, sp - w, NULL);
+                    int r = run(re, in->a, t, sp, sp - w, NULL, NULL);
                     if (r < 0) { result = -1; goto done; }
                     ok = r == 0;
                 }
@@ -655,14 +690,18 @@ done:
     return result;
 }
 
-int fx_re_match(const fx_re *re, const uint32_t *t, size_t n, size_t at, size_t *caps) {
+static int match_at(const fx_re *re, const uint32_t *t, size_t n, size_t at, size_t *caps, memo *mm) {
     size_t nslots = 2 * (re->groups + 1);
     for (size_t i = 0; i < nslots; i++) caps[i] = FX_NOPOS;
     caps[0] = at;
-    int r = run(re, 0, t, n, at, caps);
+    int r = run(re, 0, t, n, at, caps, mm);
     if (r != 1)
         for (size_t i = 0; i < nslots; i++) caps[i] = FX_NOPOS;
     return r;
+}
+
+int fx_re_match(const fx_re *re, const uint32_t *t, size_t n, size_t at, size_t *caps) {
+    return match_at(re, t, n, at, caps, NULL);
 }
 
 static int first_ok(const fx_re *re, uint32_t c) {
@@ -674,15 +713,32 @@ static int first_ok(const fx_re *re, uint32_t c) {
     return 0;
 }
 
-int fx_re_search(const fx_re *re, const uint32_t *t, size_t n, size_t from, size_t *caps) {
+static int search_from(const fx_re *re, const uint32_t *t, size_t n, size_t from, size_t *caps, memo *mm) {
     for (size_t at = from; at <= n; at++) {
         if (re->nfirst) {
             if (at == n) continue;
             uint32_t c = t[at];
             if (c < 128 ? !((re->first_ascii[c >> 6] >> (c & 63)) & 1) : !first_ok(re, c)) continue;
         }
-        int r = fx_re_match(re, t, n, at, caps);
+        int r = match_at(re, t, n, at, caps, mm);
         if (r != 0) return r;
     }
     return 0;
+}
+
+int fx_re_search(const fx_re *re, const uint32_t *t, size_t n, size_t from, size_t *caps) {
+    if (from > n) return 0;
+    size_t width = n - from + 1, ninst = re->progs[0].n;
+    memo mm = {NULL, from, ninst, 0, 0};
+    /* the bitmap is affordable: give the plain search a budget first */
+    if (ninst && width <= MEMO_MAX_BYTES * 8 / ninst) mm.budget = STEP_BUDGET * width + 4096;
+    int r = search_from(re, t, n, from, caps, &mm);
+    if (r != 2) return r;
+    /* the budget ran out: the same search again, each state explored once */
+    size_t words = (width * ninst + 63) / 64;
+    mm.bits = calloc(words, sizeof *mm.bits);
+    if (!mm.bits) return -1;
+    r = search_from(re, t, n, from, caps, &mm);
+    free(mm.bits);
+    return r;
 }
