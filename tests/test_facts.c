@@ -19,8 +19,11 @@
 #include "core/facts_num.h"
 #include "core/facts_re.h"
 #include "core/pyjson.h"
+#include "core/tokenizer.h"
 #include "core/utf8.h"
 #include "core/util.h"
+#include "engine/plan.h"
+#include "model/basal_model.h"
 
 #define VECTORS "tests/data/facts_vectors.jsonl"
 
@@ -238,6 +241,83 @@ static void test_dates(void) {
     CHECK_STR(fx_holiday((fx_date){2025, 12, 24}), "Wigilia Bożego Narodzenia");
 }
 
+/* The state cache's prefix (04 §3 P4) of a facts request: both questions of
+ * one state share it, and it covers the appended facts (the injected text is
+ * the state for packing and for the cache). Needs the tiny-bias fixture's
+ * manifests and tokenizer (no weights). */
+static void test_plan_state_len(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tiny-bias", check_env("FIXTURES", "build/fixtures"));
+    bs_basal_model m;
+    bs_err e = {0};
+    if (bs_basal_load(&m, dir, NULL, 0, &e) < 0) {
+        fprintf(stderr, "test_facts: %s\n", e.msg);
+        CHECK(!"tiny-bias fixture");
+        return;
+    }
+    const char *state = "Zamówienie: 3 × 465,50 zł netto oraz 2 szt. × 1 200,00 zł netto. Stawka VAT 23%. Budżet "
+                        "działu na zakupy wynosi 5 000,00 zł, wykorzystano 1 800,00 zł.";
+    bs_buf body, inj, msg;
+    bs_buf_init(&body);
+    bs_buf_init(&inj);
+    bs_buf_init(&msg);
+    bs_buf_puts(&body, "{\"model\": \"m\", \"state\": ");
+    bj_put_string(&body, state, strlen(state));
+    bs_buf_puts(&body, ", \"facts\": \"auto\", \"questions\": {\"a\": {\"type\": \"noul\", \"instructions\": "
+                       "\"Czy budżet wystarczy?\"}, \"b\": {\"type\": \"choice\", \"instructions\": \"Co dalej?\", "
+                       "\"criteria\": [\"kupić\", \"czekać\", \"odrzucić\"]}}}");
+    CHECK_INT(bs_facts_inject(NULL, state, strlen(state), &inj, &msg), 0);
+    bj_value *v = NULL;
+    bs_plan p;
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    CHECK_INT(bj_parse(body.data, body.len, NULL, &v, &e), 0);
+    int rc = bs_plan_request(&p, v, BS_DIALECT_SYSTEMONE, &m, &lc, 1, &rep, &e);
+    if (rc) fprintf(stderr, "plan: %s %.*s\n", e.msg, (int)rep.body.len, rep.body.data ? rep.body.data : "");
+    CHECK_INT(rc, 0);
+    if (rc == 0) {
+        CHECK_INT(p.n_items, 2);
+        CHECK(p.req->state.len == inj.len && !memcmp(p.req->state.s, inj.data, inj.len));
+        for (size_t i = 0; i < p.n_items; i++) {
+            const bs_order *o = &p.items[i].orders[0];
+            const char *at = strstr(o->prompt.data, inj.data);
+            const char *hdr = at ? strstr(at, "Fakty pomocnicze") : NULL;
+            CHECK(at && hdr);
+            if (!at || !hdr) continue;
+            size_t end_c = 0, hdr_c = 0; /* code point offsets in the prompt */
+            for (const char *c = o->prompt.data; c < at + inj.len; c++) {
+                if ((*c & 0xC0) == 0x80) continue;
+                if (c < hdr) hdr_c++;
+                end_c++;
+            }
+            int32_t *ids = NULL, *off = NULL;
+            size_t n = 0;
+            CHECK_INT(bs_tokenizer_encode(m.tok, o->prompt.data, o->prompt.len, &ids, &n, &off, &e), 0);
+            size_t k_end = 0, k_hdr = 0; /* tokens wholly before the state's end / the facts header */
+            for (size_t t = 0; t < n; t++) {
+                if ((size_t)off[2 * t + 1] <= end_c) k_end = t + 1;
+                if ((size_t)off[2 * t + 1] <= hdr_c) k_hdr = t + 1;
+            }
+            /* the shared prefix reaches the end of the facts (one boundary token of slack) */
+            CHECK((size_t)p.items[i].state_len + 1 >= k_end);
+            CHECK(k_end > k_hdr + 20);
+            CHECK(p.items[i].state_len == p.items[0].state_len);
+            CHECK(!memcmp(o->ids, p.items[0].orders[0].ids, (size_t)p.items[0].state_len * sizeof *o->ids));
+            free(ids);
+            free(off);
+        }
+        bs_plan_free(&p);
+    }
+    bs_reply_free(&rep);
+    bs_letter_cache_free(&lc);
+    bs_buf_free(&body);
+    bs_buf_free(&inj);
+    bs_buf_free(&msg);
+    bs_basal_free(&m);
+}
+
 /* ---- tool modes ------------------------------------------------------------ */
 
 static int stdin_mode(void) {
@@ -353,5 +433,6 @@ int main(int argc, char **argv) {
     test_regex();
     test_decimal();
     test_dates();
+    test_plan_state_len();
     return check_report("test_facts");
 }
