@@ -854,11 +854,15 @@ static void facts(run *r) {
     fx_env *v = r->v;
     bs_buf b;
     bs_buf_init(&b);
-    mlist bl = finditer(v, P_BOUND, r->x);
-    r->bounds = fx_alloc(v, (bl.n ? bl.n : 1) * sizeof *r->bounds);
-    if (!r->bounds) return;
-    for (size_t i = 0; i < bl.n; i++) r->bounds[i] = gstart(&bl.m[i], 0);
-    r->nb = bl.n;
+    /* the bound positions only (a whole match record per sentence would be
+     * twelve times the memory on a long state) */
+    size_t cb = 0;
+    fx_m m;
+    for (size_t pos = 0; pos <= r->x.n && search_at(v, P_BOUND, r->x, pos, &m); pos = gend(&m, 0)) {
+        size_t b0 = gstart(&m, 0);
+        VPUSH(v, r->bounds, r->nb, cb, b0);
+    }
+    if (v->oom) return;
 
     /* 1. dates */
     fx_date *ds;
