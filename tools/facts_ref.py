@@ -764,6 +764,7 @@ def gen_text(rng):
 
 
 KIND_COUNT = collections.Counter()
+FORBIDDEN = ("przekracz", "mieści", "w terminie", "po terminie", "zasadn", "limit", "próg", "przysługuje")
 KINDS = [("weekday", r" to \w+$|ustawowo"), ("gap", r"^Od "), ("ago", r"dni przed"), ("duration", r"kalendarzowo"),
          ("vat", r" ÷ 1,\d\d = .*zł$"), ("euro", r" euro × "), ("budget", r"^budżet "), ("product", r"^\d+ × "),
          ("sum", r"zł \+ .* = "), ("tier", r"[<>≤≥] \d+; "), ("netgross", r"(netto|brutto)$"),
@@ -803,6 +804,10 @@ def main():
         for t, g in zip(texts, got):
             want = run(t)
             count_kinds(want)
+            # 03 §3.9: only arithmetic and calendar facts, never a rule or an answer
+            for line in g.get("lines", []):
+                if any(w in line for w in FORBIDDEN):
+                    bad.append((t, {"forbidden word in": line}, g))
             if want == g:
                 same += 1
                 lines += len(want.get("lines", []))
