@@ -7,7 +7,9 @@
 #    whose range counts are 64, 748 and 10);
 #  - the facts lines (or the exception text) of generated Polish/English
 #    states: a fixed seed and a fresh one (printed for replay: FACTS_SEED=N),
-#    FACTS_N states each (default 2000), 100% identical required.
+#    FACTS_N states each (default 2000), 100% identical required;
+#  - the fixed seed once more with every regex search through the matcher's
+#    visited-state bitmap (the path hostile states take): byte-identical.
 set -u
 . "$(dirname "$0")/lib.sh"
 bin="$BUILD/tests/test_facts"
@@ -41,4 +43,9 @@ for seed in 1 "$fresh"; do
     if ! "$bin" --stdin <"$tmp/states.jsonl" >"$tmp/c.jsonl"; then bad "test_facts --stdin failed (seed $seed)"; continue; fi
     if $PY tools/facts_ref.py check "$tmp/states.jsonl" <"$tmp/c.jsonl"; then ok; else bad "facts differ (seed $seed)"; fi
 done
+# the matcher's guard against backtracking blow-up must not change a match:
+# the fixed seed again with every search through the visited-state bitmap
+$PY tools/facts_ref.py gen 1 "$n" >"$tmp/states.jsonl"
+if "$bin" --stdin --memo <"$tmp/states.jsonl" >"$tmp/m.jsonl" && "$bin" --stdin <"$tmp/states.jsonl" >"$tmp/c.jsonl" &&
+   cmp -s "$tmp/m.jsonl" "$tmp/c.jsonl"; then ok; else bad "the visited-state bitmap changes the facts"; fi
 finish

@@ -8,6 +8,8 @@
  *                             JSON object per line, {"lines": [...]} or
  *                             {"error": "..."} (tests/t_facts_ref.sh compares it
  *                             with tools/facts_ref.py)
+ *   test_facts --stdin --memo the same with every regex search through the
+ *                             visited-state bitmap (the hostile-state path)
  *   test_facts --classes      print the code point ranges of \d, \w, \s
  *   test_facts --bench FILE N time N runs of facts on FILE's text (ms per run) */
 #include <stdio.h>
@@ -425,6 +427,10 @@ static int bench_mode(const char *path, int runs) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[1], "--stdin") && !strcmp(argv[2], "--memo")) {
+        fx_re_set_step_budget(0); /* every search through the visited-state bitmap */
+        return stdin_mode();
+    }
     if (argc > 1 && !strcmp(argv[1], "--stdin")) return stdin_mode();
     if (argc > 1 && !strcmp(argv[1], "--classes")) return classes_mode();
     if (argc > 3 && !strcmp(argv[1], "--bench")) return bench_mode(argv[2], atoi(argv[3]));

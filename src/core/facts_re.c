@@ -587,8 +587,10 @@ typedef struct {
     size_t steps, budget; /* steps run without the bitmap, and the limit */
 } memo;
 
-#define STEP_BUDGET 64
 #define MEMO_MAX_BYTES ((size_t)64 << 20)
+static size_t g_step_budget = 64; /* per searched position; 0: the bitmap from the start */
+
+void fx_re_set_step_budget(size_t per_position) { g_step_budget = per_position; }
 
 /* 1 when (pc, sp) was already explored (and marks it otherwise). */
 static int memo_seen(memo *mm, int32_t pc, size_t sp) {
@@ -731,8 +733,9 @@ int fx_re_search(const fx_re *re, const uint32_t *t, size_t n, size_t from, size
     size_t width = n - from + 1, ninst = re->progs[0].n;
     memo mm = {NULL, from, ninst, 0, 0};
     /* the bitmap is affordable: give the plain search a budget first */
-    if (ninst && width <= MEMO_MAX_BYTES * 8 / ninst) mm.budget = STEP_BUDGET * width + 4096;
-    int r = search_from(re, t, n, from, caps, &mm);
+    int affordable = ninst && width <= MEMO_MAX_BYTES * 8 / ninst, r = 2;
+    if (affordable && g_step_budget) mm.budget = g_step_budget * width + 4096;
+    if (!affordable || g_step_budget) r = search_from(re, t, n, from, caps, &mm);
     if (r != 2) return r;
     /* the budget ran out: the same search again, each state explored once */
     size_t words = (width * ninst + 63) / 64;

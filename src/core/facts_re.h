@@ -38,4 +38,9 @@ size_t fx_re_groups(const fx_re *re);
 int fx_re_search(const fx_re *re, const uint32_t *t, size_t n, size_t from, size_t *caps);
 int fx_re_match(const fx_re *re, const uint32_t *t, size_t n, size_t at, size_t *caps);
 
+/* Steps per searched position a search runs before it switches to its
+ * visited-state bitmap (default 64); 0 uses the bitmap from the first step.
+ * Process-wide, for tests that check both paths give the same matches. */
+void fx_re_set_step_budget(size_t per_position);
+
 #endif
