@@ -276,7 +276,7 @@ static void test_plan_state_len(void) {
     bs_letter_cache lc;
     bs_letter_cache_init(&lc);
     CHECK_INT(bj_parse(body.data, body.len, NULL, &v, &e), 0);
-    int rc = bs_plan_request(&p, v, BS_DIALECT_SYSTEMONE, &m, &lc, 1, &rep, &e);
+    int rc = bs_plan_request(&p, v, BS_DIALECT_SYSTEMONE, &m, &lc, NULL, 1, &rep, &e);
     if (rc) fprintf(stderr, "plan: %s %.*s\n", e.msg, (int)rep.body.len, rep.body.data ? rep.body.data : "");
     CHECK_INT(rc, 0);
     if (rc == 0) {
