@@ -175,13 +175,14 @@ def test_close_wait(srv):
 
 
 def test_close_wait_inflight(port):
-    """--max-inflight 1: complete requests sent with FIN, then closed; the
-    server must stay reachable and keep no phantom request."""
+    """--max-inflight 1 (so at most 1,025 connections on the old layer):
+    1,100 clients send an incomplete request, 50 a complete one, with FIN
+    and go; the server must stay reachable and keep no CLOSE-WAIT socket."""
     body = decision("cw", 4)
-    socks = []
-    for i in range(300):
+    for i in range(1150):
         s = connect(port)
-        s.sendall(post_bytes(SO, body))
+        s.sendall(post_bytes(SO, body) if i >= 1100 else b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Le")
+        s.shutdown(socket.SHUT_WR)
         s.close()
     t0 = time.time()
     ok = None
@@ -198,7 +199,7 @@ def test_close_wait_inflight(port):
         except OSError:
             pass
         time.sleep(0.1)
-    C.ok(ok is not None and ok < 5 * SLOW, f"300 requests+close under --max-inflight 1: a normal request is answered "
+    C.ok(ok is not None and ok < 5 * SLOW, f"1,100 requests+FIN under --max-inflight 1: a normal request is answered "
                                            f"200 within 5 s (after {ok})")
     deadline = time.time() + 3 * SLOW
     while close_wait_count(port) and time.time() < deadline:
