@@ -64,7 +64,7 @@
 #define READ_CHUNK 16384
 #define LINGER_MS 2000          /* after a closing answer: read and drop input for at most this long */
 #define DRAIN_S 10              /* how long bs_server_destroy lets answers drain */
-#define REFUSE_SLACK 256        /* connections answered 503 beyond max_connections; above it: closed at once */
+#define REFUSE_SLACK 256        /* refused connections still being answered 503; more are closed at once */
 
 typedef struct {
     char *name;
@@ -104,7 +104,9 @@ struct bs_server {
     uv_thread_t thread;
     int loop_ready, thread_started, listener_closed_loop;
     conn *conns;             /* every open connection */
-    long n_conns;
+    long n_conns;            /* open connections (handles not yet closed) */
+    long n_active;           /* of them: served, not refused (max_conn) */
+    long n_refused;          /* of them: being answered 503 (REFUSE_SLACK) */
     ip_entry *ips[IP_BUCKETS];
     char scratch[READ_CHUNK];
     char date[40];
@@ -143,6 +145,8 @@ struct conn {
     conn *prev, *next;       /* s->conns */
     conn *next_done;         /* s->done_head */
     ip_entry *ip;            /* counted against max_client_conn */
+    int active, refused;     /* counted in n_active / n_refused */
+    double since_ms;         /* when it last began to wait for a header block (idle or reading one) */
     int open_handles;        /* tcp and timer until their close callbacks */
     int closing;             /* uv_close called */
     int state;
@@ -344,6 +348,9 @@ static void conn_close(conn *c) {
     record(s, c, 0); /* no-op unless the client left before an answer was built */
     if (!c->job_live || c->job_done) release_slot(s, c);
     ip_release(s, c);
+    if (c->active) s->n_active--;
+    if (c->refused) s->n_refused--;
+    c->active = c->refused = 0;
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
@@ -443,6 +450,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         c->in_len += (size_t)n;
         if (c->state == C_IDLE) {
             c->state = C_HEADERS;
+            c->since_ms = bs_now_ms();
             timer_set(c, (uint64_t)c->s->header_timeout_s * 1000);
         }
         if (c->state == C_HEADERS || c->state == C_BODY) {
@@ -469,6 +477,7 @@ static void start_reading(conn *c) {
 static void next_request(conn *c) {
     reset_request(c);
     c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
     c->probing = 0;
     if (atomic_load(&c->s->stopping) && !c->in_len) {
         conn_close(c);
@@ -1042,7 +1051,16 @@ static void process_input(conn *c) {
 
 /* ---- accepting ---- */
 
+/* A connection over a limit gets a 503 JSON (Retry-After: 1), or, when
+ * REFUSE_SLACK of them are being answered already, is closed at once. */
 static void refuse(conn *c, int per_client) {
+    bs_server *s = c->s;
+    if (s->n_refused >= REFUSE_SLACK) {
+        conn_close(c);
+        return;
+    }
+    c->refused = 1;
+    s->n_refused++;
     bs_reply er;
     bs_reply_init(&er);
     bs_reply_connections(&er, BS_DIALECT_SYSTEMONE, per_client);
@@ -1052,6 +1070,20 @@ static void refuse(conn *c, int per_client) {
     c->start_ms = bs_now_ms();
     c->state = C_WRITING;
     respond(c, &rep, 1);
+}
+
+/* With every connection taken, the one that has waited longest for a header
+ * block (an idle keep-alive connection or a slow sender) makes room for the
+ * newcomer: trickling connections from many addresses then cannot lock
+ * clients out, they only push each other out. NULL when all are busy with
+ * requests. */
+static conn *oldest_waiting(bs_server *s) {
+    conn *best = NULL;
+    for (conn *c = s->conns; c; c = c->next)
+        if (c->active && !c->closing && (c->state == C_IDLE || c->state == C_HEADERS) &&
+            (!best || c->since_ms < best->since_ms))
+            best = c;
+    return best;
 }
 
 static void free_handle(uv_handle_t *h) { free(h); }
@@ -1088,21 +1120,22 @@ static void on_connection(uv_stream_t *l, int status) {
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    if (s->n_conns > s->max_conn + REFUSE_SLACK) {
-        conn_close(c);
-        return;
-    }
     c->keep_alive = 0;
-    if (s->n_conns > s->max_conn) {
-        refuse(c, 0);
-        return;
-    }
     unsigned char key[16];
     peer_key(c, key);
     ip_entry **p = ip_slot(s, key);
     if (*p && (*p)->count >= s->max_client_conn) {
         refuse(c, 1);
         return;
+    }
+    if (s->n_active >= s->max_conn) {
+        conn *victim = oldest_waiting(s);
+        if (!victim) {
+            refuse(c, 0);
+            return;
+        }
+        conn_close(victim);
+        p = ip_slot(s, key); /* the victim's entry may have been freed */
     }
     if (!*p) {
         if (!(*p = calloc(1, sizeof **p))) {
@@ -1113,7 +1146,10 @@ static void on_connection(uv_stream_t *l, int status) {
     }
     (*p)->count++;
     c->ip = *p;
+    c->active = 1;
+    s->n_active++;
     c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
     timer_set(c, (uint64_t)s->header_timeout_s * 1000);
     start_reading(c);
 }

@@ -281,6 +281,28 @@ def test_client_limit(port):
         s.close()
 
 
+def test_global_limit(port):
+    """--max-connections 6: six trickling connections from six addresses take
+    every slot; a newcomer from 127.0.0.1 is still answered (the connection
+    that waited longest for its header block makes room), and the evicted one
+    is closed."""
+    held = []
+    for i in range(6):
+        s = connect(port, f"127.0.0.{10 + i}")
+        s.sendall(b"GET /health HTTP/1.1\r\n")
+        held.append(s)
+        time.sleep(0.02)
+    raw, _ = exchange(port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2)
+    fr = final(split_responses(raw))
+    C.eq(fr[0][0] if fr else None, 200, "all connections taken by slow senders: a newcomer is answered 200")
+    _, closed = read_all(held[0], 1)
+    C.ok(closed, "the connection that waited longest was closed to make room")
+    _, closed = read_all(held[-1], 0.2)
+    C.ok(not closed, "the newest slow connection is kept")
+    for s in held:
+        s.close()
+
+
 # ---- defect 4: half-close ----
 
 def test_half_close(srv):
@@ -391,6 +413,13 @@ def main():
     finally:
         code = srv.stop()
     C.eq(code, 0, "attack server exits 0 on SIGTERM")
+    if not legacy:
+        srv = Server(args + ["--max-connections", "6"])
+        try:
+            test_global_limit(srv.port)
+        finally:
+            code = srv.stop()
+        C.eq(code, 0, "--max-connections server exits 0")
     srv = Server(args)
     try:
         test_half_close(srv)
