@@ -548,6 +548,7 @@ static void on_timer(uv_timer_t *t) {
         conn_close(c);
         return;
     case C_HEADERS:
+        c->start_ms = bs_now_ms();
         bs_reply_timeout(&er, BS_DIALECT_SYSTEMONE, 0, c->s->header_timeout_s);
         reply_take(&rep, &er);
         respond(c, &rep, 1);
