@@ -5,15 +5,15 @@ the new one.
 
   python3 bench/http-dos.py --basal build/basal --model build/fixtures/tiny-bias [--legacy] [--seconds 20]
 
-closewait  --max-inflight 1; 1,100 clients send an incomplete header block
+closewait  --max-inflight 1; --n (1,100) clients send an incomplete header block
            and FIN together and go away. Then: how long until a normal client
            is answered, how many sockets of the server's port sit in
            CLOSE-WAIT, how long SIGTERM takes.
-slowloris  --max-inflight 8; 1,100 connections trickle header bytes (one a
+slowloris  --max-inflight 8; --n (1,100) connections trickle header bytes (one a
            second, reconnecting when dropped) for --seconds; meanwhile a normal
            client sends a decision request every 0.5 s from another address.
            Reported: its answered fraction and worst latency. Variant
-           `spread`: the 1,100 connections come from 11 addresses (100 each).
+           `spread`: the connections come from 11 addresses.
 
 Attackers use 127.0.0.2..127.0.0.12, the normal client 127.0.0.1 (Linux
 routes all of 127/8 to the loopback). --legacy omits flags the old server
@@ -34,6 +34,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--basal", required=True)
 ap.add_argument("--model", required=True)
 ap.add_argument("--seconds", type=float, default=20)
+ap.add_argument("--n", type=int, default=1100, help="attacking connections")
 ap.add_argument("--only", choices=["closewait", "slowloris", "spread"])
 ap.add_argument("--legacy", action="store_true")
 A = ap.parse_args()
@@ -103,7 +104,7 @@ def normal_request(port, timeout=5.0):
 
 def closewait():
     p, port = start(["--max-inflight", "1"])
-    for i in range(1100):
+    for i in range(A.n):
         s = socket.socket()
         s.settimeout(2)
         s.bind(("127.0.0.2", 0))
@@ -125,7 +126,7 @@ def closewait():
     time.sleep(1)
     cw = close_wait(port)
     took = stop(p)
-    print(f"closewait: 1,100 incomplete requests with FIN at --max-inflight 1: normal request answered after "
+    print(f"closewait: {A.n} incomplete requests with FIN at --max-inflight 1: normal request answered after "
           f"{'%.2f s' % answered if answered is not None else 'NOT within 30 s'}; CLOSE-WAIT sockets 1 s later: {cw}; "
           f"SIGTERM took {took:.1f} s", flush=True)
 
@@ -137,7 +138,7 @@ def slowloris(addrs):
     refused = [0]
 
     def attacker():
-        per = 1100 // len(addrs)
+        per = A.n // len(addrs)
         slots = [(a, k) for a in addrs for k in range(per)]
         while time.time() < stop_at:
             for key in slots:
@@ -191,7 +192,7 @@ def slowloris(addrs):
     took = stop(p)
     ok = [r for r in results if r[0] == 200]
     worst = max((r[1] for r in ok), default=float("nan"))
-    print(f"slowloris {'from 11 addresses' if len(addrs) > 1 else 'from one address'}: 1,100 trickling connections "
+    print(f"slowloris {'from 11 addresses' if len(addrs) > 1 else 'from one address'}: {A.n} trickling connections "
           f"for {A.seconds:.0f} s at --max-inflight 8: normal client answered {len(ok)}/{len(results)} "
           f"(worst {worst:.2f} s); attacker connections dropped or refused {refused[0]}, held at the end {held}; "
           f"SIGTERM took {took:.1f} s", flush=True)
