@@ -56,6 +56,8 @@ typedef struct bs_plan {
     bs_item *items;
     size_t n_items;
     bs_usage usage;
+    struct bs_ev_job *ev;    /* evidence forwards, question order (engine/evidence_run.h) */
+    size_t n_ev;
 } bs_plan;
 
 /* Steps 8–10 of 02 §3 for a decoded body already routed to m: validation,

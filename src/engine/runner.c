@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "engine/evidence_run.h"
 #include "engine/pack.h"
 #include "engine/triesize.h"
 
@@ -353,7 +354,8 @@ done:
     return rc;
 }
 
-int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
+/* Round 1 (04 §7 B1) for every item of the plans. */
+static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     size_t ni = 0;
     for (size_t i = 0; i < n; i++) ni += plans[i]->n_items;
     if (ni == 0) return BS_OK;
@@ -446,4 +448,10 @@ done:
     bs_tc_free(&tc);
     free(items); free(tmp); free(first); free(rows); free(row_sl); free(lens); free(prompts);
     return rc;
+}
+
+int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
+    int rc = run_decisions(r, plans, n, e);
+    /* 04 §7 B3: the evidence forwards follow the decisions */
+    return rc < 0 ? rc : bs_ev_run(r, plans, n, e);
 }
