@@ -200,6 +200,9 @@ def broken_cases(d, k):
     obj = head_dict(d, k, 7)
     obj["x"] = [1, 2]
     add("list-append.pt", save_bytes(obj), "unsupported pickle opcode")
+    obj = head_dict(d, k, 7)
+    obj["x"] = {str(i): i for i in range(5000)}
+    add("huge-dict.pt", save_bytes(obj), "dict with more than 4096 entries")
     hd, st = fake_head(d, k)
     add("protocol-4.pt", custom_archive(hd, st, protocol=4), "not a protocol-2 pickle")
     add("root-tuple.pt", save_bytes((1, 2)), "the root is a tuple, not a dict")

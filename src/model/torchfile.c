@@ -1,5 +1,6 @@
 #include "model/torchfile.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +16,20 @@ static uint32_t rd32(const unsigned char *p) {
 }
 static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
-static uint32_t crc32_of(const unsigned char *p, size_t n) {
-    static uint32_t table[256];
-    static int ready; /* benign race: every thread writes the same values */
-    if (!ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
     }
+}
+
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+    pthread_once(&crc_once, crc_init);
+    const uint32_t *table = crc_table;
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
@@ -235,7 +239,9 @@ struct pv {
     int64_t size[BS_PT_MAX_DIMS];
 };
 
-enum { MAX_STACK = 65536, MAX_MEMO = 65536, MAX_VALUES = 1 << 20 };
+/* MAX_DICT keeps dict assignment (a linear search, as entries are few) from
+ * becoming quadratic work on a hostile pickle. */
+enum { MAX_STACK = 65536, MAX_MEMO = 65536, MAX_VALUES = 1 << 20, MAX_DICT = 4096 };
 
 typedef struct {
     const unsigned char *p;
@@ -290,6 +296,7 @@ static int dict_set(vm *m, pv *d, pv *k, pv *v, bs_err *e) {
             return BS_OK;
         }
     }
+    if (d->n == MAX_DICT) return bs_fail(e, BS_EFORMAT, "%s: data.pkl: dict with more than %d entries", m->fname, MAX_DICT);
     if (d->n * 2 + 2 > d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 8;
         pv **ni = realloc(d->items, nc * sizeof *ni);
