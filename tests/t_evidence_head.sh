@@ -49,6 +49,11 @@ done < "$tmp/broken/cases.tsv"
 echo "refusal corpus: $n files"
 [ "$n" -ge 20 ] && ok || bad "only $n broken heads"
 
+# randomly mutated heads (tools/make_evidence_head.py --fuzz): each one loads or
+# is refused with a message; under the asan suite this is a memory-safety check
+$PY tools/make_evidence_head.py --hidden "$H" --fuzz "$tmp/fuzz" --n 400 --seed 2
+if out=$("$T" --load-many "$H" "$tmp"/fuzz/*.pt); then ok; echo "fuzz: $out"; else bad "fuzz: $out"; fi
+
 # through the model loader (05 §1 D2: a broken head is a load error)
 req='{"model":"basal-tiny","state":"a","questions":{"q":{"type":"noul","instructions":"x","evidence":true}}}'
 model_with() { # DIR HEAD: a copy of the fixture (files linked) with HEAD as its evidence_head.pt

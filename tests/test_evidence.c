@@ -7,7 +7,9 @@
  *   test_evidence --load FILE HIDDEN   loads FILE as evidence_head.pt for a model
  *                                      of that hidden size; prints the tensors as
  *                                      JSON (f32 values, %.9g) or "error: <msg>"
- *                                      and exits 1 (tests/t_evidence_head.sh). */
+ *                                      and exits 1 (tests/t_evidence_head.sh)
+ *   test_evidence --load-many HIDDEN FILE...  the fuzz corpus: loaded or refused
+ *                                      with a message, nothing else. */
 #include "check.h"
 #include "model/evidence.h"
 
@@ -187,8 +189,25 @@ static int load_main(const char *path, int hidden) {
     return 0;
 }
 
+/* --load-many HIDDEN FILE...: every file loads or is refused with a message
+ * naming evidence_head.pt (run under ASan+UBSan by the asan suite). */
+static int load_many(int hidden, int n, char **files) {
+    int loaded = 0, refused = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        bs_evidence_head h;
+        bs_err e = {0};
+        int rc = bs_evidence_head_load(&h, files[i], hidden, &e);
+        if (rc == 0) { loaded++; bs_evidence_head_free(&h); }
+        else if ((rc == BS_EFORMAT || rc == BS_EIO) && !strncmp(e.msg, "evidence_head.pt: ", 18)) refused++;
+        else { bad++; printf("%s: code %d: %s\n", files[i], rc, e.msg); }
+    }
+    printf("%d files: %d loaded, %d refused with a message, %d other outcomes\n", n, loaded, refused, bad);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--load")) return load_main(argv[2], atoi(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "--load-many")) return load_many(atoi(argv[2]), argc - 3, argv + 3);
     test_vector_47();
     test_masked_pairs();
     test_upstream_checks();

@@ -8,6 +8,9 @@
   make_evidence_head.py --hidden H --broken DIR
       the refusal corpus: one file per case in DIR and DIR/cases.tsv with lines
       "<file>\t<substring the loader's message must contain>".
+  make_evidence_head.py --hidden H --fuzz DIR [--n 300] [--seed N]
+      randomly mutated heads (pickle bytes re-zipped with valid CRCs, or the
+      archive bytes) for the loader's memory-safety check.
   make_evidence_head.py --dump FILE
       the tensors of FILE as read by torch.load, widened to float32, as JSON
       {"d":…, "k":…, "tensors": {name: {"shape": […], "values": […]}}}.
@@ -290,6 +293,34 @@ def broken_cases(d, k):
     return cases
 
 
+def fuzz_cases(d, k, n, seed):
+    """n heads whose data.pkl (re-zipped, so CRCs match) or raw archive bytes
+    are randomly mutated: byte flips, truncations, duplicated and deleted runs."""
+    import random
+    rnd = random.Random(seed)
+    good = save_bytes(head_dict(d, k, 7))
+    with zipfile.ZipFile(io.BytesIO(good)) as z:
+        pk = z.read([x for x in z.namelist() if x.endswith("/data.pkl")][0])
+    out = []
+    for i in range(n):
+        raw = i % 4 == 3  # every fourth case mutates the archive itself
+        b = bytearray(good if raw else pk)
+        for _ in range(rnd.randint(1, 4)):
+            op = rnd.randrange(4)
+            at = rnd.randrange(len(b)) if b else 0
+            if op == 0 and b:
+                b[at] = rnd.randrange(256)
+            elif op == 1:
+                del b[at:]
+            elif op == 2:
+                ln = rnd.randint(1, 16)
+                b[at:at] = b[at:at + ln]
+            else:
+                del b[at:at + rnd.randint(1, 16)]
+        out.append(bytes(b) if raw else _with_pickle(good, bytes(b)))
+    return out
+
+
 def _with_pickle(archive, pk):
     """archive with its data.pkl replaced (re-zipped with Python's zipfile)."""
     buf = io.BytesIO()
@@ -309,6 +340,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--broken")
     ap.add_argument("--dump")
+    ap.add_argument("--fuzz", help="DIR: --n randomly mutated heads fuzz-<i>.pt")
+    ap.add_argument("--n", type=int, default=300)
     a = ap.parse_args()
     if a.dump:
         obj = torch.load(a.dump)
@@ -316,6 +349,11 @@ def main():
         for n, t in obj["state_dict"].items():
             out["tensors"][n] = {"shape": list(t.shape), "values": [float(v) for v in t.float().flatten().tolist()]}
         json.dump(out, sys.stdout)
+    elif a.fuzz:
+        os.makedirs(a.fuzz, exist_ok=True)
+        for i, data in enumerate(fuzz_cases(a.hidden, a.k, a.n, a.seed)):
+            with open(os.path.join(a.fuzz, f"fuzz-{i:04d}.pt"), "wb") as g:
+                g.write(data)
     elif a.broken:
         os.makedirs(a.broken, exist_ok=True)
         with open(os.path.join(a.broken, "cases.tsv"), "w") as f:
