@@ -7,7 +7,10 @@
 # array states, multi-byte and byte-fallback characters, 1–10 options) `basal
 # decide` gives the same spans (start, end, text) with probabilities within
 # 1e-5. And evidence never changes a decision: the answers without the
-# evidence key equal those of the same request without evidence.
+# evidence key equal those of the same request without evidence. The rows the
+# head reads come from the decision forward (engine/evidence_run.h) for most
+# questions; every body equals the one of a separate forward per question
+# (`decide --evidence-separate`) byte for byte.
 set -u
 . "$(dirname "$0")/lib.sh"
 reqs=tests/data/evidence-requests.jsonl
@@ -27,10 +30,16 @@ for spec in tiny-bias:f32 tiny-nobias:bf16 tiny-hd128:f16; do
         bad "$name: reference failed: $(tail -3 "$d.referr")"; continue
     fi
     : > "$d.c.jsonl"; : > "$d.noev.jsonl"
-    i=0 failed=0
+    i=0 failed=0 inline=0 same=0
     while IFS= read -r body; do
         i=$((i+1))
-        out=$(printf '%s' "$body" | "$BASAL" decide --model "$d" 2>"$d.err") || { bad "$name: request $i: $(cat "$d.err")"; failed=1; break; }
+        out=$(printf '%s' "$body" | "$BASAL" decide --model "$d" --timing 2>"$d.err") || { bad "$name: request $i: $(cat "$d.err")"; failed=1; break; }
+        inline=$((inline + $(sed -n 's/.*"evidence_inline": \([0-9]*\).*/\1/p' "$d.err")))
+        # the rows read from the decision forward equal a separate forward's, bitwise (the whole body)
+        if [ "$name" = tiny-bias ]; then
+            sep=$(printf '%s' "$body" | "$BASAL" decide --model "$d" --evidence-separate 2>/dev/null)
+            [ "$sep" = "$out" ] && same=$((same+1)) || { bad "$name: request $i: inline and separate evidence differ"; }
+        fi
         printf '%s\n' "$out" | $PY -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' >> "$d.c.jsonl"
         # the decision check once (first fixture): the request without evidence
         if [ "$name" != tiny-bias ]; then printf '%s\n' "$out" | $PY -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' >> "$d.noev.jsonl"; continue; fi
@@ -42,6 +51,12 @@ print(json.dumps(b, ensure_ascii=False))' | "$BASAL" decide --model "$d" 2>/dev/
         printf '%s\n' "$noev" | $PY -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' >> "$d.noev.jsonl"
     done < "$d.jsonl"
     [ $failed -eq 0 ] || continue
+    echo "$name: $inline evidence jobs read from decision forwards"
+    [ "$inline" -ge 20 ] && ok || bad "$name: only $inline evidence jobs from decision forwards"
+    if [ "$name" = tiny-bias ]; then
+        echo "$name: $same of $i bodies identical with --evidence-separate"
+        [ "$same" -eq "$i" ] && ok || bad "$name: --evidence-separate differs"
+    fi
     if $PY - "$d.ref.json" "$d.c.jsonl" "$d.noev.jsonl" "$name" <<'EOF'
 import json, sys
 ref = json.load(open(sys.argv[1]))
