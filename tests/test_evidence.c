@@ -1,7 +1,8 @@
 /* Evidence spans (spec 03 §4): the span-selection vector of §4.7 exactly, the
  * masked-pair rule, the facts limit, the head-input location of §4.3 on hand-
- * checked offsets, upstream's test_evidence.py checks, and the head's math on
- * a hand-computable case.
+ * checked offsets, upstream's test_evidence.py checks, the head's math on
+ * a hand-computable case, and the head reader on archives assembled by hand
+ * from the format of 05 §14 E2 (a valid one and broken ones).
  *
  *   test_evidence                      the unit tests
  *   test_evidence --load FILE HIDDEN   loads FILE as evidence_head.pt for a model
@@ -168,6 +169,143 @@ static void test_head_math(void) {
     CHECK_INT(bs_evidence_scores(&h, hs, 2, q, ls, le, &e), BS_EINTERNAL);
 }
 
+/* ---- hand-assembled torch.save archives (spec 05 §14 E2 by hand, no torch) ---- */
+
+typedef struct { unsigned char d[8192]; size_t n; } bytes_t;
+
+static void put(bytes_t *b, const void *p, size_t n) { memcpy(b->d + b->n, p, n); b->n += n; }
+static void put8(bytes_t *b, unsigned v) { b->d[b->n++] = (unsigned char)v; }
+static void put16(bytes_t *b, unsigned v) { put8(b, v & 0xFF); put8(b, (v >> 8) & 0xFF); }
+static void put32(bytes_t *b, uint32_t v) { put16(b, v & 0xFFFF); put16(b, v >> 16); }
+static void pstr(bytes_t *b, const char *s) { put8(b, 'X'); put32(b, (uint32_t)strlen(s)); put(b, s, strlen(s)); }
+static void pint(bytes_t *b, unsigned v) { put8(b, 'K'); put8(b, v); }
+static void pglobal(bytes_t *b, const char *mod, const char *name) {
+    put8(b, 'c'); put(b, mod, strlen(mod)); put8(b, '\n'); put(b, name, strlen(name)); put8(b, '\n');
+}
+
+/* {"d": 2, "k": 1, "state_dict": OrderedDict(six [1, 2] float tensors, storage i)}; storage 3 has
+ * `numel3` elements; `rebuild` names the tensor-rebuilding global; extra_op is put before STOP's SETITEMS. */
+static void head_pickle(bytes_t *b, const char *rebuild_mod, const char *rebuild, unsigned numel3, int extra_op) {
+    static const char *names[6] = {"ws.weight", "us.weight", "we.weight", "ue.weight", "bs.weight", "be.weight"};
+    b->n = 0;
+    put8(b, 0x80); put8(b, 2); put8(b, '}'); put8(b, '(');
+    pstr(b, "d"); pint(b, 2); pstr(b, "k"); pint(b, 1); pstr(b, "state_dict");
+    pglobal(b, "collections", "OrderedDict"); put8(b, 'q'); put8(b, 1); put8(b, ')'); put8(b, 'R'); put8(b, '(');
+    for (int t = 0; t < 6; t++) {
+        char key[2] = {(char)('0' + t), 0};
+        pstr(b, names[t]);
+        pglobal(b, rebuild_mod, rebuild);
+        put8(b, '('); put8(b, '(');
+        pstr(b, "storage"); pglobal(b, "torch", "FloatStorage"); pstr(b, key); pstr(b, "cpu");
+        pint(b, t == 3 ? numel3 : 2);
+        put8(b, 't'); put8(b, 'Q');
+        pint(b, 0); pint(b, 1); pint(b, 2); put8(b, 0x86); pint(b, 2); pint(b, 1); put8(b, 0x86);
+        put8(b, 0x89); put8(b, 'h'); put8(b, 1); put8(b, ')'); put8(b, 'R');
+        put8(b, 't'); put8(b, 'R');
+    }
+    if (extra_op) put8(b, (unsigned)extra_op);
+    put8(b, 'u'); put8(b, 'u'); put8(b, '.');
+}
+
+static uint32_t crc32_ref(const unsigned char *p, size_t n) { /* bitwise, independent of the loader's table */
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+/* A stored zip of a/data.pkl, a/data/0..5 (two floats each: t+1, -(t+1)/4)
+ * unless `skip` names one of them, and a/version; `method` in every header. */
+static void zip_head(bytes_t *z, const bytes_t *pk, int skip, unsigned method) {
+    char names[8][16];
+    const unsigned char *data[8];
+    size_t len[8], off[8];
+    float vals[6][2];
+    int n = 0;
+    snprintf(names[n], 16, "a/data.pkl"); data[n] = pk->d; len[n++] = pk->n;
+    for (int t = 0; t < 6; t++) {
+        vals[t][0] = (float)(t + 1);
+        vals[t][1] = -(float)(t + 1) / 4;
+        if (t == skip) continue;
+        snprintf(names[n], 16, "a/data/%d", t); data[n] = (const unsigned char *)vals[t]; len[n++] = 8;
+    }
+    snprintf(names[n], 16, "a/version"); data[n] = (const unsigned char *)"3\n"; len[n++] = 2;
+    z->n = 0;
+    for (int i = 0; i < n; i++) {
+        off[i] = z->n;
+        put32(z, 0x04034b50); put16(z, 20); put16(z, 0); put16(z, method); put32(z, 0);
+        put32(z, crc32_ref(data[i], len[i])); put32(z, (uint32_t)len[i]); put32(z, (uint32_t)len[i]);
+        put16(z, (unsigned)strlen(names[i])); put16(z, 0); put(z, names[i], strlen(names[i])); put(z, data[i], len[i]);
+    }
+    size_t cd = z->n;
+    for (int i = 0; i < n; i++) {
+        put32(z, 0x02014b50); put16(z, 20); put16(z, 20); put16(z, 0); put16(z, method); put32(z, 0);
+        put32(z, crc32_ref(data[i], len[i])); put32(z, (uint32_t)len[i]); put32(z, (uint32_t)len[i]);
+        put16(z, (unsigned)strlen(names[i])); put16(z, 0); put16(z, 0); put16(z, 0); put16(z, 0); put32(z, 0);
+        put32(z, (uint32_t)off[i]); put(z, names[i], strlen(names[i]));
+    }
+    size_t cdn = z->n - cd;
+    put32(z, 0x06054b50); put16(z, 0); put16(z, 0); put16(z, (unsigned)n); put16(z, (unsigned)n);
+    put32(z, (uint32_t)cdn); put32(z, (uint32_t)cd); put16(z, 0);
+}
+
+static int load_mem(const bytes_t *z, bs_evidence_head *h, bs_err *e) {
+    bs_pt_file f;
+    int rc = bs_pt_read_mem(z->d, z->n, "evidence_head.pt", &f, e);
+    if (rc < 0) return rc;
+    rc = bs_evidence_head_from_pt(h, &f, 2, e);
+    bs_pt_free(&f);
+    return rc;
+}
+
+static void expect_refused(const bytes_t *z, const char *msg) {
+    bs_evidence_head h;
+    bs_err e = {0};
+    int rc = load_mem(z, &h, &e);
+    CHECK(rc < 0);
+    if (rc == 0) bs_evidence_head_free(&h);
+    else CHECK_CONTAINS(e.msg, msg);
+}
+
+static void test_archives(void) {
+    static bytes_t pk, z;
+    bs_evidence_head h;
+    bs_err e = {0};
+    head_pickle(&pk, "torch._utils", "_rebuild_tensor_v2", 2, 0);
+    zip_head(&z, &pk, -1, 0);
+    CHECK_INT(load_mem(&z, &h, &e), 0);
+    if (!e.msg[0]) {
+        CHECK_INT(h.d, 2);
+        CHECK_INT(h.k, 1);
+        CHECK(h.ws[0] == 1.0f && h.ws[1] == -0.25f && h.be[0] == 6.0f && h.be[1] == -1.5f);
+        bs_evidence_head_free(&h);
+    }
+    z.n -= 10;
+    expect_refused(&z, "no zip end-of-central-directory record");
+    zip_head(&z, &pk, -1, 8);
+    expect_refused(&z, "compressed zip entry (method 8)");
+    zip_head(&z, &pk, 3, 0);
+    expect_refused(&z, "ue.weight: storage entry a/data/3 missing");
+    zip_head(&z, &pk, -1, 0);
+    z.d[40] ^= 1; /* a byte of data.pkl: its CRC no longer matches */
+    expect_refused(&z, "CRC-32 mismatch");
+    head_pickle(&pk, "posix", "system", 2, 0);
+    zip_head(&z, &pk, -1, 0);
+    expect_refused(&z, "global posix.system is not allowed");
+    head_pickle(&pk, "torch._utils", "_rebuild_tensor_v2", 1, 0);
+    zip_head(&z, &pk, -1, 0);
+    expect_refused(&z, "runs past its storage of 1");
+    head_pickle(&pk, "torch._utils", "_rebuild_tensor_v2", 2, 'e');
+    zip_head(&z, &pk, -1, 0);
+    expect_refused(&z, "unsupported pickle opcode 0x65");
+    head_pickle(&pk, "torch._utils", "_rebuild_tensor_v2", 2, 0);
+    pk.n--; /* no STOP */
+    zip_head(&z, &pk, -1, 0);
+    expect_refused(&z, "truncated pickle");
+}
+
 static int load_main(const char *path, int hidden) {
     bs_evidence_head h;
     bs_err e = {0};
@@ -213,5 +351,6 @@ int main(int argc, char **argv) {
     test_upstream_checks();
     test_locate();
     test_head_math();
+    test_archives();
     return check_report("test_evidence");
 }
