@@ -93,7 +93,9 @@ int bs_ev_rows_add(bs_ev_rows *er, const bs_plan *p, const bs_item *it, const bs
         if (p->ev[i].question == it->question) j = &p->ev[i];
     const bs_order *o0 = &it->orders[0];
     int32_t m = j ? j->t1 - j->t0 : 0, n = o0->n_ids;
-    if (!j || j->done || m <= 0 || j->n_ids != n || memcmp(j->ids, o0->ids, (size_t)n * sizeof *o0->ids)) return BS_OK;
+    if (!j || j->done || m <= 0 || k < 0 || k >= row->n_prompts || j->n_ids != n ||
+        memcmp(j->ids, o0->ids, (size_t)n * sizeof *o0->ids))
+        return BS_OK;
     for (size_t i = 0; i < er->n_jobs; i++)
         if (er->jobs[i] == j) return BS_OK; /* both orders' rows of an item are in one forward */
     /* the prompt's path of blocks, leaf up; position i of the prompt is column
