@@ -219,19 +219,19 @@ static uint32_t crc32_ref(const unsigned char *p, size_t n) { /* bitwise, indepe
 /* A stored zip of a/data.pkl, a/data/0..5 (two floats each: t+1, -(t+1)/4)
  * unless `skip` names one of them, and a/version; `method` in every header. */
 static void zip_head(bytes_t *z, const bytes_t *pk, int skip, unsigned method) {
-    char names[8][16];
+    char names[8][32];
     const unsigned char *data[8];
     size_t len[8], off[8];
     float vals[6][2];
     int n = 0;
-    snprintf(names[n], 16, "a/data.pkl"); data[n] = pk->d; len[n++] = pk->n;
+    snprintf(names[n], 32, "a/data.pkl"); data[n] = pk->d; len[n++] = pk->n;
     for (int t = 0; t < 6; t++) {
         vals[t][0] = (float)(t + 1);
         vals[t][1] = -(float)(t + 1) / 4;
         if (t == skip) continue;
-        snprintf(names[n], 16, "a/data/%d", t); data[n] = (const unsigned char *)vals[t]; len[n++] = 8;
+        snprintf(names[n], 32, "a/data/%d", t); data[n] = (const unsigned char *)vals[t]; len[n++] = 8;
     }
-    snprintf(names[n], 16, "a/version"); data[n] = (const unsigned char *)"3\n"; len[n++] = 2;
+    snprintf(names[n], 32, "a/version"); data[n] = (const unsigned char *)"3\n"; len[n++] = 2;
     z->n = 0;
     for (int i = 0; i < n; i++) {
         off[i] = z->n;
