@@ -182,6 +182,60 @@ static void many_readouts(const char *model_name) {
     bs_model_free(&m);
 }
 
+/* The evidence output (05 §14 E1): the final-normed rows of a 300-token
+ * prompt read out at every position, without logits, equal bitwise those of
+ * each prefix run alone with its logits, and those of the prompt packed after
+ * another prompt as a second unit with 2 threads (packing never changes them). */
+static void hidden_rows(const char *model_name) {
+    enum { L = 300, P = 37 };
+    bs_pool *pool = bs_pool_create(2);
+    bs_model m;
+    if (load(&m, model_name, pool)) { bs_pool_destroy(pool); return; }
+    bs_err e = {0};
+    int H = m.cfg.hidden;
+    int32_t ids[P + L], pos[P + L], ro[L];
+    for (int i = 0; i < P + L; i++) ids[i] = (int32_t)rnd((uint32_t)m.cfg.vocab);
+    for (int i = 0; i < L; i++) pos[i] = ro[i] = i;
+    bs_unit u = {.q_start = 0, .q_len = L, .n_ranges = 1, .r_start = {0}, .r_len = {L}};
+    bs_fwd_input in = {.n_tokens = L, .ids = ids + P, .pos = pos, .n_units = 1, .units = &u,
+                       .n_readouts = L, .readouts = ro, .n_out_ids = 0};
+    float *all = malloc((size_t)L * H * sizeof *all), *one = malloc((size_t)H * sizeof *one);
+    float *packed = malloc((size_t)L * H * sizeof *packed);
+    CHECK_INT(bs_forward(&m, &in, NULL, &e), BS_EINVAL); /* no logits and no hidden: nothing to read out */
+    in.hidden = all;
+    CHECK_INT(bs_forward(&m, &in, NULL, &e), 0);
+    int diff = 0;
+    for (int n = 1; n <= L; n += 29) {
+        float lg[NIDS];
+        int32_t last = n - 1;
+        bs_unit un = {.q_start = 0, .q_len = n, .n_ranges = 1, .r_start = {0}, .r_len = {n}};
+        bs_fwd_input i1 = in;
+        i1.n_tokens = n;
+        i1.units = &un;
+        i1.n_readouts = 1;
+        i1.readouts = &last;
+        i1.n_out_ids = NIDS;
+        i1.out_ids = out_ids;
+        i1.hidden = one;
+        CHECK_INT(bs_forward(&m, &i1, lg, &e), 0);
+        diff += memcmp(one, all + (size_t)last * H, (size_t)H * sizeof *one) != 0;
+    }
+    CHECK_INT(diff, 0);
+    /* packed: another prompt of P tokens first, then ours as a second unit */
+    int32_t pos2[P + L], ro2[L];
+    for (int i = 0; i < P; i++) pos2[i] = i;
+    for (int i = 0; i < L; i++) { pos2[P + i] = i; ro2[i] = P + i; }
+    bs_unit us[2] = {{.q_start = 0, .q_len = P, .n_ranges = 1, .r_start = {0}, .r_len = {P}},
+                     {.q_start = P, .q_len = L, .n_ranges = 1, .r_start = {P}, .r_len = {L}}};
+    bs_fwd_input i2 = {.n_tokens = P + L, .ids = ids, .pos = pos2, .n_units = 2, .units = us,
+                       .n_readouts = L, .readouts = ro2, .n_out_ids = 0, .hidden = packed};
+    CHECK_INT(bs_forward(&m, &i2, NULL, &e), 0);
+    CHECK(memcmp(packed, all, (size_t)L * H * sizeof *all) == 0);
+    free(all); free(one); free(packed);
+    bs_model_free(&m);
+    bs_pool_destroy(pool);
+}
+
 int main(void) {
     rng = PROMPT_SEED;
     invariance("tiny-bias");
@@ -193,6 +247,8 @@ int main(void) {
     same_model("tiny-bias", "tiny-always");
     many_readouts("tiny-bias");
     many_readouts("tiny-hd128");
+    hidden_rows("tiny-bias");
+    hidden_rows("tiny-hd128");
     input_errors();
     return check_report("test_forward");
 }

@@ -17,7 +17,7 @@
 
 typedef struct {
     const char *model_dir, *request;
-    int timing, threads, no_prefix_cache, readout_bf16;
+    int timing, threads, no_prefix_cache, readout_bf16, evidence_separate;
     cli_device dev;
 } opts_t;
 
@@ -34,6 +34,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
         else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
         else if (!strcmp(argv[i], "--timing") && !strcmp(cmd, "decide")) o->timing = 1;
         else if (!strcmp(argv[i], "--no-prefix-cache") && !strcmp(cmd, "decide")) o->no_prefix_cache = 1;
+        else if (!strcmp(argv[i], "--evidence-separate") && !strcmp(cmd, "decide")) o->evidence_separate = 1;
         else if (!strcmp(argv[i], "--readout") && !strcmp(cmd, "decide")) {
             if (!(v = cli_value(argc, argv, &i))) return 2;
             if (strcmp(v, "f32") && strcmp(v, "bf16")) {
@@ -48,7 +49,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
     }
     if (!o->model_dir) {
         fprintf(stderr, "usage: basal %s --model DIR [--request FILE|-]%s\n", cmd,
-                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] [--readout f32|bf16] " CLI_DEVICE_USAGE);
+                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] [--readout f32|bf16] [--evidence-separate] " CLI_DEVICE_USAGE);
         return 2;
     }
     return 0;
@@ -127,6 +128,7 @@ int cmd_decide(int argc, char **argv) {
     }
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
     run.readout_bf16 = o.readout_bf16;
+    run.evidence_separate = o.evidence_separate;
     int frc = bs_runner_run(&run, &pp, 1, &e);
     bs_runner_free(&run);
     bs_prefix_set_free(&pinned);
@@ -137,8 +139,9 @@ int cmd_decide(int argc, char **argv) {
     double t3 = bs_now_ms();
     cli_print_pretty(stdout, out.data, out.len);
     if (o.timing)
-        fprintf(stderr, "timing: {\"load_ms\": %.3f, \"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f}\n",
-                t1 - t0, t2 - t1, t3 - t2, t3 - t0);
+        fprintf(stderr, "timing: {\"load_ms\": %.3f, \"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f, "
+                        "\"evidence_inline\": %lld, \"evidence_forwards\": %lld}\n",
+                t1 - t0, t2 - t1, t3 - t2, t3 - t0, (long long)run.evidence_inline, (long long)run.evidence_forwards);
     status = 0;
 done:
     bs_plan_free(&plan);

@@ -523,7 +523,7 @@ static int run_layers(fwd *f, bs_err *e) {
     }
     if (!in->capture) {
         CK(bs_cu_rmsnorm(c->dt, f->xr, NULL, R, c->H, c->final_norm, c->eps, f->h, s), "final norm");
-        CK(bs_cu_letters(c->dt, f->h, R, c->H, f->lmrows, f->U, f->logits, s), "letter readout");
+        if (f->U) CK(bs_cu_letters(c->dt, f->h, R, c->H, f->lmrows, f->U, f->logits, s), "letter readout");
     }
     return BS_OK;
 }
@@ -566,11 +566,24 @@ static int cu_forward(bs_backend *b, const bs_model *m, const bs_fwd_input *in, 
     /* always drain the stream: its buffers go back to the free list */
     ce = cudaStreamSynchronize(f.w->stream);
     if (rc == BS_OK && ce != cudaSuccess) rc = cuda_fail(e, ce, "forward");
-    if (rc == BS_OK && f.R) {
+    if (rc == BS_OK && f.R && f.U) {
         ce = cudaMemcpy(logits, f.logits, (size_t)f.R * f.U * sizeof *logits, cudaMemcpyDeviceToHost);
         if (ce != cudaSuccess) rc = cuda_fail(e, ce, "logits");
         for (size_t i = 0; rc == BS_OK && i < (size_t)f.R * f.U; i++)
             if (!isfinite(logits[i])) rc = bs_fail(e, BS_EINTERNAL, "non-finite letter logits");
+    }
+    if (rc == BS_OK && f.R && in->hidden) { /* evidence (05 §14 E1): final-normed rows, widened to f32 */
+        size_t n = (size_t)f.R * c->H;
+        void *tmp = malloc(n * c->es);
+        if (!tmp) rc = bs_fail(e, BS_ENOMEM, "forward: out of memory");
+        else if ((ce = cudaMemcpy(tmp, f.h, n * c->es, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            rc = cuda_fail(e, ce, "hidden states");
+        else
+            for (size_t i = 0; i < n; i++)
+                in->hidden[i] = c->dt == BS_F32 ? ((const float *)tmp)[i]
+                                : c->dt == BS_F16 ? bs_f16_to_f32(((const uint16_t *)tmp)[i])
+                                                  : bs_bf16_to_f32(((const uint16_t *)tmp)[i]);
+        free(tmp);
     }
     if (rc == BS_OK && pf) {
         for (int i = 0; i + 1 < f.w->n_ev; i++) {

@@ -7,6 +7,7 @@
 #include "core/decide.h"
 #include "core/facts.h"
 #include "core/respjson.h"
+#include "engine/evidence_run.h"
 #include "engine/triesize.h"
 
 void bs_letter_cache_init(bs_letter_cache *c) {
@@ -71,6 +72,7 @@ void bs_plan_free(bs_plan *p) {
             free(p->items[i].orders[o].ids);
         }
     free(p->items);
+    bs_ev_free(p);
     memset(p, 0, sizeof *p);
 }
 
@@ -162,6 +164,7 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
         }
     }
     p->usage.branches = p->n_items;
+    if ((rc = bs_ev_plan(p, m, &too_long, e)) < 0) goto fail;
     p->cost = tc.tokens > 0 ? tc.tokens : 1;
     if (too_long.n) {
         bs_unsupported_reply(&too_long, rep);
@@ -186,7 +189,8 @@ int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_mod
                  p->req->n_questions, lim->max_questions);
         rc = over_limit(rep, d, "too_many_questions", msg);
     }
-    if (rc == BS_OK) rc = bs_request_check_capability(p->req, NULL, rep, e);
+    bs_caps caps = {.evidence_head = m->evidence != NULL};
+    if (rc == BS_OK) rc = bs_request_check_capability(p->req, &caps, rep, e);
     if (rc == BS_OK) rc = plan_items(p, m, lc, lim, want_state_len, rep, e);
     if (rc < 0) bs_plan_free(p);
     return rc;
@@ -361,6 +365,7 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
             branches++;
         }
         put_answer(out, q, r->dialect, pf);
+        bs_ev_answer(out, p, qi);
     }
     if (branches != p->usage.branches)
         return bs_fail(e, BS_EINTERNAL, "plan answers %zu questions by the model, planned %zu", branches,

@@ -57,6 +57,8 @@ typedef struct bs_plan {
     size_t n_items;
     bs_usage usage;
     int64_t cost;            /* the trie size of its order prompts (04 §3 P5), at least 1 */
+    struct bs_ev_job *ev;    /* evidence forwards, question order (engine/evidence_run.h) */
+    size_t n_ev;
 } bs_plan;
 
 /* What one request may ask of the server, checked while it is planned and

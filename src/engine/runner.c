@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "engine/evidence_run.h"
 #include "engine/pack.h"
 #include "engine/triesize.h"
 
@@ -172,7 +173,8 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     int32_t *uids = NULL;
     float *lg = NULL;
     bs_packed pk;
-    int packed = 0, rc = BS_OK;
+    bs_ev_rows er;
+    int packed = 0, rc = BS_OK, ev_init = 0, ev_rows = 0;
     size_t nu = 0;
     if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
     for (size_t i = first[0]; i < first[nr]; i++) nu += items[i].item->k;
@@ -231,6 +233,27 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     }
     if ((rc = bs_packed_build(&pk, rows, (int32_t)nr, px, uids, (int32_t)nuniq, e)) < 0) goto leave;
     packed = 1;
+    /* evidence rows of the items' order-0 prompts, read from this forward on
+     * the CPU backend (engine/evidence_run.h: bitwise the separate forward) */
+    if (r->m->evidence && !m->backend && !r->evidence_separate) {
+        if ((rc = bs_ev_rows_init(&er, pk.in.readouts, pk.in.n_readouts, pk.in.n_tokens, e)) < 0) goto leave;
+        ev_init = 1;
+        int32_t off = 0;
+        for (size_t ri = 0; ri < nr; ri++) {
+            int32_t skip = px[ri] ? px[ri]->n_tokens : 0;
+            for (size_t i = first[ri]; i < first[ri + 1] && rc == BS_OK; i++)
+                rc = bs_ev_rows_add(&er, items[i].plan, items[i].item, &rows[ri],
+                                    (int32_t)((i - first[ri]) * BS_N_ORDERS), off, skip, e);
+            if (rc < 0) goto leave;
+            off += rows[ri].len - skip;
+        }
+        if ((ev_rows = bs_ev_rows_prepare(&er, m->cfg.hidden, e)) < 0) { rc = ev_rows; goto leave; }
+        if (ev_rows) {
+            pk.in.readouts = er.readouts;
+            pk.in.n_readouts = er.n_readouts;
+            pk.in.hidden = er.hidden;
+        }
+    }
     lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
     if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
     pk.in.profile = r->profile;
@@ -243,6 +266,10 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     r->forward_tokens += pk.in.n_tokens;
 leave:
     if (r->gate) bs_gate_leave(r->gate);
+    if (rc == BS_OK && ev_rows > 0) {
+        rc = bs_ev_rows_finish(&er, r->m->evidence, e);
+        r->evidence_inline += (int64_t)er.n_jobs;
+    }
     if (rc < 0) goto done;
     /* readout_of is indexed by flat prompt: rows in order, items in row order,
      * orders within an item */
@@ -260,6 +287,7 @@ leave:
         }
     }
 done:
+    if (ev_init) bs_ev_rows_free(&er);
     if (packed) bs_packed_free(&pk);
     free(lg);
     free(uids);
@@ -353,7 +381,8 @@ done:
     return rc;
 }
 
-int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
+/* Round 1 (04 §7 B1) for every item of the plans. */
+static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     size_t ni = 0;
     for (size_t i = 0; i < n; i++) ni += plans[i]->n_items;
     if (ni == 0) return BS_OK;
@@ -455,4 +484,10 @@ done:
     bs_tc_free(&tc);
     free(items); free(tmp); free(first); free(rows); free(row_sl); free(lens); free(prompts);
     return rc;
+}
+
+int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
+    int rc = run_decisions(r, plans, n, e);
+    /* 04 §7 B3: the evidence forwards follow the decisions */
+    return rc < 0 ? rc : bs_ev_run(r, plans, n, e);
 }

@@ -55,8 +55,10 @@ typedef struct bs_runner {
     int readout_bf16;             /* `--readout bf16`: letter logits rounded to bf16 (05 Q4) */
     bs_batching batching;         /* BS_BATCH_TREE unless a benchmark asks otherwise */
     bs_fwd_profile *profile;      /* optional stage timings of every forward (bench) */
+    int evidence_separate;        /* diagnostic: every evidence job by its own forward (never from a decision forward) */
     /* counters (read by metrics from other threads) */
     _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;
+    _Atomic int64_t evidence_inline, evidence_forwards; /* evidence jobs from decision forwards / their own */
 } bs_runner;
 
 void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,

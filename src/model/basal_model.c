@@ -145,6 +145,17 @@ int bs_basal_load(bs_basal_model *b, const char *dir, bs_pool *pool, int load_we
         b->has_weights = 1;
     }
     if ((rc = bs_calibration_load(&b->calib, dir, e)) < 0) goto fail;
+    /* 05 §1 D2: last, optional; a broken head is a load error (03 §6) */
+    free(path);
+    if (!(path = bs_path_join(dir, BS_EVIDENCE_FILE))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+    if (bs_file_exists(path)) {
+        if (!(b->evidence = malloc(sizeof *b->evidence))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+        if ((rc = bs_evidence_head_load(b->evidence, path, b->cfg.hidden, e)) < 0) {
+            free(b->evidence);
+            b->evidence = NULL;
+            goto fail;
+        }
+    }
     free(path);
     return BS_OK;
 fail:
@@ -158,6 +169,8 @@ void bs_basal_free(bs_basal_model *b) {
     if (b->has_weights) bs_model_free(&b->model);
     bs_tokenizer_free(b->tok);
     bs_calibration_free(&b->calib);
+    if (b->evidence) bs_evidence_head_free(b->evidence);
+    free(b->evidence);
     free(b->dir);
     free(b->name);
     free(b->version);

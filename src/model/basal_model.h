@@ -8,6 +8,7 @@
 
 #include "core/decide.h"
 #include "core/tokenizer.h"
+#include "model/evidence.h"
 #include "model/model.h"
 
 typedef struct bs_basal_model {
@@ -22,6 +23,7 @@ typedef struct bs_basal_model {
     bs_config cfg;
     int has_weights;
     bs_model model;        /* valid when has_weights */
+    bs_evidence_head *evidence; /* evidence_head.pt (03 §4.2), or NULL when the directory has none */
 } bs_basal_model;
 
 /* Loads and checks the directory. With load_weights 0 only the headers of the

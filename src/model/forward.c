@@ -145,7 +145,7 @@ int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit
         if (in->capture->n_tokens != M + (px ? px->n_tokens : 0) || in->capture->n_layers != c->n_layers ||
             in->capture->kvd != c->n_kv_heads * c->head_dim)
             return bs_fail(e, BS_EINTERNAL, "forward: capture buffer does not fit");
-    } else if (in->n_readouts <= 0 || in->n_out_ids <= 0) {
+    } else if (in->n_readouts <= 0 || in->n_out_ids < 0 || (in->n_out_ids == 0 && !in->hidden)) {
         return bs_fail(e, BS_EINVAL, "forward: nothing to read out");
     }
     for (int i = 0; i < M; i++) {
@@ -413,6 +413,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     for (int r = 0; r < R; r++) { /* R is 0 for a capture */
         float *h = xn;
         rmsnorm(xr + (size_t)r * H, m->final_norm, H, (float)c->rms_eps, h);
+        if (in->hidden) memcpy(in->hidden + (size_t)r * H, h, (size_t)H * sizeof *h);
         for (int o = 0; o < in->n_out_ids; o++) {
             float lg = bs_dot_row(h, &m->lm_head, in->out_ids[o]);
             if (!isfinite(lg)) {

@@ -47,6 +47,10 @@ typedef struct bs_fwd_input {
     const int32_t *readouts;    /* [R] compact indices whose logits are wanted */
     int32_t n_out_ids;
     const int32_t *out_ids;     /* [U] vocabulary rows of lm_head to compute */
+    /* Optional (evidence, 05 §14 E1): the final-RMSNorm hidden state of every
+     * readout row, hidden[r * H + i], f32. With it n_out_ids may be 0 (no
+     * logits). Same code path as the logits, so packing never changes it. */
+    float *hidden;
     /* Prefix capture (04 §13 K2/K4): when set, the forward stores the K/V of
      * its tokens — one unit covering all of them, continuing the unit's prefix
      * if any — into *capture (prefix part copied first) and stops after the

@@ -882,6 +882,98 @@ models:
     p.stop()
 
 
+def evidence_server(tmp):
+    """Evidence spans (03 §4) over both endpoints on tiny-bias with a head
+    written by torch.save: the answer equals `basal decide` (which
+    t_evidence_torch.sh checks against PyTorch), the evidence key is last, both
+    dialects give the same spans, and 32 concurrent clients get bodies
+    byte-identical to the same requests sent alone. Without a head, evidence is
+    the 422 capability error of 02 §4.4 on both endpoints."""
+    plain = Server(["--model", fixture("tiny-bias")])
+    try:
+        q = {"q": {"type": "noul", "instructions": "Czy?", "evidence": True}}
+        expect(plain, SO, body(q), 422,
+               '{"error":"unsupported","detail":[{"type":"unsupported_feature","loc":["body","questions","q",'
+               '"evidence"],"msg":"evidence is not available for this model (no evidence_head.pt)"}]}',
+               "evidence without a head")
+        expect(plain, BA, body(q), 422, '{"error":"evidence is not available for this model (no evidence_head.pt)"}',
+               "basal evidence without a head")
+    finally:
+        plain.stop()
+    d = os.path.join(tmp, "tiny-evidence")
+    os.makedirs(d, exist_ok=True)
+    src = fixture("tiny-bias")
+    for f in os.listdir(src):
+        if not os.path.exists(os.path.join(d, f)):
+            os.symlink(os.path.join(os.path.abspath(src), f), os.path.join(d, f))
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+    hidden = json.load(open(os.path.join(src, "config.json")))["hidden_size"]
+    subprocess.run(["/usr/bin/python3", os.path.join(tools, "make_evidence_head.py"), "--hidden", str(hidden),
+                    "--dtype", "bf16", "--seed", "11", "--out", os.path.join(d, "evidence_head.pt")], check=True)
+    srv = Server(["--model", d])
+    try:
+        qs = {"c": {"type": "choice", "instructions": "Temat?", "criteria": ["billing", "shipping"], "evidence": True},
+              "n": {"type": "noul", "instructions": "Czy chodzi o płatność?", "evidence": 1},
+              "s": {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "wysoka"], "evidence": "tak"},
+              "x": {"type": "noul", "instructions": "Bez dowodów?"}}
+        so = {}
+        for path in (SO, BA):
+            st, _, raw = srv.post(path, body(qs))
+            if not C.eq(st, 200, f"evidence {path}: status ({raw[:300]!r})"):
+                continue
+            obj = json.loads(raw)
+            for qid, a in obj["answers"].items():
+                keys = list(a)
+                if qid == "x":
+                    C.ok("evidence" not in a, f"evidence {path}: no evidence key without the flag")
+                    continue
+                C.eq(keys[-1], "evidence", f"evidence {path} {qid}: evidence is the last key")
+                ev = a["evidence"]
+                C.ok(1 <= len(ev) <= 3, f"evidence {path} {qid}: 1..3 spans")
+                for sp in ev:
+                    C.eq(list(sp), ["text", "start", "end", "probability"], f"evidence {path} {qid}: span keys")
+                    C.eq(S[sp["start"]:sp["end"]], sp["text"], f"evidence {path} {qid}: verbatim span")
+                C.ok(all(ev[i]["probability"] >= ev[i + 1]["probability"] for i in range(len(ev) - 1)),
+                     f"evidence {path} {qid}: descending probability")
+                if path == SO:
+                    so[qid] = ev
+                else:
+                    C.eq(ev, so.get(qid), f"evidence {qid}: /v1/basal spans equal /v1/systemone's")
+            if path == SO:
+                r = subprocess.run([BASAL, "decide", "--model", d], input=json.dumps(body(qs)).encode(),
+                                   capture_output=True, timeout=120 * SLOW)
+                ref = json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
+                C.ok(ref is not None and without_latency(json.loads(raw, object_pairs_hook=list)) == without_latency(ref),
+                     "evidence: answer equals `basal decide`")
+        # a single-option question still gets its evidence forward (03 §4.1)
+        st, _, raw = srv.post(SO, body({"o": {"type": "choice", "instructions": "x", "criteria": ["jedyna"],
+                                              "evidence": True}}))
+        C.ok(st == 200 and "evidence" in json.loads(raw)["answers"]["o"], f"single option evidence: {raw[:200]!r}")
+        # 32 concurrent clients, byte-identical to alone
+        reqs = []
+        for i, (p, b) in enumerate(varied_requests(32)):
+            for qq in b["questions"].values():
+                qq["evidence"] = i % 5 != 4
+            reqs.append((p, b))
+        alone = [srv.post(p, b) for p, b in reqs]
+        C.ok(all(st == 200 and b"evidence" in raw for st, _, raw in alone[:4]), "evidence requests alone: 200")
+        batched = False
+        for attempt in range(3):  # until the clients actually shared a batch
+            together = run_parallel(lambda pb: srv.post(*pb), reqs)
+            errs = [r for r in together if not isinstance(r, tuple)]
+            if not C.ok(not errs, f"evidence, 32 concurrent clients: client errors {errs[:2]}"):
+                break
+            same = all(t[0] == a[0] and strip_latency(t[2]) == strip_latency(a[2]) for t, a in zip(together, alone))
+            C.ok(same, "evidence, 32 concurrent clients: bodies byte-identical to alone (except latency_ms)")
+            if max(int(t[1].get("x-basal-batch-requests", "0")) for t in together) > 1:
+                batched = True
+                break
+        C.ok(batched, "evidence, 32 concurrent clients were batched together at least once")
+    finally:
+        code = srv.stop()
+    C.eq(code, 0, "evidence server exits 0")
+
+
 def main():
     import tempfile
     tmp = tempfile.mkdtemp(prefix="basal-serve-test-")
@@ -889,7 +981,7 @@ def main():
                 ("body limit", small_limit_server), ("authentication", auth_server), ("overload", overload_server),
                 ("SIGTERM", sigterm_server), ("disconnects", disconnect_server),
                 ("slot release on disconnect", early_release_server),
-                ("configuration", lambda: config_tests(tmp))]
+                ("configuration", lambda: config_tests(tmp)), ("evidence", lambda: evidence_server(tmp))]
     only = os.environ.get("ONLY")
     for name, fn in sections:
         if only and only not in name:
