@@ -6,6 +6,8 @@ set -euo pipefail
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
+pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
+pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
