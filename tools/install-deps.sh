@@ -8,6 +8,7 @@ pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libm
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
 pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
+pkgs+=(chromium)                  # tests/t_benchmark.sh: the HTML report in a headless browser (puppeteer-core)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
