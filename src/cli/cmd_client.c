@@ -832,6 +832,9 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
             VALUE();
             if (parse_int(a, v, 1, 64L << 20, &n)) return 2;
             o->max_input_bytes = (size_t)n;
+        } else if (!strcmp(a, "--local")) {
+            return usage_error("--local (an in-process model) is not implemented by basal-c; use basal decide "
+                               "--model DIR for one request, or basal serve and this client");
         } else {
             fprintf(stderr, "basal client: unknown option '%s' (see basal client --help)\n", a);
             return 2;

@@ -251,6 +251,7 @@ def test_errors(srv, url):
                        (["--ask", "x", "--state", os.path.join(TMP, "missing.txt")], "missing state file"),
                        (["--ask", "x", "--url", "ftp://h"], "non-http URL"),
                        (["--ask", "x", "--choice", "a", "--choice", "a"], "duplicate key"),
+                       (["--ask", "x", "--local"], "--local"),
                        ([], "no question")):
         rc, out, err = client(args, b"x", env)
         C.eq(rc, 2, f"usage error {what}: exit 2 ({err.strip()[:120]})")
@@ -304,6 +305,78 @@ def test_auth():
         C.ok(rc == 1 and '"status":401' in err, f"a wrong key: HTTP 401 ({err})")
     finally:
         srv.stop()
+
+
+class ScriptedPeer:
+    """An HTTP/1.1 peer on 127.0.0.1 that answers POSTs with a scripted list of
+    (status, headers) and logs when each request arrived: it produces the
+    statuses a basal server cannot be made to send on demand (408, 429, 500,
+    502, 503, 504, a long Retry-After)."""
+
+    def __init__(self, script):
+        import http.server
+        peer = self
+        self.script, self.times = list(script), []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                peer.times.append(time.time())
+                status, headers = peer.script.pop(0) if peer.script else (200, {})
+                body = (b'{"model":"m","answers":{"r":{"type":"noul","noul":0.5}},"usage":{}}' if status == 200
+                        else b'{"detail":"scripted"}')
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_retry_rules():
+    """Which statuses are retried, the backoff, and Retry-After (spec 06 §5.3)."""
+    def one(script, retries, what):
+        peer = ScriptedPeer(script)
+        t0 = time.time()
+        rc, out, err = client(["--ask", "ok?", "--model", "m", "--url", peer.url, "--retries", str(retries)], b"x", {})
+        took = time.time() - t0
+        peer.close()
+        gaps = [b - a for a, b in zip(peer.times, peer.times[1:])]
+        return rc, err, len(peer.times), gaps, took
+    rc, err, n, gaps, _ = one([(503, {}), (502, {}), (200, {})], 5, "backoff")
+    C.eq((rc, n), (0, 3), f"503, 502 retried, then answered ({err})")
+    C.ok(len(gaps) == 2 and 0.9 <= gaps[0] < 1.8 and 1.9 <= gaps[1] < 2.8, f"backoff 1, 2 s: {gaps}")
+    for status in (408, 429, 500, 504, 529):
+        rc, err, n, gaps, _ = one([(status, {"Retry-After": "0"}), (200, {})], 1, "retry-after 0")
+        C.eq((rc, n), (0, 2), f"HTTP {status} retried at once with Retry-After: 0 ({err})")
+        C.ok(gaps and gaps[0] < 0.8, f"HTTP {status}: Retry-After 0 beats the 1 s backoff: {gaps}")
+    rc, err, n, gaps, _ = one([(529, {"Retry-After": "2"}), (200, {})], 3, "retry-after 2")
+    C.ok(rc == 0 and n == 2 and 1.9 <= gaps[0] < 2.9, f"Retry-After: 2 waits 2 s ({gaps})")
+    rc, err, n, _, took = one([(529, {"Retry-After": "60"}), (200, {})], 3, "retry-after 60")
+    C.ok(rc == 1 and n == 1 and took < 5 and '"status":529' in err, f"Retry-After above 30 s fails at once ({took:.1f} s)")
+    rc, err, n, _, _ = one([(503, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}), (200, {})], 3, "http-date")
+    C.eq((rc, n), (1, 1), "a Retry-After date is not shortened: the record fails")
+    for status in (400, 401, 404, 413, 422, 501):
+        rc, err, n, _, _ = one([(status, {}), (200, {})], 3, "not retried")
+        C.eq((rc, n), (1, 1), f"HTTP {status} is not retried")
+    rc, err, n, _, _ = one([(500, {"Retry-After": "0"}), (500, {"Retry-After": "0"}), (200, {})], 1, "retries bound")
+    C.eq((rc, n), (1, 2), "--retries 1: two attempts, then the record fails")
+    rc, err, n, _, _ = one([(500, {})], 0, "no retries")
+    C.eq((rc, n), (1, 1), "--retries 0 (the default): one attempt")
 
 
 def test_sigint(url):
@@ -376,6 +449,7 @@ def main():
     finally:
         srv.stop()
     test_retries()
+    test_retry_rules()
     test_auth()
     return C.report()
 
