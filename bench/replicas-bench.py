@@ -11,6 +11,7 @@ benchmark --url` against nginx with the remaining flags, and writes
 OUT/replicas-N.json and .html. On a machine whose cores are already busy with
 one replica, more replicas cannot add throughput; the numbers show it."""
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,13 @@ from scaleout_test import free_port, nginx_config, wait_port  # noqa: E402
 from srvlib import Server  # noqa: E402
 
 BASAL = os.path.join(ROOT, "build", "basal")
+
+
+def cpu_seconds(pid):
+    """user + system CPU seconds of a process (all its threads)"""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -49,7 +57,18 @@ def main():
                    "--html", out + ".html"] + rest
             print(f"== {n} replica(s){' x ' + str(args.threads) + ' threads' if args.threads else ''}: "
                   + " ".join(cmd), flush=True)
+            cpu0 = sum(cpu_seconds(r.pid) for r in reps)
             subprocess.run(cmd, check=False, cwd=ROOT)
+            cpu = sum(cpu_seconds(r.pid) for r in reps) - cpu0
+            with open(out + ".json") as f:
+                rep = json.load(f)
+            done = sum(p["completed"] for p in rep["phases"])
+            wall = sum(p["wall_s"] for p in rep["phases"])
+            # CPU time the replicas got: on a shared machine, more replicas (more threads) can get a larger
+            # share of the same cores from the scheduler without the work per request changing
+            print(f"replicas used {cpu:.1f} CPU-s for {done} answered requests in {wall:.1f} s of phases: "
+                  f"{1000 * cpu / max(done, 1):.1f} CPU-ms per request, {cpu / max(wall, 1e-9):.2f} cores on average",
+                  flush=True)
         finally:
             ngx.send_signal(signal.SIGQUIT)
             ngx.wait(timeout=10)
