@@ -6,6 +6,9 @@ set -euo pipefail
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libuv1-dev libh2o-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
+pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
+pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
+pkgs+=(chromium)                  # tests/t_benchmark.sh: the HTML report in a headless browser (puppeteer-core)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

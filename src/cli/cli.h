@@ -15,6 +15,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_bench_requests(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_client(int argc, char **argv);
+int cmd_benchmark(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 

@@ -18,6 +18,8 @@ static const command commands[] = {
     {"serve", cmd_serve, "--model DIR | --config serve.yml [--addr HOST:PORT] ...  HTTP server"},
     {"prepare", cmd_prepare, "--model DIR [--request FILE|-]  print prompts, token ids, letter ids (no weights)"},
     {"decide", cmd_decide, "--model DIR [--request FILE|-] [--timing]  answer one /v1/systemone request"},
+    {"client", cmd_client, "(--ask TEXT ... | --template FILE | --request FILE|-) [--input F] [--jobs N]  System One client (see --help)"},
+    {"benchmark", cmd_benchmark, "--model DIR | --url URL [--concurrency 1,4,8] [--out F] [--html F]  HTTP load, JSON/HTML report"},
     {"doctor", cmd_doctor, "[--config FILE | --model REF ...] [--addr IP:PORT] [--json]  check machine and configuration"},
     {"bench", cmd_bench, "--model DIR [--lat-n N] [--state-tokens N]  single-decision latency, dec/s, GFLOP/s"},
     {"bench-requests", cmd_bench_requests, "--model DIR --requests JSONL [--batching tree,single]  whole-request timings"},

@@ -1,0 +1,993 @@
+/* `basal client` (spec 06 §5.3; the behaviour of basal-rs's client, learned
+ * from its docs/CLIENT.md): input records in, one answer per record out, in
+ * input order, over HTTP with libcurl.
+ *
+ * One thread drives everything through a curl multi handle: at most --jobs
+ * records are between "read" and "written" at a time (in flight, waiting for
+ * a retry, or answered but waiting for an earlier record), so memory stays
+ * bounded whatever the input length and output keeps input order. Input is
+ * read without blocking (client_input.c) and polled together with the
+ * transfers, so a slow producer never delays answers already in flight. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "basal.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+
+#define CL_MAX_RESPONSE (16u << 20)
+#define CL_DEFAULT_URL "http://127.0.0.1:8000"
+
+typedef struct {
+    const char *ask, *template_path, *request, *state, *state_pointer, *url, *model, *key_env;
+    const char **choice, **level, **label;
+    int n_choice, n_level, n_label;
+    double threshold;
+    int threshold_set, format, value, keep_going, jobs, timeout, retries, progress;
+    size_t max_input_bytes;
+} cl_opts;
+
+enum { SLOT_FREE, SLOT_WAITING, SLOT_RUNNING, SLOT_DONE };
+
+typedef struct {
+    int state;
+    uint64_t index;
+    char *input_json; /* the record as echoed in the envelope; NULL = null */
+    bs_buf body, resp;
+    CURL *h;
+    int attempt, too_big;
+    double not_before;
+    char retry_after[64];
+    int has_retry_after;
+    /* result */
+    int ok;
+    char *response;      /* compact JSON of the 2xx body */
+    const char *kind;    /* error kind: http, transport, protocol, input, configuration */
+    char *message;
+    long status;         /* 0 = none */
+    char *detail;        /* compact JSON of an error body, NULL = none */
+    char errbuf[CURL_ERROR_SIZE];
+} cl_slot;
+
+typedef struct {
+    cl_opts *o;
+    char *url_decide, *url_models;
+    struct curl_slist *headers;
+    bj_value *template; /* questions of --ask / --template, or NULL with --request */
+    char *model;        /* --model or BASAL_MODEL, normalised; NULL = from the request or discovered */
+    char *discovered;
+    CURLM *multi;
+    cl_slot *slots;
+    unsigned long long retries_done;
+} cl_ctx;
+
+static volatile sig_atomic_t g_interrupted;
+static int g_sigpipe[2] = {-1, -1};
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+    if (g_sigpipe[1] >= 0) {
+        char c = 1;
+        ssize_t r = write(g_sigpipe[1], &c, 1);
+        (void)r;
+    }
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: basal client (--ask TEXT [--choice K[=D]...|--level D...|--label K[=D]... [--threshold X]]\n"
+        "                     | --template FILE | --request FILE|-) [options]\n"
+        "Sends System One requests to a basal server: one answer per input record on stdout, in input order.\n"
+        "\n"
+        "Questions:\n"
+        "  --ask TEXT             one question about each state: yes/no (noul) unless an option below is given;\n"
+        "                         its id is \"result\"\n"
+        "  --choice KEY[=DESC]    a choice option (repeat; the first '=' splits key and description)\n"
+        "  --level DESC           a score level, ordered from 0 upwards (repeat)\n"
+        "  --label KEY[=DESC]     a multi label (repeat)\n"
+        "  --threshold X          multi selection threshold, 0..1 (default 0.5; needs --label)\n"
+        "  --template FILE        a request JSON whose questions are asked; each input record becomes its state\n"
+        "  --request FILE|-       full System One requests (--input json or jsonl); no --state/--state-pointer\n"
+        "Input:\n"
+        "  --state FILE|-         the states (default - = stdin)\n"
+        "  --input FORMAT         text|json|lines|jsonl (default text with --ask/--template, json with --request);\n"
+        "                         lines/jsonl: one record per non-blank line, one envelope per record\n"
+        "  --state-pointer PTR    JSON pointer to the state inside each json/jsonl record, e.g. /text\n"
+        "                         (the whole record is echoed as the envelope's input)\n"
+        "  --max-input-bytes N    longest record or template (default 2097152 = 2 MiB, at most 64 MiB)\n"
+        "Output:\n"
+        "  --value                print only the single answer's value (choice/action key, noul/score number,\n"
+        "                         multi array); conflicts with --keep-going\n"
+        "  --keep-going           with lines/jsonl: answer every record, exit 1 at the end if one failed\n"
+        "                         (default: stop at the first failed record in output order)\n"
+        "  --progress WHEN        auto|always|never: a progress line on stderr (default auto = stderr is a terminal)\n"
+        "Server:\n"
+        "  --url URL              server base URL (default $BASAL_URL, else " CL_DEFAULT_URL ")\n"
+        "  --model NAME           model (default $BASAL_MODEL, else the request's, else the server's only model);\n"
+        "                         mini, 4.5B, max become basal-1.5-*\n"
+        "  --key-env NAME         environment variable with the API key, sent as a Bearer token\n"
+        "                         (default BASAL_API_KEY; none is sent when it is unset or empty)\n"
+        "  --jobs N               concurrent requests, 1..256 (default 1)\n"
+        "  --timeout SECONDS      limit per attempt, including the response body (default 120)\n"
+        "  --retries N            extra attempts after connection/receive errors and HTTP 408, 429, 500, 502,\n"
+        "                         503, 504, 529 (default 0, at most 10); waits 1, 2, 4, 8, then 16 s, or the\n"
+        "                         server's Retry-After in seconds when it is at most 30 (otherwise the record fails)\n"
+        "  -h, --help             this help\n"
+        "\n"
+        "Envelopes (lines/jsonl): {\"index\":i,\"ok\":true,\"input\":...,\"response\":...} or\n"
+        "  {\"index\":i,\"ok\":false,\"input\":...,\"error\":{\"kind\":...,\"message\":...,\"status\":...,\"detail\":...}}\n"
+        "Exit status: 0 every record answered (a \"no\" is an answer), 1 a record failed, 2 usage or I/O error,\n"
+        "130 interrupted (SIGINT; answers already written stay written).\n");
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "basal client: %s must be an integer between %ld and %ld (got '%s')\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int usage_error(const char *msg) {
+    fprintf(stderr, "basal client: %s\n", msg);
+    return 2;
+}
+
+/* ---- request construction ---- */
+
+/* {"KEY":"DESC"|null,...} from KEY[=DESC] options; -1 on an empty or repeated key. */
+static int put_criteria(bs_buf *b, const char **opts, int n, const char *flag) {
+    bs_buf_putc(b, '{');
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(opts[i], '=');
+        size_t klen = eq ? (size_t)(eq - opts[i]) : strlen(opts[i]);
+        if (klen == 0) return fprintf(stderr, "basal client: empty key in %s '%s'\n", flag, opts[i]), -1;
+        for (int j = 0; j < i; j++) {
+            const char *eq2 = strchr(opts[j], '=');
+            size_t k2 = eq2 ? (size_t)(eq2 - opts[j]) : strlen(opts[j]);
+            if (k2 == klen && !memcmp(opts[i], opts[j], klen))
+                return fprintf(stderr, "basal client: duplicate %s key '%.*s'\n", flag, (int)klen, opts[i]), -1;
+        }
+        if (i) bs_buf_putc(b, ',');
+        bj_put_string(b, opts[i], klen);
+        bs_buf_putc(b, ':');
+        if (eq) bj_put_string(b, eq + 1, strlen(eq + 1));
+        else bs_buf_puts(b, "null");
+    }
+    bs_buf_putc(b, '}');
+    return 0;
+}
+
+/* The template (a request object without state) of --ask or --template; exit status on failure. */
+static int build_template(cl_ctx *c) {
+    cl_opts *o = c->o;
+    bs_buf b;
+    bs_buf_init(&b);
+    int rc = 2;
+    if (o->ask) {
+        bs_buf_puts(&b, "{\"questions\":{\"result\":{\"type\":");
+        if (o->n_choice) {
+            bs_buf_puts(&b, "\"choice\",\"instructions\":");
+            bj_put_string(&b, o->ask, strlen(o->ask));
+            bs_buf_puts(&b, ",\"criteria\":");
+            if (put_criteria(&b, o->choice, o->n_choice, "--choice")) goto out;
+        } else if (o->n_level) {
+            bs_buf_puts(&b, "\"score\",\"instructions\":");
+            bj_put_string(&b, o->ask, strlen(o->ask));
+            bs_buf_puts(&b, ",\"criteria\":[");
+            for (int i = 0; i < o->n_level; i++) {
+                if (i) bs_buf_putc(&b, ',');
+                bj_put_string(&b, o->level[i], strlen(o->level[i]));
+            }
+            bs_buf_putc(&b, ']');
+        } else if (o->n_label) {
+            bs_buf_puts(&b, "\"multi\",\"instructions\":");
+            bj_put_string(&b, o->ask, strlen(o->ask));
+            bs_buf_puts(&b, ",\"criteria\":");
+            if (put_criteria(&b, o->label, o->n_label, "--label")) goto out;
+            bs_buf_puts(&b, ",\"threshold\":");
+            bj_fmt_pyfloat(o->threshold, &b);
+        } else {
+            bs_buf_puts(&b, "\"noul\",\"instructions\":");
+            bj_put_string(&b, o->ask, strlen(o->ask));
+        }
+        bs_buf_puts(&b, "}}}");
+    } else {
+        char *text;
+        size_t len;
+        bs_err e = {0};
+        if (bs_read_file(o->template_path, &text, &len, &e) != 0) {
+            fprintf(stderr, "basal client: template: %s\n", e.msg);
+            goto out;
+        }
+        if (len > o->max_input_bytes) {
+            free(text);
+            fprintf(stderr, "basal client: template exceeds --max-input-bytes\n");
+            goto out;
+        }
+        bs_buf_put(&b, text, len);
+        free(text);
+    }
+    if (b.oom) {
+        fprintf(stderr, "basal client: out of memory\n");
+        goto out;
+    }
+    bj_error je;
+    bs_err e = {0};
+    if (bj_parse_ex(b.data, b.len, NULL, &c->template, &je, &e) != 0) {
+        c->template = NULL;
+        fprintf(stderr, "basal client: template: invalid JSON: %s\n", je.msg ? je.msg : e.msg);
+        goto out;
+    }
+    const bj_value *q = bj_get(c->template, "questions");
+    if (c->template->type != BJ_OBJECT || !q || q->type != BJ_OBJECT) {
+        fprintf(stderr, "basal client: template must be a request object containing questions\n");
+        goto out;
+    }
+    if (o->value && q->n != 1) {
+        fprintf(stderr, "basal client: --value requires exactly one question\n");
+        goto out;
+    }
+    rc = 0;
+out:
+    bs_buf_free(&b);
+    return rc;
+}
+
+static int key_is(const bj_value *obj, size_t i, const char *k) {
+    return obj->key_lens[i] == strlen(k) && !memcmp(obj->keys[i], k, obj->key_lens[i]);
+}
+
+/* base (an object) with "state" and "model" replaced or added (NULL = keep). */
+static void put_request(bs_buf *b, const bj_value *base, const bj_value *state, const char *model) {
+    int have_state = 0, have_model = 0;
+    bs_buf_putc(b, '{');
+    for (size_t i = 0; i < base->n; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bj_put_string(b, base->keys[i], base->key_lens[i]);
+        bs_buf_putc(b, ':');
+        if (state && key_is(base, i, "state")) {
+            cl_put_json(b, state);
+            have_state = 1;
+        } else if (model && key_is(base, i, "model")) {
+            bj_put_string(b, model, strlen(model));
+            have_model = 1;
+        } else {
+            cl_put_json(b, base->items[i]);
+        }
+    }
+    int first = base->n == 0;
+    if (state && !have_state) {
+        bs_buf_puts(b, first ? "\"state\":" : ",\"state\":");
+        cl_put_json(b, state);
+        first = 0;
+    }
+    if (model && !have_model) {
+        bs_buf_puts(b, first ? "\"model\":" : ",\"model\":");
+        bj_put_string(b, model, strlen(model));
+    }
+    bs_buf_putc(b, '}');
+}
+
+/* ---- HTTP ---- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+    cl_slot *s = ud;
+    size_t len = size * n;
+    if (s->resp.len + len > CL_MAX_RESPONSE) {
+        s->too_big = 1;
+        return 0;
+    }
+    bs_buf_put(&s->resp, p, len);
+    return s->resp.oom ? 0 : len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+    cl_slot *s = ud;
+    size_t len = size * n;
+    if (len > 12 && !strncasecmp(p, "retry-after:", 12)) {
+        size_t a = 12, z = len;
+        while (a < z && (p[a] == ' ' || p[a] == '\t')) a++;
+        while (z > a && (p[z - 1] == '\r' || p[z - 1] == '\n' || p[z - 1] == ' ' || p[z - 1] == '\t')) z--;
+        size_t m = z - a < sizeof s->retry_after - 1 ? z - a : sizeof s->retry_after - 1;
+        memcpy(s->retry_after, p + a, m);
+        s->retry_after[m] = 0;
+        s->has_retry_after = 1;
+    }
+    return len;
+}
+
+static void easy_common(cl_ctx *c, CURL *h, cl_slot *s) {
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "basal-client/" BASAL_VERSION);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->o->timeout);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(c->o->timeout < 10 ? c->o->timeout : 10));
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, s);
+}
+
+static void set_error(cl_slot *s, const char *kind, char *message) {
+    s->ok = 0;
+    s->kind = kind;
+    free(s->message);
+    s->message = message ? message : bs_strfmt("out of memory");
+}
+
+/* Classifies a finished attempt into s's result; returns 1 when it is transient. */
+static int classify(cl_slot *s, CURLcode rc, int need_answers) {
+    free(s->detail);
+    s->detail = NULL;
+    free(s->response);
+    s->response = NULL;
+    s->status = 0;
+    if (rc != CURLE_OK) {
+        if (s->too_big) {
+            set_error(s, "protocol", bs_strfmt("server response exceeds 16 MiB"));
+            return 0;
+        }
+        set_error(s, "transport", bs_strfmt("%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc)));
+        return 1;
+    }
+    long status = 0;
+    curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+    bj_value *v = NULL;
+    bj_error je;
+    bs_err e = {0};
+    int parsed = bj_parse_ex(s->resp.data ? s->resp.data : "", s->resp.len, NULL, &v, &je, &e) == 0;
+    if (status >= 200 && status < 300) {
+        if (!parsed) {
+            set_error(s, "protocol", bs_strfmt("server returned invalid JSON: %s", je.msg ? je.msg : e.msg));
+            return 0;
+        }
+        const bj_value *a = bj_get(v, "answers");
+        if (need_answers && (!a || a->type != BJ_OBJECT)) {
+            bj_free(v);
+            set_error(s, "protocol", bs_strfmt("server response has no answers object"));
+            return 0;
+        }
+        bs_buf b;
+        bs_buf_init(&b);
+        cl_put_json(&b, v);
+        bj_free(v);
+        s->ok = 1;
+        s->response = b.oom ? NULL : b.data;
+        if (!s->response) {
+            bs_buf_free(&b);
+            set_error(s, "internal", bs_strfmt("out of memory"));
+        }
+        return 0;
+    }
+    set_error(s, "http", bs_strfmt("HTTP %ld", status));
+    s->status = status;
+    if (parsed) {
+        bs_buf b;
+        bs_buf_init(&b);
+        cl_put_json(&b, v);
+        bj_free(v);
+        if (b.oom) bs_buf_free(&b);
+        else s->detail = b.data;
+    }
+    return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504 ||
+           status == 529;
+}
+
+/* GET /v1/models once: the server's only model becomes the default. 0 or the slot's error. */
+static int discover_model(cl_ctx *c, cl_slot *s) {
+    if (c->discovered) return 0;
+    CURL *h = curl_easy_init();
+    if (!h) return set_error(s, "internal", bs_strfmt("curl_easy_init failed")), -1;
+    s->h = h;
+    easy_common(c, h, s);
+    curl_easy_setopt(h, CURLOPT_URL, c->url_models);
+    CURLcode rc = curl_easy_perform(h);
+    classify(s, rc, 0);
+    int ret = -1;
+    if (s->ok) {
+        bj_value *v = NULL;
+        bs_err e = {0};
+        bj_parse(s->response, strlen(s->response), NULL, &v, &e);
+        const bj_value *models = v ? bj_get(v, "models") : NULL;
+        const bj_value *name = models && models->type == BJ_ARRAY && models->n == 1 ? bj_get(models->items[0], "name") : NULL;
+        if (!models || models->type != BJ_ARRAY) {
+            set_error(s, "protocol", bs_strfmt("server response has no models array"));
+        } else if (models->n != 1) {
+            set_error(s, "configuration",
+                      bs_strfmt("server must expose exactly one model for automatic selection; set --model or BASAL_MODEL"));
+        } else if (!name || name->type != BJ_STRING || name->len == 0) {
+            set_error(s, "protocol", bs_strfmt("server model has no name"));
+        } else {
+            c->discovered = strndup(name->str, name->len);
+            ret = c->discovered ? 0 : -1;
+        }
+        bj_free(v);
+        free(s->response);
+        s->response = NULL;
+    }
+    curl_easy_cleanup(h);
+    s->h = NULL;
+    s->resp.len = 0;
+    s->errbuf[0] = 0;
+    return ret;
+}
+
+/* ---- records ---- */
+
+static void slot_clear(cl_slot *s) {
+    if (s->h) curl_easy_cleanup(s->h);
+    free(s->input_json);
+    bs_buf_free(&s->body);
+    bs_buf_free(&s->resp);
+    free(s->response);
+    free(s->message);
+    free(s->detail);
+    memset(s, 0, sizeof *s);
+}
+
+/* Turns a decoded input record into a waiting request, or a finished error. */
+static void slot_fill(cl_ctx *c, cl_slot *s, uint64_t index, cl_record *rec, int echo) {
+    memset(s, 0, sizeof *s);
+    bs_buf_init(&s->body);
+    bs_buf_init(&s->resp);
+    s->index = index;
+    s->state = SLOT_DONE;
+    if (!rec->value) {
+        set_error(s, "input", rec->err_msg);
+        rec->err_msg = NULL;
+        return;
+    }
+    bj_value *in = rec->value;
+    if (echo) {
+        bs_buf b;
+        bs_buf_init(&b);
+        cl_put_json(&b, in);
+        s->input_json = b.oom ? (bs_buf_free(&b), NULL) : b.data;
+    }
+    const bj_value *base = c->template ? c->template : in;
+    const bj_value *state = NULL;
+    if (c->template) {
+        state = c->o->state_pointer ? cl_pointer_get(in, c->o->state_pointer) : in;
+        if (!state) {
+            bs_buf m;
+            bs_buf_init(&m);
+            bs_buf_puts(&m, "missing state at ");
+            bj_put_string(&m, c->o->state_pointer, strlen(c->o->state_pointer));
+            set_error(s, "input", m.oom ? NULL : m.data);
+            goto done;
+        }
+    } else if (in->type != BJ_OBJECT) {
+        set_error(s, "input", bs_strfmt("request must be a JSON object"));
+        goto done;
+    }
+    if (c->o->value) {
+        const bj_value *q = bj_get(base, "questions");
+        if (!q || q->type != BJ_OBJECT || q->n != 1) {
+            set_error(s, "input", bs_strfmt("--value requires exactly one question"));
+            goto done;
+        }
+    }
+    const char *model = c->model;
+    if (!model) {
+        const bj_value *m = bj_get(base, "model");
+        if (m && m->type == BJ_STRING) {
+            char *own = strndup(m->str, m->len);
+            if (own) {
+                const char *norm = cl_model_name(own);
+                if (norm != own) model = norm;  /* a static served name */
+            }
+            free(own);
+        } else if (!m) {
+            if (discover_model(c, s) != 0) goto done;
+            model = c->discovered;
+        }
+    }
+    put_request(&s->body, base, state, model);
+    if (s->body.oom) {
+        set_error(s, "internal", bs_strfmt("out of memory"));
+        goto done;
+    }
+    s->state = SLOT_WAITING;
+done:
+    bj_free(rec->value);
+    rec->value = NULL;
+}
+
+static int start_transfer(cl_ctx *c, cl_slot *s) {
+    if (!s->h) {
+        s->h = curl_easy_init();
+        if (!s->h) return -1;
+        easy_common(c, s->h, s);
+        curl_easy_setopt(s->h, CURLOPT_URL, c->url_decide);
+        curl_easy_setopt(s->h, CURLOPT_POSTFIELDS, s->body.data);
+        curl_easy_setopt(s->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
+    }
+    s->resp.len = 0;
+    s->too_big = 0;
+    s->has_retry_after = 0;
+    s->errbuf[0] = 0;
+    if (curl_multi_add_handle(c->multi, s->h) != CURLM_OK) return -1;
+    s->state = SLOT_RUNNING;
+    return 0;
+}
+
+/* A finished transfer: done, or waiting for its retry. */
+static void finish_transfer(cl_ctx *c, cl_slot *s, CURLcode rc) {
+    curl_multi_remove_handle(c->multi, s->h);
+    int transient = classify(s, rc, 1);
+    s->state = SLOT_DONE;
+    if (!transient || s->attempt >= c->o->retries) return;
+    double delay;
+    if (s->has_retry_after) {
+        /* only whole seconds up to 30; a longer or other value is not shortened: the record fails */
+        const char *r = s->retry_after;
+        if (!*r || strspn(r, "0123456789") != strlen(r) || strlen(r) > 2 || atoi(r) > 30) return;
+        delay = atoi(r);
+    } else {
+        delay = (double)(1 << (s->attempt < 4 ? s->attempt : 4));
+    }
+    s->attempt++;
+    c->retries_done++;
+    s->state = SLOT_WAITING;
+    s->not_before = bs_now_ms() + delay * 1000.0;
+}
+
+/* ---- output ---- */
+
+/* --value: the single answer's value; NULL with *why on failure. */
+static int put_value(bs_buf *b, const char *response, const char **why) {
+    bj_value *v = NULL;
+    bs_err e = {0};
+    int rc = -1;
+    if (bj_parse(response, strlen(response), NULL, &v, &e) != 0) {
+        *why = "invalid response";
+        return -1;
+    }
+    const bj_value *a = bj_get(v, "answers");
+    if (!a || a->type != BJ_OBJECT || a->n != 1) {
+        *why = "--value requires exactly one answer";
+        goto out;
+    }
+    const bj_value *ans = a->items[0], *type = bj_get(ans, "type");
+    const char *field = NULL;
+    if (type && type->type == BJ_STRING) {
+        if (!strcmp(type->str, "noul")) field = "noul";
+        else if (!strcmp(type->str, "choice")) field = "choice";
+        else if (!strcmp(type->str, "score")) field = "score";
+        else if (!strcmp(type->str, "multi")) field = "selected";
+        else if (!strcmp(type->str, "act")) field = "action";
+    }
+    if (!field) {
+        *why = "unknown answer type";
+        goto out;
+    }
+    const bj_value *f = bj_get(ans, field);
+    if (!f) {
+        *why = "missing answer field";
+        goto out;
+    }
+    if (f->type == BJ_STRING) bs_buf_put(b, f->str, f->len);
+    else cl_put_json(b, f);
+    rc = 0;
+out:
+    bj_free(v);
+    return rc;
+}
+
+static void put_error_object(bs_buf *b, const cl_slot *s) {
+    bs_buf_puts(b, "{\"kind\":");
+    bj_put_string(b, s->kind, strlen(s->kind));
+    bs_buf_puts(b, ",\"message\":");
+    bj_put_string(b, s->message, strlen(s->message));
+    if (s->status) bs_buf_printf(b, ",\"status\":%ld", s->status);
+    if (s->detail) {
+        bs_buf_puts(b, ",\"detail\":");
+        bs_buf_puts(b, s->detail);
+    }
+    bs_buf_putc(b, '}');
+}
+
+/* Writes one record; 1 if it counts as failed, 0 if not, -1 on an output error. */
+static int write_record(cl_ctx *c, const cl_slot *s, int stream) {
+    bs_buf b;
+    bs_buf_init(&b);
+    int failed = !s->ok;
+    if (c->o->value) {
+        if (s->ok) {
+            const char *why = NULL;
+            if (put_value(&b, s->response, &why) != 0) {
+                fprintf(stderr, "basal client: record %llu: %s\n", (unsigned long long)s->index, why);
+                bs_buf_free(&b);
+                return 1;
+            }
+        } else {
+            put_error_object(&b, s);
+            fprintf(stderr, "basal client: %s\n", b.data);
+            bs_buf_free(&b);
+            return 1;
+        }
+    } else if (!stream) {
+        if (!s->ok) {
+            put_error_object(&b, s);
+            fprintf(stderr, "basal client: %s\n", b.data);
+            bs_buf_free(&b);
+            return 1;
+        }
+        bs_buf_puts(&b, s->response);
+    } else {
+        bs_buf_printf(&b, "{\"index\":%llu,\"ok\":%s,\"input\":", (unsigned long long)s->index, s->ok ? "true" : "false");
+        bs_buf_puts(&b, s->input_json ? s->input_json : "null");
+        if (s->ok) {
+            bs_buf_puts(&b, ",\"response\":");
+            bs_buf_puts(&b, s->response);
+        } else {
+            bs_buf_puts(&b, ",\"error\":");
+            put_error_object(&b, s);
+        }
+        bs_buf_putc(&b, '}');
+    }
+    bs_buf_putc(&b, '\n');
+    int rc = failed;
+    if (b.oom || fwrite(b.data, 1, b.len, stdout) != b.len) rc = -1;
+    bs_buf_free(&b);
+    return rc;
+}
+
+static void progress_line(unsigned long long done, long long total, double t0, int final) {
+    double el = (bs_now_ms() - t0) / 1000.0;
+    double rate = el > 0 ? done / el : 0;
+    char eta[32] = "";
+    if (total > 0 && rate > 0 && (long long)done < total)
+        snprintf(eta, sizeof eta, "  ETA %.0f s", (total - (long long)done) / rate);
+    if (total >= 0)
+        fprintf(stderr, "\r\033[Kbasal client: %llu/%lld done  %.1f rec/s%s", done, total, rate, eta);
+    else
+        fprintf(stderr, "\r\033[Kbasal client: %llu done  %.1f rec/s", done, rate);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* ---- main loop ---- */
+
+static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
+    cl_opts *o = c->o;
+    uint64_t next_index = 0, next_out = 0;
+    int input_done = 0, failed = 0, rc = 0;
+    double t0 = bs_now_ms(), last_progress = 0;
+    bs_err e = {0};
+    for (;;) {
+        if (g_interrupted) {
+            rc = 130;
+            break;
+        }
+        int wrote = 0;
+        while (next_out < next_index && c->slots[next_out % o->jobs].state == SLOT_DONE) {
+            cl_slot *s = &c->slots[next_out % o->jobs];
+            int w = write_record(c, s, stream);
+            slot_clear(s);
+            next_out++;
+            wrote = 1;
+            if (w < 0) {
+                rc = errno == EPIPE ? 0 : 2;
+                if (rc) fprintf(stderr, "basal client: writing output: %s\n", strerror(errno));
+                goto out;
+            }
+            failed |= w;
+            if (w && !o->keep_going) {
+                rc = 1;
+                goto out;
+            }
+        }
+        if (wrote && fflush(stdout) != 0) {
+            rc = errno == EPIPE ? 0 : 2;
+            if (rc) fprintf(stderr, "basal client: writing output: %s\n", strerror(errno));
+            goto out;
+        }
+        if (o->progress && (bs_now_ms() - last_progress > 200 || (input_done && next_out == next_index))) {
+            progress_line(next_out, total, t0, 0);
+            last_progress = bs_now_ms();
+        }
+        if (input_done && next_out == next_index) {
+            rc = failed;
+            break;
+        }
+        int want_input = 0;
+        while (!input_done && next_index - next_out < (uint64_t)o->jobs) {
+            cl_record rec;
+            int r = cl_input_next(in, &rec, &e);
+            if (r == 1) {
+                slot_fill(c, &c->slots[next_index % o->jobs], next_index, &rec, stream);
+                free(rec.err_msg);
+                next_index++;
+            } else if (r == 0) {
+                want_input = 1;
+                break;
+            } else if (r == -1) {
+                input_done = 1;
+            } else {
+                fprintf(stderr, "basal client: %s\n", e.msg);
+                rc = 2;
+                goto out;
+            }
+        }
+        double now = bs_now_ms(), next_due = INFINITY;
+        for (int i = 0; i < o->jobs; i++) {
+            cl_slot *s = &c->slots[i];
+            if (s->state != SLOT_WAITING) continue;
+            if (s->not_before <= now) {
+                if (start_transfer(c, s) != 0) {
+                    set_error(s, "internal", bs_strfmt("could not start a transfer"));
+                    s->state = SLOT_DONE;
+                }
+            } else if (s->not_before < next_due) {
+                next_due = s->not_before;
+            }
+        }
+        int running = 0, finished = 0;
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(c->multi, &left))) {
+            if (m->msg != CURLMSG_DONE) continue;
+            cl_slot *s = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            finish_transfer(c, s, m->data.result);
+            finished = 1;
+        }
+        if (finished) continue;
+        int timeout = 200;
+        if (next_due < INFINITY) {
+            double d = next_due - bs_now_ms();
+            if (d < timeout) timeout = d < 0 ? 0 : (int)d + 1;
+        }
+        struct curl_waitfd extra[2];
+        unsigned n_extra = 0;
+        extra[n_extra++] = (struct curl_waitfd){.fd = g_sigpipe[0], .events = CURL_WAIT_POLLIN};
+        if (want_input) extra[n_extra++] = (struct curl_waitfd){.fd = in->fd, .events = CURL_WAIT_POLLIN};
+        curl_multi_poll(c->multi, extra, n_extra, timeout, NULL);
+    }
+out:
+    fflush(stdout);
+    if (o->progress) progress_line(next_out, total, t0, 1);
+    if (rc == 130) fprintf(stderr, "basal client: interrupted after %llu records\n", (unsigned long long)next_out);
+    if (c->retries_done) fprintf(stderr, "basal client: %llu retries\n", c->retries_done);
+    return rc;
+}
+
+/* ---- options ---- */
+
+static int parse_args(int argc, char **argv, cl_opts *o) {
+    o->key_env = "BASAL_API_KEY";
+    o->threshold = 0.5;
+    o->format = -1;
+    o->jobs = 1;
+    o->timeout = 120;
+    o->max_input_bytes = 2u << 20;
+    o->progress = -1;
+    o->choice = calloc((size_t)argc, sizeof *o->choice);
+    o->level = calloc((size_t)argc, sizeof *o->level);
+    o->label = calloc((size_t)argc, sizeof *o->label);
+    if (!o->choice || !o->level || !o->label) return usage_error("out of memory");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+#define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "--ask")) { VALUE(); o->ask = v; }
+        else if (!strcmp(a, "--choice")) { VALUE(); o->choice[o->n_choice++] = v; }
+        else if (!strcmp(a, "--level")) { VALUE(); o->level[o->n_level++] = v; }
+        else if (!strcmp(a, "--label")) { VALUE(); o->label[o->n_label++] = v; }
+        else if (!strcmp(a, "--threshold")) {
+            VALUE();
+            char *end;
+            o->threshold = strtod(v, &end);
+            if (end == v || *end || !isfinite(o->threshold) || o->threshold < 0 || o->threshold > 1)
+                return usage_error("--threshold must be between 0 and 1");
+            o->threshold_set = 1;
+        } else if (!strcmp(a, "--template")) { VALUE(); o->template_path = v; }
+        else if (!strcmp(a, "--request")) { VALUE(); o->request = v; }
+        else if (!strcmp(a, "--state")) { VALUE(); o->state = v; }
+        else if (!strcmp(a, "--state-pointer")) { VALUE(); o->state_pointer = v; }
+        else if (!strcmp(a, "--input")) {
+            VALUE();
+            if (!strcmp(v, "text")) o->format = CL_TEXT;
+            else if (!strcmp(v, "json")) o->format = CL_JSON;
+            else if (!strcmp(v, "lines")) o->format = CL_LINES;
+            else if (!strcmp(v, "jsonl")) o->format = CL_JSONL;
+            else return usage_error("--input must be text, json, lines or jsonl");
+        } else if (!strcmp(a, "--value")) o->value = 1;
+        else if (!strcmp(a, "--keep-going")) o->keep_going = 1;
+        else if (!strcmp(a, "--progress")) {
+            VALUE();
+            if (!strcmp(v, "auto")) o->progress = -1;
+            else if (!strcmp(v, "always")) o->progress = 1;
+            else if (!strcmp(v, "never")) o->progress = 0;
+            else return usage_error("--progress must be auto, always or never");
+        } else if (!strcmp(a, "--url")) { VALUE(); o->url = v; }
+        else if (!strcmp(a, "--model")) { VALUE(); o->model = v; }
+        else if (!strcmp(a, "--key-env")) { VALUE(); o->key_env = v; }
+        else if (!strcmp(a, "--jobs")) { VALUE(); if (parse_int(a, v, 1, 256, &n)) return 2; o->jobs = (int)n; }
+        else if (!strcmp(a, "--timeout")) { VALUE(); if (parse_int(a, v, 1, 86400, &n)) return 2; o->timeout = (int)n; }
+        else if (!strcmp(a, "--retries")) { VALUE(); if (parse_int(a, v, 0, 10, &n)) return 2; o->retries = (int)n; }
+        else if (!strcmp(a, "--max-input-bytes")) {
+            VALUE();
+            if (parse_int(a, v, 1, 64L << 20, &n)) return 2;
+            o->max_input_bytes = (size_t)n;
+        } else if (!strcmp(a, "--local")) {
+            return usage_error("--local (an in-process model) is not implemented by basal-c; use basal decide "
+                               "--model DIR for one request, or basal serve and this client");
+        } else {
+            fprintf(stderr, "basal client: unknown option '%s' (see basal client --help)\n", a);
+            return 2;
+        }
+#undef VALUE
+    }
+    int sources = !!o->ask + !!o->template_path + !!o->request;
+    if (sources != 1) return usage_error("give exactly one of --ask, --template, --request");
+    if ((o->n_choice > 0) + (o->n_level > 0) + (o->n_label > 0) > 1)
+        return usage_error("--choice, --level and --label exclude each other");
+    if ((o->n_choice || o->n_level || o->n_label) && !o->ask) return usage_error("--choice, --level and --label need --ask");
+    if (o->threshold_set && !o->n_label) return usage_error("--threshold needs --label");
+    if (o->ask && !o->ask[strspn(o->ask, " \t\r\n")]) return usage_error("--ask cannot be empty");
+    if (o->model && !o->model[strspn(o->model, " \t\r\n")]) return usage_error("--model cannot be empty");
+    if (o->format < 0) o->format = o->request ? CL_JSON : CL_TEXT;
+    int stream = o->format == CL_LINES || o->format == CL_JSONL;
+    if (o->request && (o->state || o->state_pointer)) return usage_error("--request excludes --state and --state-pointer");
+    if (o->request && o->format != CL_JSON && o->format != CL_JSONL) return usage_error("--request requires --input json or jsonl");
+    if (o->keep_going && !stream) return usage_error("--keep-going requires --input lines or jsonl");
+    if (o->keep_going && o->value) return usage_error("--value excludes --keep-going");
+    if (o->state_pointer) {
+        if (o->format != CL_JSON && o->format != CL_JSONL) return usage_error("--state-pointer requires --input json or jsonl");
+        if (!cl_pointer_valid(o->state_pointer))
+            return usage_error("--state-pointer must be a JSON pointer, e.g. /text (~0 for ~, ~1 for /)");
+    }
+    return 0;
+}
+
+/* Base URL checks and the two endpoints; exit status. */
+static int build_urls(cl_ctx *c) {
+    const char *url = c->o->url;
+    if (!url) {
+        const char *env = getenv("BASAL_URL");
+        url = env && *env ? env : CL_DEFAULT_URL;
+    }
+    const char *rest = !strncasecmp(url, "http://", 7) ? url + 7 : !strncasecmp(url, "https://", 8) ? url + 8 : NULL;
+    if (!rest || !*rest) return usage_error("server URL must use http or https");
+    size_t auth = strcspn(rest, "/");
+    if (memchr(rest, '@', auth) || strpbrk(url, "?#"))
+        return usage_error("server base URL must not contain credentials, a query or a fragment");
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/') n--;
+    c->url_decide = bs_strfmt("%.*s/v1/systemone", (int)n, url);
+    c->url_models = bs_strfmt("%.*s/v1/models", (int)n, url);
+    return c->url_decide && c->url_models ? 0 : usage_error("out of memory");
+}
+
+static int build_headers(cl_ctx *c) {
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    /* no "Expect: 100-continue" round trip before larger bodies */
+    if (h) h = curl_slist_append(h, "Expect:");
+    const char *key = getenv(c->o->key_env);
+    if (h && key && *key) {
+        if (strpbrk(key, "\r\n")) {
+            curl_slist_free_all(h);
+            fprintf(stderr, "basal client: %s contains an invalid bearer token\n", c->o->key_env);
+            return 2;
+        }
+        char *line = bs_strfmt("Authorization: Bearer %s", key);
+        struct curl_slist *h2 = line ? curl_slist_append(h, line) : NULL;
+        free(line);
+        if (!h2) {
+            curl_slist_free_all(h);
+            h = NULL;
+        }
+    }
+    c->headers = h;
+    return h ? 0 : usage_error("out of memory");
+}
+
+int cmd_client(int argc, char **argv) {
+    cl_opts o;
+    memset(&o, 0, sizeof o);
+    cl_ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = &o;
+    cl_input in;
+    memset(&in, 0, sizeof in);
+    in.fd = -1;
+    int rc = parse_args(argc, argv, &o), curl_ready = 0;
+    if (rc) {
+        rc = rc < 0 ? 0 : rc;
+        goto out;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        rc = usage_error("libcurl initialisation failed");
+        goto out;
+    }
+    curl_ready = 1;
+    if ((rc = build_urls(&c)) || (rc = build_headers(&c))) goto out;
+    if (!o.request && (rc = build_template(&c))) goto out;
+    const char *model = o.model;
+    if (!model) {
+        const char *env = getenv("BASAL_MODEL");
+        if (env && *env) model = env;
+    }
+    if (model && !(c.model = strdup(cl_model_name(model)))) {
+        rc = usage_error("out of memory");
+        goto out;
+    }
+    const char *source = o.request ? o.request : o.state ? o.state : "-";
+    bs_err e = {0};
+    if (cl_input_open(&in, source, (cl_format)o.format, o.max_input_bytes, &e) != 0) {
+        fprintf(stderr, "basal client: %s\n", e.msg);
+        rc = 2;
+        goto out;
+    }
+    int stream = (o.format == CL_LINES || o.format == CL_JSONL) && !o.value;
+    if (o.progress < 0) o.progress = isatty(2);
+    long long total = o.progress ? cl_count_records(source, (cl_format)o.format) : -1;
+    c.slots = calloc((size_t)o.jobs, sizeof *c.slots);
+    c.multi = curl_multi_init();
+    if (!c.slots || !c.multi || pipe(g_sigpipe) != 0) {
+        rc = usage_error("out of memory");
+        goto out;
+    }
+    /* SIGINT stops the loop between steps (the pipe wakes its poll); a closed
+     * stdout shows up as EPIPE on write instead of killing the process. */
+    struct sigaction sa, old_int, old_pipe;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &old_pipe);
+    g_interrupted = 0;
+    rc = run(&c, &in, stream, total);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+out:
+    if (c.slots) {
+        for (int i = 0; i < o.jobs; i++) {
+            if (c.slots[i].h && c.slots[i].state == SLOT_RUNNING) curl_multi_remove_handle(c.multi, c.slots[i].h);
+            slot_clear(&c.slots[i]);
+        }
+        free(c.slots);
+    }
+    if (c.multi) curl_multi_cleanup(c.multi);
+    for (int i = 0; i < 2; i++)
+        if (g_sigpipe[i] >= 0) {
+            close(g_sigpipe[i]);
+            g_sigpipe[i] = -1;
+        }
+    cl_input_close(&in);
+    curl_slist_free_all(c.headers);
+    bj_free(c.template);
+    free(c.url_decide);
+    free(c.url_models);
+    free(c.model);
+    free(c.discovered);
+    free(o.choice);
+    free(o.level);
+    free(o.label);
+    if (curl_ready) curl_global_cleanup();
+    return rc;
+}
