@@ -95,40 +95,64 @@ void bs_plan_free(bs_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Items of one question: a multi question has one per label (04 §3 P2). */
+static size_t question_items(const bs_question *q) {
+    if (q->n_options < 2) return 0;
+    return q->multi ? q->multi->n_labels : 1;
+}
+
+/* The question text of an item: the instructions, or for a multi branch the
+ * instructions with the label suffix of 03 §1.3 (built into tmp). */
+static bs_text item_question(const bs_question *q, size_t branch, bs_buf *tmp) {
+    if (!q->multi) return q->instructions;
+    tmp->len = 0;
+    bs_prompt_multi_question(tmp, q->lang, &q->instructions, &q->multi->labels[branch]);
+    bs_text t = {tmp->data ? tmp->data : (char *)"", tmp->len};
+    return t;
+}
+
 int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
                   int want_state_len, bs_reply *rep, bs_err *e) {
     memset(p, 0, sizeof *p);
     p->req = r;
     int rc = BS_OK;
-    bs_buf too_long;
+    bs_buf too_long, qtmp;
     bs_buf_init(&too_long);
-    size_t n_long = 0;
-    p->items = calloc(r->n_questions ? r->n_questions : 1, sizeof *p->items);
+    bs_buf_init(&qtmp);
+    size_t n_long = 0, cap = 0;
+    for (size_t qi = 0; qi < r->n_questions; qi++) cap += question_items(&r->questions[qi]);
+    p->items = calloc(cap ? cap : 1, sizeof *p->items);
     if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
-        if (q->n_options < 2) continue; /* answered without the model */
+        size_t nb = question_items(q);
+        if (nb == 0) continue; /* answered without the model */
         if (q->n_options > BS_MAX_LETTER_OPTIONS) {
             rc = bs_fail(e, BS_EINTERNAL, "question with %zu options reached planning", q->n_options);
             goto fail;
         }
-        bs_item *it = &p->items[p->n_items++];
-        it->question = qi;
-        it->k = q->n_options;
-        size_t longest = 0;
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            bs_order *od = &it->orders[o];
-            bs_prompt_perm(it->k, o, od->perm);
-            if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &q->instructions,
-                                      q->options, od->perm, it->k, e)) < 0)
-                goto fail;
-            if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
-            size_t n = 0;
-            if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
-                goto fail;
-            od->n_ids = (int32_t)n;
-            p->input_tokens += n;
-            if (n > longest) longest = n;
+        size_t first = p->n_items, longest = 0;
+        for (size_t b = 0; b < nb; b++) {
+            bs_item *it = &p->items[p->n_items++];
+            it->question = qi;
+            it->branch = b;
+            it->k = q->n_options;
+            bs_text qtext = item_question(q, b, &qtmp);
+            if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            for (int o = 0; o < BS_N_ORDERS; o++) {
+                bs_order *od = &it->orders[o];
+                bs_prompt_perm(it->k, o, od->perm);
+                if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &qtext,
+                                          q->options, od->perm, it->k, e)) < 0)
+                    goto fail;
+                if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+                size_t n = 0;
+                if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
+                    goto fail;
+                od->n_ids = (int32_t)n;
+                p->input_tokens += n;
+                if (n > longest) longest = n;
+            }
         }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
@@ -148,13 +172,16 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
             n_long++;
             continue;
         }
-        if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
-        int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
-        if (lr < 0) { rc = lr; goto fail; }
-        if (lr == 1) {
-            reply_letters(rep, r->dialect, it->k);
-            rc = BS_EINVAL;
-            goto fail;
+        for (size_t i = first; i < p->n_items; i++) {
+            bs_item *it = &p->items[i];
+            if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
+            int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
+            if (lr < 0) { rc = lr; goto fail; }
+            if (lr == 1) {
+                reply_letters(rep, r->dialect, it->k);
+                rc = BS_EINVAL;
+                goto fail;
+            }
         }
     }
     if (n_long) {
@@ -173,9 +200,11 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
         goto fail;
     }
     bs_buf_free(&too_long);
+    bs_buf_free(&qtmp);
     return BS_OK;
 fail:
     bs_buf_free(&too_long);
+    bs_buf_free(&qtmp);
     bs_plan_free(p);
     return rc;
 }
@@ -299,6 +328,195 @@ static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const doub
     bs_buf_putc(b, '}');
 }
 
+/* The calibration key of a question's readouts (01 §8): a multi branch is a
+ * yes/no readout, act uses its base. */
+static bs_type_key question_type_key(const bs_question *q) {
+    if (q->multi) return BS_TYPE_NOUL;
+    if (q->act) return type_key(q->act->base);
+    return type_key(q->type);
+}
+
+/* 01 §6–§8: the final distribution of one item (canonical order). */
+static int item_distribution(const bs_item *it, const bs_question *q, const bs_basal_model *m, double *pf,
+                             bs_err *e) {
+    double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
+    int rc;
+    if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
+    if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
+    int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
+    for (size_t i = 0; i < it->k; i++) {
+        perm0[i] = (int)it->orders[0].perm[i];
+        perm1[i] = (int)it->orders[1].perm[i];
+    }
+    const double *qs[2] = {q0, q1};
+    const int *perms[2] = {perm0, perm1};
+    bs_average_orders(qs, perms, 2, (int)it->k, avg);
+    double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
+    bs_calibrate(avg, (int)it->k, temp, pf);
+    return BS_OK;
+}
+
+/* ---- act (03 §2.4–§2.6) ---- */
+
+typedef struct act_result {
+    size_t best;             /* the row with the minimal expected cost */
+    const bs_text *action;   /* the answered action (the defer action after a refusal) */
+    int refused;             /* max_error replaced row `best` by the defer action */
+    int no_threshold;        /* max_error without a certified threshold */
+    int fails;               /* a refusal is due but there is no defer action */
+} act_result;
+
+static void act_decide(const bs_question *q, const bs_basal_model *m, const double *p, double *expected,
+                       act_result *r) {
+    const bs_act_spec *a = q->act;
+    memset(r, 0, sizeof *r);
+    r->best = bs_act_expected(a->costs, a->n_actions, p, q->n_options, expected);
+    r->action = &a->actions[r->best];
+    if (!a->max_error) return;
+    double thr;
+    if (!bs_calibration_threshold(&m->calib, a->max_error, &thr)) {
+        r->no_threshold = 1;
+        return;
+    }
+    double conf = bs_max_p(p, (int)q->n_options);
+    int is_defer = a->defer.s && a->defer.len == r->action->len && !memcmp(a->defer.s, r->action->s, a->defer.len);
+    if (conf < thr && !is_defer) {
+        if (!a->defer.s) {
+            r->fails = 1;
+            return;
+        }
+        r->refused = 1;
+        r->action = &a->defer;
+    }
+}
+
+static int text_same(const bs_text *x, const bs_text *y) {
+    return x->len == y->len && (x->len == 0 || !memcmp(x->s, y->s, x->len));
+}
+
+static void put_act(bs_buf *b, const bs_question *q, const bs_basal_model *m, const double *p,
+                    const double *expected, const act_result *r) {
+    const bs_act_spec *a = q->act;
+    size_t k = q->n_options;
+    bs_buf_puts(b, "{\"type\":\"act\",\"action\":");
+    bs_resp_string(b, r->action->s, r->action->len);
+    bs_buf_puts(b, ",\"expected_costs\":{");
+    /* a JSON object: an action name that repeats (a short-form outcome named
+     * "defer") keeps its first position and takes the last row's value */
+    int first = 1;
+    for (size_t i = 0; i < a->n_actions; i++) {
+        size_t j, last = i;
+        for (j = 0; j < i && !text_same(&a->actions[j], &a->actions[i]); j++) {}
+        if (j < i) continue;
+        for (j = i + 1; j < a->n_actions; j++)
+            if (text_same(&a->actions[j], &a->actions[i])) last = j;
+        if (!first) bs_buf_putc(b, ',');
+        first = 0;
+        bs_resp_string(b, a->actions[i].s, a->actions[i].len);
+        bs_buf_putc(b, ':');
+        bs_resp_double(b, bs_round6(expected[last]));
+    }
+    bs_buf_puts(b, "},\"answer\":");
+    int am = bs_argmax(p, (int)k);
+    bs_resp_string(b, q->keys[am].s, q->keys[am].len);
+    bs_buf_putc(b, ',');
+    put_probs(b, q, p);
+    bs_buf_puts(b, ",\"confidence\":");
+    bs_resp_double(b, bs_max_p(p, (int)k));
+    if (r->no_threshold) {
+        bs_buf_puts(b, ",\"max_error\":\"no certified threshold for this target\"");
+    } else if (r->refused) {
+        bs_buf_puts(b, ",\"refused\":");
+        bs_resp_string(b, a->actions[r->best].s, a->actions[r->best].len);
+    }
+    /* certified thresholds hold only for yes/no prompts and prompts without keys */
+    int validated = m->calib.calibrated && (a->base == BS_Q_NOUL || q->hide);
+    bs_buf_puts(b, validated ? ",\"calibration\":\"validated\"}" : ",\"calibration\":\"unvalidated\"}");
+}
+
+/* ---- multi (03 §1.4) ---- */
+
+static int put_multi(bs_buf *b, const bs_question *q, const double *pyes, bs_err *e) {
+    const bs_multi_spec *ms = q->multi;
+    size_t n = ms->n_labels, ns = 0;
+    size_t *order = malloc(n * sizeof *order), *sel = malloc(n * sizeof *sel);
+    unsigned char *mark = malloc(n);
+    int rc = BS_OK;
+    if (!order || !sel || !mark) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto done;
+    }
+    double conf = bs_multi_select(pyes, n, ms->threshold, ms->has_max, ms->max, ms->has_min, ms->min, order, sel,
+                                  &ns, mark, &rc);
+    if (rc < 0) {
+        rc = bs_fail(e, rc, "out of memory");
+        goto done;
+    }
+    bs_buf_puts(b, "{\"type\":\"multi\",\"selected\":[");
+    for (size_t i = 0; i < ns; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, ms->label_keys[sel[i]].s, ms->label_keys[sel[i]].len);
+    }
+    bs_buf_puts(b, "],\"probabilities\":{");
+    for (size_t i = 0; i < n; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, ms->label_keys[i].s, ms->label_keys[i].len);
+        bs_buf_putc(b, ':');
+        bs_resp_double(b, pyes[i]);
+    }
+    bs_buf_puts(b, "},\"threshold\":");
+    bs_resp_double(b, ms->threshold);
+    bs_buf_puts(b, ",\"set_confidence\":");
+    bs_resp_double(b, conf);
+    bs_buf_putc(b, '}');
+done:
+    free(order);
+    free(sel);
+    free(mark);
+    return rc;
+}
+
+int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e) {
+    const bs_request *r = p->req;
+    size_t item = 0;
+    for (size_t qi = 0; qi < r->n_questions; qi++) {
+        const bs_question *q = &r->questions[qi];
+        size_t ni = question_items(q);
+        if (!q->act || ni == 0) {
+            item += ni;
+            continue;
+        }
+        if (item >= p->n_items || p->items[item].question != qi)
+            return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
+        double pf[BS_MAX_LETTER_OPTIONS];
+        int rc = item_distribution(&p->items[item++], q, m, pf, e);
+        if (rc < 0) return rc;
+        double *expected = malloc(q->act->n_actions * sizeof *expected);
+        if (!expected) return bs_fail(e, BS_ENOMEM, "out of memory");
+        act_result ar;
+        act_decide(q, m, pf, expected, &ar);
+        free(expected);
+        if (!ar.fails) continue;
+        static const char msg[] = "max_error needs a defer action (\"defer\"/\"human\" or defer_action)";
+        rep->status = 422;
+        rep->body.len = 0;
+        if (r->dialect == BS_DIALECT_BASAL) {
+            bs_buf_puts(&rep->body, "{\"error\":");
+            bs_resp_cstr(&rep->body, msg);
+            bs_buf_putc(&rep->body, '}');
+        } else {
+            bs_buf_puts(&rep->body, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\",\"questions\",");
+            bs_resp_string(&rep->body, q->id.s, q->id.len);
+            bs_buf_puts(&rep->body, "],\"msg\":");
+            bs_resp_cstr(&rep->body, msg);
+            bs_buf_puts(&rep->body, "}]}");
+        }
+        if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
 int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e) {
     const bs_request *r = p->req;
     size_t branches = 0, item = 0;
@@ -308,28 +526,43 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
         double pf[BS_MAX_LETTER_OPTIONS] = {1.0};
+        size_t ni = question_items(q);
         if (qi) bs_buf_putc(out, ',');
         bs_resp_string(out, q->id.s, q->id.len);
         bs_buf_putc(out, ':');
-        if (q->n_options >= 2) {
-            if (item >= p->n_items || p->items[item].question != qi)
-                return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
-            const bs_item *it = &p->items[item++];
-            double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
-            int rc;
-            if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
-            if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
-            int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
-            for (size_t i = 0; i < it->k; i++) {
-                perm0[i] = (int)it->orders[0].perm[i];
-                perm1[i] = (int)it->orders[1].perm[i];
+        if (item + ni > p->n_items || (ni && p->items[item].question != qi))
+            return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
+        int rc;
+        if (q->multi) { /* one yes/no readout per label; P = element 0 */
+            double *pyes = malloc((ni ? ni : 1) * sizeof *pyes);
+            if (!pyes) return bs_fail(e, BS_ENOMEM, "out of memory");
+            for (size_t b = 0; b < ni; b++) {
+                if ((rc = item_distribution(&p->items[item + b], q, m, pf, e)) < 0) {
+                    free(pyes);
+                    return rc;
+                }
+                pyes[b] = pf[0];
             }
-            const double *qs[2] = {q0, q1};
-            const int *perms[2] = {perm0, perm1};
-            bs_average_orders(qs, perms, 2, (int)it->k, avg);
-            double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, type_key(q->type));
-            bs_calibrate(avg, (int)it->k, temp, pf);
+            rc = put_multi(out, q, pyes, e);
+            free(pyes);
+            if (rc < 0) return rc;
+            item += ni;
+            branches += ni;
+            continue;
+        }
+        if (ni) {
+            if ((rc = item_distribution(&p->items[item++], q, m, pf, e)) < 0) return rc;
             branches++;
+        }
+        if (q->act) {
+            double *expected = malloc(q->act->n_actions * sizeof *expected);
+            if (!expected) return bs_fail(e, BS_ENOMEM, "out of memory");
+            act_result ar;
+            act_decide(q, m, pf, expected, &ar);
+            if (!ar.fails) put_act(out, q, m, pf, expected, &ar);
+            free(expected);
+            if (ar.fails) return bs_fail(e, BS_EINTERNAL, "act refusal without a defer action reached the answer");
+            continue;
         }
         put_answer(out, q, r->dialect, pf);
     }

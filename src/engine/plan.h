@@ -35,6 +35,7 @@ typedef struct bs_order {
 
 typedef struct bs_item {
     size_t question;     /* index into the request's questions */
+    size_t branch;       /* multi: the label index (item "<question>#<branch>", 04 §3 P2); else 0 */
     size_t k;            /* options */
     int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
@@ -61,6 +62,13 @@ int64_t bs_plan_cost(const bs_plan *p);
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
  * leaves usage.latency_ms out (the `decide` form). */
 int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e);
+
+/* 03 §2.5: an act question whose max_error refusal has no defer action fails
+ * the whole request. Returns 1 with rep filled (422 {"detail":[value_error at
+ * ["body","questions",q]]} or /v1/basal {"error":…}; the first such question),
+ * 0 when the plan can be answered, or a negative code. Call after the forward
+ * and before bs_plan_answer (which fails on such a plan). */
+int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e);
 
 /* The internal-error reply: 500 {"error":"internal","detail":"<msg>"}
  * (/v1/basal: 500 {"error":"internal","detail":…} as well, 02 §5.2). */
