@@ -13,7 +13,7 @@ CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -fno-fast-math -pthread -Iinclude -Isrc
 LIBS = -lmicrohttpd -lyaml -ljansson -lutf8proc -lm -lpthread -ldl
 
-LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/server/*.c)
+LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/server/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
@@ -22,7 +22,7 @@ TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench
+.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench fuzz fuzz-run
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
@@ -47,7 +47,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=s
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(CUDA_ARCH)
 # objects whose code depends on BS_HAVE_CUDA; they are rebuilt when CUDA changes
-CUDA_DEP_OBJ = build/obj/model/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o
+CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o
 ifeq ($(CUDA),1)
 CUDA_OBJ_build = $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)) \
                  $(patsubst src/%.cu,build/obj/%.cu.o,$(wildcard src/cuda/*.cu))
@@ -65,10 +65,17 @@ $(CUDA_STAMP): | build
 	@rm -f build/obj/.cuda0 build/obj/.cuda1
 	@touch $@
 
+ALLOC_WRAP = $(foreach f,malloc calloc realloc strdup posix_memalign aligned_alloc,-Wl,--wrap=$(f))
+
+# Each object depends on the headers it includes, as the compiler lists them
+# (-MMD writes a .d file beside the object; -MP keeps a deleted header from
+# breaking the build).
+DEPFLAGS = -MMD -MP
+
 define variant
-$(1)/obj/%.o: src/%.c $$(wildcard src/*/*.h include/*.h) | $(1)
+$(1)/obj/%.o: src/%.c | $(1)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
 
 $(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(CUDA_OBJ_$(1))
 	@rm -f $$@
@@ -77,15 +84,49 @@ $(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(CUDA_OBJ_$(1))
 $(1)/basal: $$(patsubst src/%.c,$(1)/obj/%.o,$$(CLI_SRC)) $(1)/libbasal.a
 	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$^ $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
 
-$(1)/tests/%: tests/%.c tests/check.h $(1)/libbasal.a
+$(1)/tests/%: tests/%.c $(1)/libbasal.a
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
+	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) \
+	    $$(TEST_LDFLAGS) -o $$@
+
+# test_alloc_fail makes the n-th allocation of this project's code fail
+$(1)/tests/test_alloc_fail: TEST_LDFLAGS = $(ALLOC_WRAP)
+
+-include $$(shell find $(1) -name '*.d' 2>/dev/null)
 
 $(1):
 	@mkdir -p $(1)
 endef
 $(eval $(call variant,build))
 $(eval $(call variant,build-asan))
+
+# ---- fuzzing (libFuzzer, Debian clang): tests/fuzz/fuzz_*.c ----
+# `make fuzz` builds every target with ASan+UBSan into build-fuzz/;
+# `make fuzz-run FUZZ_SECONDS=20` runs each on its seed corpus
+# (tests/fuzz/corpus/<target>/), new inputs going to build-fuzz/corpus/.
+FUZZ_CC ?= clang
+FUZZ_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 20
+FUZZ_NAMES = $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+build-fuzz/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_COMMON) $(DEPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build-fuzz/libbasal.a: $(patsubst src/%.c,build-fuzz/obj/%.o,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libbasal.a
+	$(FUZZ_CC) $(CFLAGS_COMMON) $(DEPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -Itests/fuzz $< build-fuzz/libbasal.a \
+	    $(LIBS) -o $@
+
+-include $(shell find build-fuzz -name '*.d' 2>/dev/null)
+
+fuzz: $(addprefix build-fuzz/,$(FUZZ_NAMES))
+
+fuzz-run: fuzz fixtures
+	tools/fuzz-run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 # Node oracles (tokenizer engine, TypeSafe SDK), pinned in tests/oracle/package.json.
 deps: $(NODE_DIR)/node_modules/.installed
@@ -123,4 +164,4 @@ goldens: deps
 	node tools/tokenizer-goldens.js
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

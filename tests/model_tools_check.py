@@ -15,18 +15,11 @@ import sys
 
 import numpy as np
 
+from checks import Checks
+
 fx, shared, mistral_path = sys.argv[1:4]
 spec = os.path.join(shared, "spec")
-npass = nfail = 0
-
-
-def check(cond, what):
-    global npass, nfail
-    if cond:
-        npass += 1
-    else:
-        nfail += 1
-        print("FAIL", what)
+check = Checks()
 
 
 def ordered(text):
@@ -308,4 +301,4 @@ check(all(s in m["vocab"] for s in merged), "stories260K: every merge yields a v
 ranks = [m["vocab"][s] for s in merged]  # ids increase as scores decrease in tok512
 check(ranks == sorted(ranks), "stories260K: merges ordered by score")
 
-print(f"PYCOUNT {npass} {nfail}")
+print(f"PYCOUNT {check.passed} {check.failed}")

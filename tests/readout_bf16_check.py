@@ -16,19 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import protocol_ref  # noqa: E402
 import torch  # noqa: E402
+from checks import Checks  # noqa: E402
 
 BASAL, FIXTURES = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(ok, msg):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", msg)
-    return ok
+check = Checks()
 
 
 def run(args, inp):
@@ -97,5 +88,5 @@ def main():
 
 
 main()
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+print(check.summary())
+sys.exit(1 if check.failed else 0)

@@ -5,15 +5,8 @@
 # gemm-search fail with exit 1 and a clear message; bad values are usage
 # errors (exit 2). Holds for CUDA and non-CUDA builds alike.
 set -u
-cd "$(dirname "$0")/.."
-BASAL=${BASAL:-build/basal}
-FIXTURES=${FIXTURES:-build/fixtures}
+. "$(dirname "$0")/lib.sh"
 dir="$FIXTURES/tiny-bias"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 
 echo '{"prompts": [[1, 2, 3, 4, 5], [1, 2, 3, 9]], "ids": [5, 6, 31999]}' > "$tmp/in.json"
 "$BASAL" logits --model "$dir" --input "$tmp/in.json" --device cpu > "$tmp/cpu.json" 2>/dev/null || bad "logits --device cpu"

@@ -7,23 +7,14 @@
 # where the configuration and the address come from. Every --json output is
 # parsed by Python's json module and its fields checked there.
 set -u
-cd "$(dirname "$0")/.."
-BASAL=${BASAL:-build/basal}
-FIXTURES=${FIXTURES:-build/fixtures}
-case $BASAL in /*) ;; *) BASAL=$(pwd)/$BASAL ;; esac
-case $FIXTURES in /*) ;; *) FIXTURES=$(pwd)/$FIXTURES ;; esac
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 src="$FIXTURES/tiny-bias"
-tmp=$(mktemp -d)
 listener=
 cleanup() {
     if [ -n "$listener" ]; then kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; fi
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 
 # An isolated environment: no configuration file, no address from the
 # environment, an empty Hugging Face cache.

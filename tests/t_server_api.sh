@@ -6,10 +6,7 @@
 # (stdlib http.client + python3-jsonschema); this wrapper bounds the run and
 # kills any server left behind.
 set -u
-root=$(pwd)
-BASAL=${BASAL:-$root/build/basal}
-case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 export SERVER_PIDS=$tmp/pids
 : >"$SERVER_PIDS"
 cleanup() {

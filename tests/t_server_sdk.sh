@@ -4,12 +4,8 @@
 # three servers (plain, --max-inflight 1, with an API key), the checks in
 # tests/server/sdk_e2e.mjs. Every server is killed on exit; runs are bounded.
 set -u
-root=$(pwd)
-BASAL=${BASAL:-$root/build/basal}
-case $BASAL in /*) ;; *) BASAL=$root/$BASAL ;; esac
-FIXTURES=${FIXTURES:-$root/build/fixtures}
+. "$(dirname "$0")/lib.sh"
 oracle=$root/tests/oracle
-tmp=$(mktemp -d)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done

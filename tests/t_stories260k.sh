@@ -3,13 +3,8 @@
 # `basal convert-llama2c`, then `basal generate --steps 200` from BOS must print
 # llama2.c's greedy output byte for byte.
 set -u
-cd "$(dirname "$0")/.."
-BASAL=${BASAL:-build/basal}
-SHARED=${SHARED:-../shared}
+. "$(dirname "$0")/lib.sh"
 src="$SHARED/models/stories260K"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
 if "$BASAL" convert-llama2c "$src/stories260K.bin" "$src/tok512.bin" "$tmp/model" 2> "$tmp/err"; then
     pass=$((pass+1))
 else

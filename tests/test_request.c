@@ -267,10 +267,10 @@ static void test_validation_vectors(void) {
     {
         bs_reply rep;
         bs_reply_init(&rep);
-        bs_reply_unknown_model(SO, "nope-1", 6, &rep);
+        bs_reply_unknown_model(&rep, SO, "nope-1", 6);
         CHECK_INT(rep.status, 400);
         CHECK_STR(rep.body.data, J("{`detail`:{`error_type`:`api_usage_error`,`message`:`Unknown model: nope-1`}}"));
-        bs_reply_unknown_model(BA, "nope-1", 6, &rep);
+        bs_reply_unknown_model(&rep, BA, "nope-1", 6);
         CHECK_INT(rep.status, 422);
         CHECK_STR(rep.body.data, J("{`error`:`Unknown model: nope-1`}"));
         bs_reply_free(&rep);
@@ -318,6 +318,11 @@ static void test_validation_rules(void) {
     EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`q`:{`type`:`a\\t\\n\\u0000\\u0001\\u007f\\`\\\\ż`}}}"), 400,
            J("{`detail`:{`error_type`:`api_usage_error`,`message`:`Invalid request. Unknown question type "
              "\\`a\\\\t\\\\n\\\\0\\\\u{1}\\\\u{7f}\\\\\\`\\\\\\\\ż\\` (choice, noul, score): q`}}"));
+    /* Polish letters whose UTF-8 continuation byte lies in 80..9F (ą ć ę ł ń ś: C4 85, C4 87, C4 99, C5 82,
+     * C5 84, C5 9B) are characters, not C1 controls: copied whole; U+0085 itself is escaped */
+    EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`q`:{`type`:`ąćęłńś\\u0085`}}}"), 400,
+           J("{`detail`:{`error_type`:`api_usage_error`,`message`:`Invalid request. Unknown question type "
+             "\\`ąćęłńś\\\\u{85}\\` (choice, noul, score): q`}}"));
     /* usage errors lose to any schema error of the request */
     EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`a`:{`type`:`rank`},`b`:{`type`:`choice`}}}"), 422,
            J("{`detail`:[{`type`:`missing`,`loc`:[`body`,`questions`,`b`,`choice`,`criteria`],`msg`:`Field "

@@ -46,6 +46,8 @@ static void test_full(void) {
         "    long_tokens: 0\n"
         "    state_cache_mb: 64\n"
         "    tree_max_tokens: 2048\n"
+        "    max_questions: 64\n"
+        "    max_request_tokens: 100000\n"
         "    no_prefix_cache: true\n"
         "    aliases: [jev-latest, \"other name\"]\n"
         "  - repo: Remek/basal-1.5-mini\n"
@@ -78,6 +80,8 @@ static void test_full(void) {
         CHECK_INT(a->long_tokens, 0);
         CHECK_INT(a->state_cache_mb, 64);
         CHECK_INT(a->tree_max_tokens, 2048);
+        CHECK_INT(a->max_questions, 64);
+        CHECK_INT(a->max_request_tokens, 100000);
         CHECK_INT(a->no_prefix_cache, 1);
         CHECK_INT(a->n_aliases, 2);
         if (a->n_aliases == 2) {
@@ -95,6 +99,8 @@ static void test_full(void) {
         CHECK_INT(b->long_tokens, 4096);
         CHECK_INT(b->state_cache_mb, 0);
         CHECK_INT(b->tree_max_tokens, 32768);
+        CHECK_INT(b->max_questions, 1024);
+        CHECK_INT(b->max_request_tokens, 65536);
         CHECK_INT(b->no_prefix_cache, 0);
         CHECK_INT(b->n_aliases, 0);
     }
@@ -157,6 +163,7 @@ static void test_errors(void) {
     refused("models:\n  - path: m\n    schedule: lifo\n", "schedule: expected one of hrrn, fifo");
     refused("models:\n  - path: m\n    max_batch_tokens: 0\n", "max_batch_tokens: must be between 1 and");
     refused("models:\n  - path: m\n    tree_max_tokens: 4294967296\n", "tree_max_tokens: must be between 1 and");
+    refused("models:\n  - path: m\n    max_questions: 0\n", "max_questions: must be between 1 and");
     refused("models:\n  - path: m\n    long_tokens: -5\n", "long_tokens: must be between 0 and");
     refused("models:\n  - path: m\n    no_prefix_cache: 1\n", "no_prefix_cache: expected true or false");
     refused("models:\n  - path: m\n    aliases: jev\n", "aliases: expected a list of strings");

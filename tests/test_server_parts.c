@@ -1,6 +1,6 @@
 /* Pieces of the HTTP server that need no socket: the Bearer check of spec 02
- * §2, the fixed error bodies of §2/§6/§10, request ids, the usage reader, and
- * the Prometheus registry of §9 (series, histograms, batch counting). */
+ * §2, the error bodies of core/reply.h, request ids, and the Prometheus
+ * registry of §9 (series, histograms, batch counting). */
 #include "check.h"
 #include "server/metrics.h"
 #include "server/server_int.h"
@@ -20,30 +20,56 @@ static void test_auth(void) {
     }
 }
 
+/* Every error body of core/reply.h against the texts of spec 02 (§2, §4.5,
+ * §5.2, §6, §10), with its status. */
+#define REPLY(call, want_status, want_body) \
+    do { \
+        call; \
+        CHECK_INT(r.status, want_status); \
+        CHECK_STR(r.body.data, want_body); \
+    } while (0)
+
 static void test_bodies(void) {
-    bs_buf b;
-    bs_buf_init(&b);
-    bs_body_auth(&b, BS_DIALECT_SYSTEMONE, 403);
-    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"authentication_error\",\"message\":\"Must supply an API key! Check "
-                      "your request and try again.\"}}");
-    b.len = 0;
-    bs_body_auth(&b, BS_DIALECT_BASAL, 401);
-    CHECK_STR(b.data, "{\"error\":\"Cannot authenticate with the server. Please check your API key and try again.\"}");
-    b.len = 0;
-    bs_body_overloaded(&b, BS_DIALECT_SYSTEMONE);
-    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"overloaded_error\",\"message\":\"Too many requests in flight. "
-                      "Retry after a short delay.\"}}");
-    b.len = 0;
-    bs_body_overloaded(&b, BS_DIALECT_BASAL);
-    CHECK_STR(b.data, "{\"error\":\"overloaded: too many requests in flight\"}");
-    b.len = 0;
-    bs_body_too_large(&b, BS_DIALECT_SYSTEMONE, 16777216);
-    CHECK_STR(b.data, "{\"detail\":{\"error_type\":\"request_too_large\",\"message\":\"Request body is larger than "
-                      "16777216 bytes.\"}}");
-    b.len = 0;
-    bs_body_too_large(&b, BS_DIALECT_BASAL, 5);
-    CHECK_STR(b.data, "{\"error\":\"request body is larger than 5 bytes\"}");
-    bs_buf_free(&b);
+    bs_reply r;
+    bs_reply_init(&r);
+    const bs_dialect SO = BS_DIALECT_SYSTEMONE, BA = BS_DIALECT_BASAL;
+    REPLY(bs_reply_auth(&r, SO, 403), 403, "{\"detail\":{\"error_type\":\"authentication_error\",\"message\":"
+          "\"Must supply an API key! Check your request and try again.\"}}");
+    REPLY(bs_reply_auth(&r, BA, 401), 401,
+          "{\"error\":\"Cannot authenticate with the server. Please check your API key and try again.\"}");
+    REPLY(bs_reply_overloaded(&r, SO), 529, "{\"detail\":{\"error_type\":\"overloaded_error\",\"message\":\"Too "
+          "many requests in flight. Retry after a short delay.\"}}");
+    REPLY(bs_reply_overloaded(&r, BA), 529, "{\"error\":\"overloaded: too many requests in flight\"}");
+    REPLY(bs_reply_too_large(&r, SO, 16777216), 413, "{\"detail\":{\"error_type\":\"request_too_large\",\"message\":"
+          "\"Request body is larger than 16777216 bytes.\"}}");
+    REPLY(bs_reply_too_large(&r, BA, 5), 413, "{\"error\":\"request body is larger than 5 bytes\"}");
+    REPLY(bs_reply_not_found(&r), 404, "{\"detail\":\"Not Found\"}");
+    REPLY(bs_reply_method(&r), 405, "{\"detail\":\"Method Not Allowed\"}");
+    REPLY(bs_reply_unknown_model(&r, SO, "x\"y", 3), 400,
+          "{\"detail\":{\"error_type\":\"api_usage_error\",\"message\":\"Unknown model: x\\\"y\"}}");
+    REPLY(bs_reply_unknown_model(&r, BA, "nope", 4), 422, "{\"error\":\"Unknown model: nope\"}");
+    const char *letters = "option letters are not single tokens for this tokenizer (3 options)";
+    REPLY(bs_reply_internal(&r, SO, letters), 500, "{\"error\":\"internal\",\"detail\":\"option letters are not "
+          "single tokens for this tokenizer (3 options)\"}");
+    REPLY(bs_reply_internal(&r, BA, letters), 422,
+          "{\"error\":\"option letters are not single tokens for this tokenizer (3 options)\"}");
+    REPLY(bs_reply_fatal(&r, BS_MSG_ENGINE_STOPPED), 500, "{\"error\":\"internal\",\"detail\":\"engine stopped\"}");
+    for (int d = 0; d < 2; d++) {
+        bs_unsupported u;
+        bs_unsupported_init(&u, d ? BA : SO);
+        bs_unsupported_add(&u, "prompt_too_long", "q\n1", 3, "a prompt of 9000 tokens exceeds the model limit 8192");
+        bs_unsupported_add(&u, "prompt_too_long", "q2", 2, "a prompt of 8200 tokens exceeds the model limit 8192");
+        if (d)
+            REPLY(bs_unsupported_reply(&u, &r), 422, "{\"error\":\"a prompt of 9000 tokens exceeds the model limit "
+                  "8192; a prompt of 8200 tokens exceeds the model limit 8192\"}");
+        else
+            REPLY(bs_unsupported_reply(&u, &r), 422, "{\"error\":\"unsupported\",\"detail\":[{\"type\":"
+                  "\"prompt_too_long\",\"loc\":[\"body\",\"questions\",\"q\\n1\"],\"msg\":\"a prompt of 9000 tokens "
+                  "exceeds the model limit 8192\"},{\"type\":\"prompt_too_long\",\"loc\":[\"body\",\"questions\","
+                  "\"q2\"],\"msg\":\"a prompt of 8200 tokens exceeds the model limit 8192\"}]}");
+        bs_unsupported_free(&u);
+    }
+    bs_reply_free(&r);
     CHECK_INT(bs_route_of("/v1/systemone"), R_SYSTEMONE);
     CHECK_INT(bs_route_of("/v1/systemone/"), R_NONE);
     CHECK_INT(bs_route_of("/V1/models"), R_NONE);
@@ -55,23 +81,13 @@ static void test_bodies(void) {
     CHECK_STR(allow, "GET, HEAD");
 }
 
-static void test_ids_and_usage(void) {
+static void test_ids(void) {
     char a[33], b[33];
     bs_request_id(a);
     bs_request_id(b);
     CHECK_INT(strlen(a), 32);
     CHECK_INT(strspn(a, "0123456789abcdef"), 32);
     CHECK(strcmp(a, b) != 0);
-    const char *body = "{\"model\":\"m\",\"answers\":{\"usage\":{\"type\":\"noul\",\"noul\":0.5},\"x\":{\"type\":\"choice\","
-                       "\"choice\":\"\\\"usage\\\":{\\\"input_tokens\\\":9\"}},\"usage\":{\"input_tokens\":290,"
-                       "\"output_tokens\":0,\"questions\":2,\"branches\":2,\"latency_ms\":3.5}}";
-    long long in, out, q;
-    bs_reply_usage(body, strlen(body), &in, &out, &q);
-    CHECK_INT(in, 290);
-    CHECK_INT(out, 0);
-    CHECK_INT(q, 2);
-    bs_reply_usage("{}", 2, &in, &out, &q);
-    CHECK_INT(in, -1);
 }
 
 static int has_line(const char *text, const char *line) {
@@ -170,7 +186,7 @@ static void test_metrics(void) {
 int main(void) {
     test_auth();
     test_bodies();
-    test_ids_and_usage();
+    test_ids();
     test_metrics();
     return check_report("test_server_parts");
 }

@@ -5,6 +5,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
+pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -19,7 +19,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_gemm_search(int argc, char **argv);
 
 /* --device cpu|cuda|auto, --dtype auto|f16|bf16|f32, --gemm-table FILE
- * (model/device.h); NULL = not given. */
+ * (device/device.h); NULL = not given. */
 typedef struct cli_device {
     const char *device, *dtype, *gemm_table;
 } cli_device;

@@ -1,10 +1,10 @@
 /* The --device / --dtype / --gemm-table options shared by decide, logits and
- * bench (model/device.h does the work). */
+ * bench (device/device.h does the work). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "model/device.h"
+#include "device/device.h"
 
 int cli_device_flag(int argc, char **argv, int *i, cli_device *d) {
     const char **slot = !strcmp(argv[*i], "--device")       ? &d->device

@@ -42,25 +42,19 @@ static void make_body(bs_buf *b, const char *model, int item, int tokens) {
 }
 
 typedef struct {
-    bs_request *req;
     bs_plan plan;
 } prepared;
 
 static int prepare(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, prepared *p, bs_err *e) {
     bs_reply rep;
     bs_reply_init(&rep);
-    memset(p, 0, sizeof *p);
-    int rc = bs_request_parse(body->data, body->len, BS_DIALECT_SYSTEMONE, NULL, &p->req, &rep, e);
-    if (rc == 0) rc = bs_plan_build(&p->plan, m, lc, p->req, 0, &rep, e);
+    int rc = bs_plan_text(&p->plan, body->data, body->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "bench item rejected: %s", rep.body.data);
     bs_reply_free(&rep);
     return rc;
 }
 
-static void prepared_free(prepared *p) {
-    bs_plan_free(&p->plan);
-    bs_request_free(p->req);
-}
+static void prepared_free(prepared *p) { bs_plan_free(&p->plan); }
 
 /* lat1: prepare, then the order-0 prompt alone: pack, forward, softmax. */
 static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, bs_fwd_profile *pf,

@@ -92,20 +92,19 @@ static int read_requests(const char *path, const char *model, req_line **out, si
     return rc;
 }
 
-/* One whole decision: validate, plan, run, answer. */
+/* One whole decision: validate, plan, run, answer; its usage with the tokens
+ * its forwards computed. */
 static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const req_line *r,
-                       size_t *input_tokens, bs_buf *answer, bs_err *e) {
+                       bs_usage *usage, bs_buf *answer, bs_err *e) {
     bs_reply rep;
     bs_reply_init(&rep);
-    bs_request *req = NULL;
     bs_plan plan = {0};
-    int rc = bs_request_parse(r->body, r->len, BS_DIALECT_SYSTEMONE, NULL, &req, &rep, e);
-    if (rc == 0) rc = bs_request_check_capability(req, NULL, &rep, e);
-    if (rc == 0) rc = bs_plan_build(&plan, m, lc, req, 0, &rep, e);
+    int rc = bs_plan_text(&plan, r->body, r->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) {
         bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
     } else if (rc == 0) {
         bs_plan *pp = &plan;
+        int64_t f0 = run->forward_tokens;
         rc = bs_runner_run(run, &pp, 1, e);
         answer->len = 0;
         /* an act refusal (03 §2.5) is that request's answer: its 422 body */
@@ -113,10 +112,10 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
         if (rf < 0) rc = rf;
         else if (rf > 0) bs_buf_put(answer, rep.body.data, rep.body.len);
         else if (rc == 0) rc = bs_plan_answer(&plan, m, -1, answer, e);
-        *input_tokens = plan.input_tokens;
-        bs_plan_free(&plan);
+        *usage = plan.usage;
+        usage->computed_tokens = run->forward_tokens - f0;
     }
-    bs_request_free(req);
+    bs_plan_free(&plan);
     bs_reply_free(&rep);
     return rc;
 }
@@ -188,8 +187,8 @@ int cmd_bench_requests(int argc, char **argv) {
         }
         if (nmode >= 3) break;
         bs_runner run;
-        bs_runner_init(&run, &m, single ? 1 : eo.tree_max_tokens, single ? 1 : eo.forward_max_tokens,
-                       no_prefix_cache ? NULL : &pinned, 0, NULL, 0);
+        bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, no_prefix_cache ? NULL : &pinned, 0,
+                       NULL, 0);
         run.batching = budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE;
         double total_ms = 0;
         size_t decisions = 0, total_input = 0;
@@ -197,24 +196,26 @@ int cmd_bench_requests(int argc, char **argv) {
         if (nmode) bs_buf_putc(&rep, ',');
         bs_buf_printf(&rep, "{\"batching\":\"%s\",\"requests\":[", tok);
         for (size_t i = 0; i < nrq; i++) {
-            size_t input = 0;
-            if (warmup && decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) { /* warm-up */
+            bs_usage u = {0};
+            if (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) { /* warm-up */
                 fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                 bs_runner_free(&run);
                 goto done;
             }
-            int64_t f0 = run.forward_tokens;
+            int64_t fwd_sum = 0;
             for (int r = 0; r < reps; r++) {
                 double s = bs_now_ms();
-                if (decide_once(&m, &lc, &run, &rq[i], &input, &ans, &e) < 0) {
+                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) {
                     fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                     bs_runner_free(&run);
                     goto done;
                 }
                 ms[r] = bs_now_ms() - s;
                 total_ms += ms[r];
+                fwd_sum += u.computed_tokens;
             }
-            int64_t fwd = (run.forward_tokens - f0) / reps;
+            int64_t fwd = fwd_sum / reps;
+            size_t nq = u.questions, input = u.input_tokens;
             if (!nmode) {
                 if (!(first_answers[i] = bs_strfmt("%s", ans.data))) { bs_runner_free(&run); goto done; }
             } else if (strcmp(first_answers[i], ans.data)) {
@@ -222,9 +223,6 @@ int cmd_bench_requests(int argc, char **argv) {
                         tok);
                 mismatches++;
             }
-            size_t nq = 0;
-            const char *qs = strstr(ans.data, "\"questions\":");
-            if (qs) nq = (size_t)atol(qs + 12);
             decisions += nq * (size_t)reps;
             total_input += input;
             total_fwd += fwd;

@@ -542,10 +542,10 @@ static int convert(const char *ckpt, const char *tokpath, const char *outdir, bs
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
         goto cleanup;
     }
-    if (json_dump_file(tok, path, JSON_INDENT(2)) != 0) {
-        rc = bs_fail(e, BS_EIO, "%s: write error", path);
-        goto cleanup;
-    }
+    char *text = json_dumps(tok, JSON_INDENT(2));
+    rc = text ? bs_write_file(path, text, strlen(text), e) : bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
+    free(text);
+    if (rc) goto cleanup;
     rc = write_weights(fd, ckpt, &h, &lay, outdir, e);
 cleanup:
     if (rc && made_dir) {

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "core/respjson.h"
@@ -73,41 +72,20 @@ static int read_body(const char *path, char **data, size_t *len) {
     return 0;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Steps 4–9 of 02 §3 for one request against one model, then planning.
- * Returns 0 with a plan, 2 with the error body printed, 1 on a runtime error. */
-static int validate_and_plan(const bs_basal_model *m, bs_letter_cache *lc, const char *data, size_t len,
-                             bs_request **req, bs_plan *plan) {
+/* Steps 4–10 of 02 §3 for one /v1/systemone request against m. Returns 0 with
+ * a plan, 2 with the error body printed, 1 on a runtime error. */
+static int plan_or_print(const bs_basal_model *m, bs_letter_cache *lc, const char *data, size_t len, bs_plan *plan) {
     bs_reply rep;
     bs_reply_init(&rep);
     bs_err e = {0};
-    bj_value *body = NULL;
-    int status = 1, rc;
-    if ((rc = bs_body_parse(data, len, BS_DIALECT_SYSTEMONE, &body, &rep, &e)) < 0) goto out;
-    size_t ml = 0;
-    const char *model = bs_body_model(body, &ml);
-    if (model && (ml != strlen(m->name) || memcmp(model, m->name, ml))) {
-        bs_reply_unknown_model(BS_DIALECT_SYSTEMONE, model, ml, &rep);
-        bj_free(body);
-        rc = BS_EINVAL;
-        goto out;
-    }
-    if ((rc = bs_request_validate(body, BS_DIALECT_SYSTEMONE, NULL, req, &rep, &e)) < 0) goto out;
-    if ((rc = bs_request_check_capability(*req, NULL, &rep, &e)) < 0) goto out;
-    if ((rc = bs_plan_build(plan, m, lc, *req, 0, &rep, &e)) < 0) goto out;
-    status = 0;
-out:
-    if (status && rc == BS_EINVAL && rep.body.len) {
+    int status = 0, rc = bs_plan_text(plan, data, len, BS_DIALECT_SYSTEMONE, m, lc, &rep, &e);
+    if (rc == BS_EINVAL && rep.body.len) {
         fwrite(rep.body.data, 1, rep.body.len, stdout);
         fputc('\n', stdout);
         status = 2;
-    } else if (status) {
+    } else if (rc < 0) {
         fprintf(stderr, "basal: %s\n", e.msg[0] ? e.msg : bs_strerror(rc));
+        status = 1;
     }
     bs_reply_free(&rep);
     return status;
@@ -118,28 +96,26 @@ int cmd_decide(int argc, char **argv) {
     int status = parse_opts("decide", argc, argv, &o);
     if (status) return status;
     status = 1;
-    double t0 = now_ms();
+    double t0 = bs_now_ms();
     bs_err e = {0};
     bs_pool *pool = bs_pool_create(o.threads);
     bs_basal_model m;
     bs_letter_cache lc;
     bs_letter_cache_init(&lc);
-    bs_request *req = NULL;
     bs_plan plan = {0};
     bs_buf out;
     bs_buf_init(&out);
     char *data = NULL;
     size_t len = 0;
-    int loaded = 0, planned = 0;
+    int loaded = 0;
     if (!pool || read_body(o.request, &data, &len) < 0) goto done;
     if (bs_basal_load(&m, o.model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal decide: %s\n", e.msg); goto done; }
     loaded = 1;
     if (cli_device_attach("decide", &m.model, &o.dev) < 0) goto done;
-    double t1 = now_ms();
-    if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
-    planned = 1;
+    double t1 = bs_now_ms();
+    if ((status = plan_or_print(&m, &lc, data, len, &plan)) != 0) goto done;
     status = 1;
-    double t2 = now_ms();
+    double t2 = bs_now_ms();
     bs_plan *pp = &plan;
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
@@ -171,15 +147,14 @@ int cmd_decide(int argc, char **argv) {
         fprintf(stderr, "basal decide: %s\n", e.msg);
         goto done;
     }
-    double t3 = now_ms();
+    double t3 = bs_now_ms();
     cli_print_pretty(stdout, out.data, out.len);
     if (o.timing)
         fprintf(stderr, "timing: {\"load_ms\": %.3f, \"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f}\n",
                 t1 - t0, t2 - t1, t3 - t2, t3 - t0);
     status = 0;
 done:
-    if (planned) bs_plan_free(&plan);
-    bs_request_free(req);
+    bs_plan_free(&plan);
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);
     bs_pool_destroy(pool);
@@ -267,31 +242,28 @@ int cmd_prepare(int argc, char **argv) {
     bs_basal_model m;
     bs_letter_cache lc;
     bs_letter_cache_init(&lc);
-    bs_request *req = NULL;
     bs_plan plan = {0};
     bs_buf out;
     bs_buf_init(&out);
     char *data = NULL;
     size_t len = 0;
-    int loaded = 0, planned = 0;
+    int loaded = 0;
     if (read_body(o.request, &data, &len) < 0) goto done;
     if (bs_basal_load(&m, o.model_dir, NULL, 0, &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
     loaded = 1;
-    if ((status = validate_and_plan(&m, &lc, data, len, &req, &plan)) != 0) goto done;
-    planned = 1;
+    if ((status = plan_or_print(&m, &lc, data, len, &plan)) != 0) goto done;
     status = 1;
     bs_buf_putc(&out, '[');
     for (size_t i = 0; i < plan.n_items; i++) {
         if (i) bs_buf_putc(&out, ',');
-        if (put_item(&out, req, &plan.items[i], &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+        if (put_item(&out, plan.req, &plan.items[i], &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
     }
     bs_buf_putc(&out, ']');
     if (out.oom) goto done;
     cli_print_pretty(stdout, out.data, out.len);
     status = 0;
 done:
-    if (planned) bs_plan_free(&plan);
-    bs_request_free(req);
+    bs_plan_free(&plan);
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);
     bs_buf_free(&out);

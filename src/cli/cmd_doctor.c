@@ -23,7 +23,7 @@
 #include "core/util.h"
 #include "cpu/gemm.h"
 #include "model/basal_model.h"
-#include "model/device.h"
+#include "device/device.h"
 #include "model/safetensors.h"
 #include "server/config.h"
 #include "server/modelref.h"
@@ -33,7 +33,6 @@
 #endif
 /* What the Makefile's CUDA_ARCH compiles (SASS per architecture, PTX for the newest). */
 #define DOCTOR_CUDA_ARCHS "sm_80, sm_89, sm_90 (SASS) + compute_90 (PTX)"
-#define DEFAULT_MODEL_REF "Remek/basal-1.5-4.5B"
 #define DEFAULT_ADDR "127.0.0.1:8000"
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define RESERVE_BYTES (2ull << 30)
@@ -155,7 +154,7 @@ static void usage(FILE *f) {
             "  checks the build, CPU, memory, GPUs, the serve configuration, the models (manifests,\n"
             "  tokenizer and weight headers; no weight data is read), disk space and the listen address\n"
             "  --config FILE    serve configuration (default: env BASAL_CONFIG, then ./basal-serve.yml)\n"
-            "  --model REF      model directory or reference (repeatable; default " DEFAULT_MODEL_REF ")\n"
+            "  --model REF      model directory or reference (repeatable; default " BS_DEFAULT_MODEL_REF ")\n"
             "  --addr IP:PORT   listen address to test (default: env BASAL_ADDR, YAML addr, " DEFAULT_ADDR ")\n"
             "  --json           one JSON object {\"ok\", \"checks\": [{\"area\", \"level\", \"what\", \"fix\"}]}\n"
             "exit status: 0 no check failed, 1 a check failed, 2 usage error\n");
@@ -279,13 +278,13 @@ static int load_config(report_t *r, const opts_t *o, bs_serve_config *c) {
         add(r, A_CONFIG, L_OK, NULL, "%s: valid YAML, %zu model%s", file, c->n_models, c->n_models == 1 ? "" : "s");
         return 0;
     }
-    static const char *const refs_default[] = { DEFAULT_MODEL_REF };
+    static const char *const refs_default[] = { BS_DEFAULT_MODEL_REF };
     const char *const *refs = o->n_models ? o->models : refs_default;
     size_t n = o->n_models ? o->n_models : 1;
     if (o->n_models) add(r, A_CONFIG, L_INFO, NULL, "model set from --model (%zu model%s)", n, n == 1 ? "" : "s");
     else
         add(r, A_CONFIG, L_INFO, NULL,
-            "no --model, --config, BASAL_CONFIG or ./basal-serve.yml: the built-in default model " DEFAULT_MODEL_REF);
+            "no --model, --config, BASAL_CONFIG or ./basal-serve.yml: the built-in default model " BS_DEFAULT_MODEL_REF);
     for (size_t i = 0; i < n; i++) {
         bs_serve_model m;
         if (bs_serve_model_init(&m, &e) < 0 || !(m.path = strdup(refs[i])) ||

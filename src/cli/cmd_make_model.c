@@ -341,8 +341,9 @@ static int write_tokenizer(const opts *o, json_int_t *eos, bs_err *e) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
         goto cleanup;
     }
-    if (json_dump_file(root, path, JSON_INDENT(2)) != 0)
-        rc = bs_fail(e, BS_EIO, "%s: write error", path);
+    char *text = json_dumps(root, JSON_INDENT(2));
+    rc = text ? bs_write_file(path, text, strlen(text), e) : bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
+    free(text);
 cleanup:
     free(path);
     json_decref(root);

@@ -23,7 +23,7 @@
 #include "cpu/pool.h"
 #include "engine/engine.h"
 #include "engine/gate.h"
-#include "model/device.h"
+#include "device/device.h"
 #include "model/basal_model.h"
 #include "server/config.h"
 #include "server/modelref.h"
@@ -36,9 +36,9 @@ typedef struct {
     size_t n_models;
     const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend;
     long long state_cache_mb, tree_max_tokens, max_batch_tokens, max_inflight, long_tokens, long_slice_ms,
-        max_body_bytes, threads;
+        max_body_bytes, threads, max_questions, max_request_tokens;
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
-        set_long_slice_ms, set_max_body_bytes, set_threads;
+        set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens;
     int no_prefix_cache, access_log, metrics;
 } flags_t;
 
@@ -50,6 +50,7 @@ static void usage(FILE *f) {
             "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
             "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
+            "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
             "  --readout f32|bf16  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
 }
 
@@ -81,6 +82,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         NUM("--max-batch-tokens", max_batch_tokens, 1, INT_MAX) NUM("--max-inflight", max_inflight, 1, INT_MAX)
         NUM("--long-tokens", long_tokens, 0, INT_MAX) NUM("--long-slice-ms", long_slice_ms, 0, INT_MAX)
         NUM("--max-body-bytes", max_body_bytes, 1, LLONG_MAX) NUM("--threads", threads, 0, INT_MAX)
+        NUM("--max-questions", max_questions, 1, INT_MAX) NUM("--max-request-tokens", max_request_tokens, 1, INT_MAX)
         else if (!strcmp(a, "--no-prefix-cache")) f->no_prefix_cache = 1;
         else if (!strcmp(a, "--access-log")) f->access_log = 1;
         else if (!strcmp(a, "--metrics")) f->metrics = 1;
@@ -150,10 +152,11 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
                 fprintf(stderr, "basal serve: %s is ignored with a configuration file (set it in %s)\n",
                         ignored[i].flag, file);
         if (f->set_max_batch_tokens || f->set_long_tokens || f->set_state_cache_mb || f->set_tree_max_tokens ||
-            f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms)
+            f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms || f->set_max_questions ||
+            f->set_max_request_tokens)
             fprintf(stderr, "basal serve: model and admission flags are ignored with a configuration file (%s)\n", file);
     } else {
-        const char *refs_default[] = { "Remek/basal-1.5-4.5B" };
+        const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
         const char *const *refs = f->n_models ? f->models : refs_default;
         size_t n = f->n_models ? f->n_models : 1;
         for (size_t i = 0; i < n; i++) {
@@ -172,6 +175,8 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
             if (f->set_long_tokens) m.long_tokens = (long)f->long_tokens;
             if (f->set_state_cache_mb) m.state_cache_mb = (long)f->state_cache_mb;
             if (f->set_tree_max_tokens) m.tree_max_tokens = (long)f->tree_max_tokens;
+            if (f->set_max_questions) m.max_questions = (long)f->max_questions;
+            if (f->set_max_request_tokens) m.max_request_tokens = (long)f->max_request_tokens;
             m.no_prefix_cache = f->no_prefix_cache;
             if ((rc = bs_serve_config_add_model(c, &m, e)) < 0) return rc;
         }
@@ -377,6 +382,8 @@ int cmd_serve(int argc, char **argv) {
         eo.tree_max_tokens = (int)mc->tree_max_tokens;
         eo.state_cache_mb = (size_t)mc->state_cache_mb;
         eo.no_prefix_cache = mc->no_prefix_cache;
+        eo.limits.max_questions = (size_t)mc->max_questions;
+        eo.limits.max_request_tokens = mc->max_request_tokens;
         eo.readout_bf16 = f.readout && !strcmp(f.readout, "bf16");
         if (bs_engine_create(&sv[i].engine, &sv[i].m, &eo, gate, &e) < 0) {
             fprintf(stderr, "basal serve: %s: %s\n", sv[i].m.name, e.msg);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
+
 #define BJ_DEFAULT_DEPTH 128
 /* Objects up to this size are searched linearly for duplicate keys; larger
  * ones get a hash index so a body with a million keys stays linear. */
@@ -47,54 +49,9 @@ static void skip_ws(parser *p) {
     }
 }
 
-/* Offset of the first byte that does not start a well-formed UTF-8 sequence
- * (RFC 3629: no overlongs, no encoded surrogates, nothing above U+10FFFF), or
- * len if all is valid. */
-static size_t utf8_first_invalid(const unsigned char *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t need;
-        unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) { need = 2; lo = 0xA0; }
-        else if (c == 0xED) { need = 2; hi = 0x9F; }
-        else if (c >= 0xE1 && c <= 0xEF) need = 2;
-        else if (c == 0xF0) { need = 3; lo = 0x90; }
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) { need = 3; hi = 0x8F; }
-        else return i;
-        if (len - i <= need) return i;
-        if (s[i + 1] < lo || s[i + 1] > hi) return i;
-        for (size_t k = 2; k <= need; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-        i += need + 1;
-    }
-    return len;
-}
-
 static void put_utf8(bs_buf *b, uint32_t cp) {
     char u[4];
-    size_t n;
-    if (cp < 0x80) { u[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    bs_buf_put(b, u, n);
+    bs_buf_put(b, u, bs_utf8_put(cp, u));
 }
 
 /* The four hex digits of an escape whose 'u' is at u. CPython demands one more
@@ -534,7 +491,7 @@ int bj_parse_ex(const char *text, size_t len, const bj_parse_opts *opts, bj_valu
 
     /* CPython decodes the whole body before scanning, so invalid UTF-8
      * anywhere wins over a syntax error earlier in the text. */
-    size_t bad = utf8_first_invalid(p.s, len);
+    size_t bad = bs_utf8_first_invalid(p.s, len);
     if (bad < len) {
         fail_at(&p, "Invalid UTF-8", bad);
         goto fail;
@@ -718,8 +675,9 @@ void bs_fmt_double_shortest(double x, bs_buf *b) {
 
 /* ---- writer ---- */
 
-static void put_pystring(bs_buf *b, const char *s, size_t n) {
+void bj_put_string(bs_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
+    bs_buf_reserve(b, n + 2);
     bs_buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -728,13 +686,13 @@ static void put_pystring(bs_buf *b, const char *s, size_t n) {
         bs_buf_put(b, s + run, i - run);
         run = i + 1;
         switch (c) {
-        case '"': bs_buf_puts(b, "\\\""); break;
-        case '\\': bs_buf_puts(b, "\\\\"); break;
-        case '\n': bs_buf_puts(b, "\\n"); break;
-        case '\r': bs_buf_puts(b, "\\r"); break;
-        case '\t': bs_buf_puts(b, "\\t"); break;
-        case '\b': bs_buf_puts(b, "\\b"); break;
-        case '\f': bs_buf_puts(b, "\\f"); break;
+        case '"': bs_buf_put(b, "\\\"", 2); break;
+        case '\\': bs_buf_put(b, "\\\\", 2); break;
+        case '\b': bs_buf_put(b, "\\b", 2); break;
+        case '\t': bs_buf_put(b, "\\t", 2); break;
+        case '\n': bs_buf_put(b, "\\n", 2); break;
+        case '\f': bs_buf_put(b, "\\f", 2); break;
+        case '\r': bs_buf_put(b, "\\r", 2); break;
         default: {
             char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
             bs_buf_put(b, u, 6);
@@ -773,7 +731,7 @@ void bj_pydumps(const bj_value *v, bs_buf *b) {
     case BJ_FALSE: bs_buf_puts(b, "false"); break;
     case BJ_TRUE: bs_buf_puts(b, "true"); break;
     case BJ_NUMBER: put_number(b, v); break;
-    case BJ_STRING: put_pystring(b, v->str ? v->str : "", v->len); break;
+    case BJ_STRING: bj_put_string(b, v->str ? v->str : "", v->len); break;
     case BJ_ARRAY:
         bs_buf_putc(b, '[');
         for (size_t i = 0; i < v->n; i++) {
@@ -786,7 +744,7 @@ void bj_pydumps(const bj_value *v, bs_buf *b) {
         bs_buf_putc(b, '{');
         for (size_t i = 0; i < v->n; i++) {
             if (i) bs_buf_put(b, ", ", 2);
-            put_pystring(b, v->keys[i], v->key_lens[i]);
+            bj_put_string(b, v->keys[i], v->key_lens[i]);
             bs_buf_put(b, ": ", 2);
             bj_pydumps(v->items[i], b);
         }

@@ -35,6 +35,11 @@ void bj_free(bj_value *v);
 /* Appends json.dumps(v, ensure_ascii=False) of the value CPython's json.loads
  * would produce from the same text (floats via repr, integers verbatim). */
 void bj_pydumps(const bj_value *v, bs_buf *out);
+/* A JSON string of n UTF-8 bytes (may hold NUL) as both json.dumps(ensure_ascii=
+ * False) and the response writer spell it: the quote, the backslash and the C0
+ * controls escaped (b t n f r by letter, the rest as u00xx), everything else
+ * as is. The one string escaper of the project. */
+void bj_put_string(bs_buf *b, const char *s, size_t n);
 /* text(v) of the protocol: a string's own bytes, otherwise bj_pydumps. */
 void bj_pytext(const bj_value *v, bs_buf *out);
 

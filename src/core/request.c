@@ -36,13 +36,6 @@ static int qtype_parse(const char *s, size_t n, bs_qtype *t) {
     return 0;
 }
 
-void bs_reply_init(bs_reply *r) {
-    r->status = 0;
-    bs_buf_init(&r->body);
-}
-
-void bs_reply_free(bs_reply *r) { bs_buf_free(&r->body); }
-
 int bs_json_truthy(const bj_value *v) {
     if (!v) return 0;
     switch (v->type) {
@@ -121,28 +114,6 @@ const char *bs_body_model(const bj_value *body, size_t *len) {
     if (!m || m->type != BJ_STRING) return NULL;
     if (len) *len = m->len;
     return m->str;
-}
-
-void bs_reply_unknown_model(bs_dialect d, const char *model, size_t len, bs_reply *rep) {
-    bs_buf msg;
-    bs_buf_init(&msg);
-    bs_buf_puts(&msg, "Unknown model: ");
-    bs_buf_put(&msg, model, len);
-    bs_buf *b = &rep->body;
-    b->len = 0;
-    if (d == BS_DIALECT_SYSTEMONE) {
-        rep->status = 400;
-        bs_buf_puts(b, "{\"detail\":{\"error_type\":\"api_usage_error\",\"message\":");
-        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-        bs_buf_puts(b, "}}");
-    } else {
-        rep->status = 422;
-        bs_buf_puts(b, "{\"error\":");
-        bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-        bs_buf_putc(b, '}');
-    }
-    if (msg.oom) b->oom = 1;
-    bs_buf_free(&msg);
 }
 
 /* ---- building blocks ---- */
@@ -856,9 +827,13 @@ static void basal_error(vctx *c, const bs_question *q, const char *field, const 
     verrs_add(&c->errs, VE_SCHEMA, "value_error", l, msg, n, NULL, 0, NULL);
 }
 
+static void basal_errorc(vctx *c, const bs_question *q, const char *field, const char *msg) {
+    basal_error(c, q, field, msg, strlen(msg));
+}
+
 static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
     if (qo->type != BJ_OBJECT) {
-        basal_error(c, q, NULL, "question must be an object", 26);
+        basal_errorc(c, q, NULL, "question must be an object");
         return 0;
     }
     const bj_value *t = bj_get(qo, "type");
@@ -897,7 +872,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
         const bj_value *side[2] = { NULL, NULL };
         if (bs_json_truthy(crit)) {
             if (crit->type != BJ_OBJECT) {
-                basal_error(c, q, "criteria", "noul criteria must be an object", 31);
+                basal_errorc(c, q, "criteria", "noul criteria must be an object");
                 return 0;
             }
             /* upstream truthiness: every falsy side falls back to Tak/Nie */
@@ -918,7 +893,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
         else if (f->type == BJ_OBJECT) rc = options_from_object(q, f);
         else if (f->type == BJ_ARRAY) rc = options_from_levels(q, f);
         else {
-            basal_error(c, q, "criteria", "score criteria must be a list or an object", 42);
+            basal_errorc(c, q, "criteria", "score criteria must be a list or an object");
             return 0;
         }
         if (rc < 0) return -1;
@@ -938,7 +913,7 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
             else q->n_options = st.n;
             strset_free(&st);
         } else {
-            basal_error(c, q, "criteria", "criteria must be an object or a list", 36);
+            basal_errorc(c, q, "criteria", "criteria must be an object or a list");
             return 0;
         }
         if (rc < 0) return -1;

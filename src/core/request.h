@@ -5,7 +5,7 @@
  *
  *   bs_body_parse        step 4 (decode) and 5 (/v1/basal: body is an object)
  *   (admission)          step 6, the server's
- *   bs_body_model        step 7 routing; bs_reply_unknown_model for a bad name
+ *   bs_body_model        step 7 routing (core/reply.h: bs_reply_unknown_model)
  *   bs_request_validate  step 8
  *   bs_request_check_capability  step 9
  *
@@ -18,24 +18,14 @@
 #include "basal.h"
 #include "core/prompt.h"
 #include "core/pyjson.h"
+#include "core/reply.h"
 #include "core/util.h"
-
-typedef enum { BS_DIALECT_SYSTEMONE, BS_DIALECT_BASAL } bs_dialect;
 
 typedef enum { BS_Q_CHOICE, BS_Q_NOUL, BS_Q_SCORE, BS_Q_MULTI, BS_Q_ACT } bs_qtype;
 const char *bs_qtype_name(bs_qtype t);
 
 #define BS_MAX_CHOICE_OPTIONS 255
 #define BS_MAX_SCORE_LEVELS 10
-
-/* A failed step's answer: HTTP status and the JSON body. Initialise with
- * bs_reply_init; every filling function replaces the body. */
-typedef struct bs_reply {
-    int status;
-    bs_buf body;
-} bs_reply;
-void bs_reply_init(bs_reply *r);
-void bs_reply_free(bs_reply *r);
 
 /* multi (03 §1): the labels and the selection rule. Each label is a yes/no
  * readout with the question's default yes/no options (keys/options of the
@@ -115,8 +105,6 @@ int bs_body_parse(const char *data, size_t len, bs_dialect d, bj_value **out, bs
 /* Step 7: the model field when the body is an object and it is a string; NULL
  * otherwise (the request then goes to the default model). */
 const char *bs_body_model(const bj_value *body, size_t *len);
-/* 400 api_usage_error (/v1/systemone) or 422 {"error"} (/v1/basal) "Unknown model: <m>". */
-void bs_reply_unknown_model(bs_dialect d, const char *model, size_t len, bs_reply *rep);
 
 /* Step 8: validates body (ownership passes to this function, also on failure)
  * and builds the request. opts may be NULL. */

@@ -238,13 +238,13 @@ void bs_quote_debug(bs_buf *b, const char *s, size_t n) {
     while (i < n) {
         unsigned char c = u[i];
         unsigned cp = c;
-        size_t w = 1;
-        /* Only U+0080–U+009F among non-ASCII characters are control
-         * characters; they are C2 80 – C2 9F in UTF-8. */
-        if (c == 0xC2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F) {
-            cp = u[i + 1];
-            w = 2;
-        }
+        /* a whole character at a time (the text is valid UTF-8): only
+         * U+0080–U+009F among non-ASCII characters are control characters,
+         * C2 80 – C2 9F in UTF-8; a continuation byte is never one */
+        size_t w = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (w > n - i) w = n - i;
+        if (c == 0xC2 && w == 2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F) cp = u[i + 1];
+        else if (w > 1) cp = 0xA0; /* any other non-ASCII character: copied as is */
         switch (cp) {
         case '"': bs_buf_puts(b, "\\\""); break;
         case '\\': bs_buf_puts(b, "\\\\"); break;

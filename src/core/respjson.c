@@ -3,33 +3,7 @@
 
 #include <string.h>
 
-void bs_resp_string(bs_buf *b, const char *s, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    bs_buf_reserve(b, n + 2);
-    bs_buf_putc(b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        bs_buf_put(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"': bs_buf_put(b, "\\\"", 2); break;
-        case '\\': bs_buf_put(b, "\\\\", 2); break;
-        case '\b': bs_buf_put(b, "\\b", 2); break;
-        case '\t': bs_buf_put(b, "\\t", 2); break;
-        case '\n': bs_buf_put(b, "\\n", 2); break;
-        case '\f': bs_buf_put(b, "\\f", 2); break;
-        case '\r': bs_buf_put(b, "\\r", 2); break;
-        default: {
-            char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-            bs_buf_put(b, u, 6);
-        }
-        }
-    }
-    bs_buf_put(b, s + run, n - run);
-    bs_buf_putc(b, '"');
-}
+void bs_resp_string(bs_buf *b, const char *s, size_t n) { bj_put_string(b, s, n); }
 
 void bs_resp_cstr(bs_buf *b, const char *s) { bs_resp_string(b, s, strlen(s)); }
 

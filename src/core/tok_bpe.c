@@ -11,7 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
+
 /* ---------------- string -> id map ---------------- */
+
+/* The encode output grows here: BPE words are its main producer. */
+void tk_out_push(tk_out *o, int32_t id, int32_t s, int32_t e) {
+    if (o->oom) return;
+    if (o->n == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 256;
+        int32_t *ids = realloc(o->ids, nc * sizeof *ids);
+        if (ids) o->ids = ids;
+        int32_t *offs = realloc(o->offs, 2 * nc * sizeof *offs);
+        if (offs) o->offs = offs;
+        if (!ids || !offs) { o->oom = 1; return; }
+        o->cap = nc;
+    }
+    o->ids[o->n] = id;
+    o->offs[2 * o->n] = s;
+    o->offs[2 * o->n + 1] = e;
+    o->n++;
+}
 
 static uint32_t tk_hash(const char *s, size_t len) {
     uint32_t h = 2166136261u; /* FNV-1a: short keys, no adversarial input at load */
@@ -286,7 +306,7 @@ static int bpe_chunk(const bs_tokenizer *t, const tk_nstr *w, size_t a, size_t b
         int first = i == a, last = i + 1 == b;
         int32_t id;
         if (!first && t->nprefix) { memcpy(s->buf, t->prefix, t->nprefix); len = t->nprefix; }
-        len += tk_utf8_put(w->cp[i], s->buf + len);
+        len += bs_utf8_put(w->cp[i], s->buf + len);
         if (last && t->nsuffix) { memcpy(s->buf + len, t->suffix, t->nsuffix); len += t->nsuffix; }
         if (len == 1 && t->ascii_id) id = t->ascii_id[(uint8_t)s->buf[0]];
         else id = tk_strmap_get(&t->vocab, s->buf, len);
@@ -368,7 +388,7 @@ int tk_bpe_word(const bs_tokenizer *t, const tk_nstr *w, size_t a, size_t b,
     if (t->ignore_merges) {
         if ((rc = buf_need(s, (b - a) * 4)) != BS_OK) return rc;
         size_t len = 0;
-        for (size_t i = a; i < b; i++) len += tk_utf8_put(w->cp[i], s->buf + len);
+        for (size_t i = a; i < b; i++) len += bs_utf8_put(w->cp[i], s->buf + len);
         int32_t id = tk_strmap_get(&t->vocab, s->buf, len);
         if (id >= 0) {
             emit(w, out, id, (int32_t)a, (int32_t)b);

@@ -2,6 +2,7 @@
  * does: every decoder maps a list of token strings to a new list, and the
  * final list is concatenated. Used for debugging and by `basal generate`. */
 #include "core/tok_internal.h"
+#include "core/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ static size_t ch_len(const char *s, size_t len, size_t i) {
 
 static int ch_is(const char *s, size_t len, size_t i, uint32_t cp, size_t *n) {
     char enc[4];
-    size_t k = tk_utf8_put(cp, enc);
+    size_t k = bs_utf8_put(cp, enc);
     *n = ch_len(s, len, i);
     return *n == k && memcmp(s + i, enc, k) == 0;
 }
@@ -93,7 +94,7 @@ static int hexval(char c) {
 static int valid_utf8(const char *s, size_t len) {
     uint32_t *cp = NULL;
     size_t n = 0;
-    int rc = tk_utf8_decode(s, len, &cp, &n, NULL);
+    int rc = bs_utf8_decode(s, len, &cp, &n, NULL);
     free(cp);
     return rc; /* BS_OK, BS_EINVAL or BS_ENOMEM */
 }

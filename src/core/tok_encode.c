@@ -5,68 +5,11 @@
  * Text travels as code points, each carrying the span of original characters
  * it came from, so offsets survive normalization and space replacement. */
 #include "core/tok_internal.h"
+#include "core/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
-
-/* ---------------- UTF-8 ---------------- */
-
-size_t tk_utf8_put(uint32_t cp, char *buf) {
-    if (cp < 0x80) { buf[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        buf[0] = (char)(0xC0 | (cp >> 6));
-        buf[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        buf[0] = (char)(0xE0 | (cp >> 12));
-        buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        buf[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    buf[0] = (char)(0xF0 | (cp >> 18));
-    buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    buf[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Strict: no overlong forms, no surrogates, nothing above U+10FFFF (a Rust
- * &str, which HF tokenizes, cannot hold them either). */
-int tk_utf8_decode(const char *s, size_t len, uint32_t **out, size_t *n, size_t *bad_at) {
-    *out = NULL;
-    *n = 0;
-    uint32_t *cp = malloc((len ? len : 1) * sizeof *cp);
-    if (!cp) return BS_ENOMEM;
-    const uint8_t *u = (const uint8_t *)s;
-    size_t i = 0, k = 0;
-    while (i < len) {
-        uint32_t c = u[i];
-        size_t need;
-        uint32_t min;
-        if (c < 0x80) { cp[k++] = c; i++; continue; }
-        else if ((c & 0xE0) == 0xC0) { need = 1; c &= 0x1F; min = 0x80; }
-        else if ((c & 0xF0) == 0xE0) { need = 2; c &= 0x0F; min = 0x800; }
-        else if ((c & 0xF8) == 0xF0) { need = 3; c &= 0x07; min = 0x10000; }
-        else goto bad;
-        if (len - i <= need) goto bad;
-        for (size_t j = 1; j <= need; j++) {
-            if ((u[i + j] & 0xC0) != 0x80) goto bad;
-            c = (c << 6) | (u[i + j] & 0x3F);
-        }
-        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) goto bad;
-        cp[k++] = c;
-        i += need + 1;
-    }
-    *out = cp;
-    *n = k;
-    return BS_OK;
-bad:
-    free(cp);
-    if (bad_at) *bad_at = i;
-    return BS_EINVAL;
-}
 
 /* ---------------- containers ---------------- */
 
@@ -107,22 +50,6 @@ static void nstr_swap(tk_nstr *a, tk_nstr *b) {
     *b = t;
 }
 
-void tk_out_push(tk_out *o, int32_t id, int32_t s, int32_t e) {
-    if (o->oom) return;
-    if (o->n == o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 256;
-        int32_t *ids = realloc(o->ids, nc * sizeof *ids);
-        if (ids) o->ids = ids;
-        int32_t *offs = realloc(o->offs, 2 * nc * sizeof *offs);
-        if (offs) o->offs = offs;
-        if (!ids || !offs) { o->oom = 1; return; }
-        o->cap = nc;
-    }
-    o->ids[o->n] = id;
-    o->offs[2 * o->n] = s;
-    o->offs[2 * o->n + 1] = e;
-    o->n++;
-}
 
 /* ---------------- character classes (as Rust, which HF is written in) ---- */
 
@@ -417,7 +344,7 @@ int bs_tokenizer_encode(const bs_tokenizer *t, const char *text, size_t len,
     tk_out out = {0};
     tk_pieces p1 = {0};
     tk_ctx c = {0};
-    int rc = tk_utf8_decode(text, len, &cp, &ncp, &bad);
+    int rc = bs_utf8_decode(text, len, &cp, &ncp, &bad);
     if (rc == BS_EINVAL) {
         rc = bs_fail(e, BS_EINVAL, "tokenizer: text is not valid UTF-8 (byte %zu)", bad);
         goto cleanup;

@@ -137,11 +137,6 @@ struct bs_tokenizer {
     char *dec_err;
 };
 
-/* UTF-8 helpers: encode one code point (returns bytes written, buf >= 4). */
-size_t tk_utf8_put(uint32_t cp, char *buf);
-/* Decodes valid UTF-8 into a malloc'd code point array; -1 byte index on error. */
-int tk_utf8_decode(const char *s, size_t len, uint32_t **out, size_t *n, size_t *bad_at);
-
 /* Applies the normalizer sequence to s (in place). */
 int tk_normalize(const bs_tokenizer *t, tk_nstr *s);
 

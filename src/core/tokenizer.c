@@ -2,6 +2,7 @@
  * Every component or option this engine does not implement is a load error
  * naming it: a silently different tokenization would corrupt every prompt. */
 #include "core/tok_internal.h"
+#include "core/utf8.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -51,7 +52,7 @@ static int get_str(const bs_tokenizer *t, json_t *obj, const char *key, const ch
 static int to_cps(const bs_tokenizer *t, const char *s, size_t len, uint32_t **cp, size_t *n,
                   const char *what, bs_err *e) {
     size_t bad = 0;
-    int rc = tk_utf8_decode(s, len, cp, n, &bad);
+    int rc = bs_utf8_decode(s, len, cp, n, &bad);
     if (rc == BS_EINVAL) return bs_fail(e, BS_EFORMAT, "%s: %s is not valid UTF-8", t->fname, what);
     if (rc != BS_OK) return bs_fail(e, rc, "%s: out of memory", t->fname);
     return BS_OK;

@@ -1,4 +1,4 @@
-#include "util.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int bs_fail(bs_err *e, int code, const char *fmt, ...) {
     if (e) {
@@ -71,8 +72,10 @@ int bs_write_file(const char *path, const void *data, size_t len, bs_err *e) {
     FILE *f = fopen(path, "wb");
     if (!f) return bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);
-    int bad = (w != len) | (fclose(f) != 0);
-    if (bad) return bs_fail(e, BS_EIO, "%s: write error", path);
+    int err = w != len ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    if (w != len && !err) err = EIO;
+    if (err) return bs_fail(e, BS_EIO, "%s: write error: %s", path, strerror(err));
     return BS_OK;
 }
 
@@ -189,4 +192,28 @@ void bs_buf_printf(bs_buf *b, const char *fmt, ...) {
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
+}
+
+size_t bs_dtype_size(bs_dtype d) {
+    switch (d) {
+    case BS_F32: return 4;
+    case BS_F16: return 2;
+    case BS_BF16: return 2;
+    }
+    return 0;
+}
+
+const char *bs_dtype_name(bs_dtype d) {
+    switch (d) {
+    case BS_F32: return "F32";
+    case BS_F16: return "F16";
+    case BS_BF16: return "BF16";
+    }
+    return "?";
+}
+
+double bs_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }

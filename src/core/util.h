@@ -1,4 +1,5 @@
-/* Small shared helpers: whole-file reads, checked allocation, path joins. */
+/* Small shared helpers: whole-file reads, path joins, the monotonic clock, the
+ * stored number formats and their conversions, a growable byte buffer. */
 #ifndef BS_UTIL_H
 #define BS_UTIL_H
 
@@ -25,7 +26,14 @@ float bs_f16_to_f32(uint16_t h);
 uint16_t bs_f32_to_bf16(float f);
 uint16_t bs_f32_to_f16(float f);
 
+/* The element types a tensor is stored in (safetensors F32/F16/BF16), shared
+ * by the loader, the kernels and the backends. */
+typedef enum { BS_F32 = 0, BS_F16 = 1, BS_BF16 = 2 } bs_dtype;
+size_t bs_dtype_size(bs_dtype d);
+const char *bs_dtype_name(bs_dtype d);
 
+/* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
+double bs_now_ms(void);
 
 /* Growable byte buffer; data is always NUL-terminated. On allocation failure
  * the buffer sets oom and later appends are no-ops (check once at the end). */

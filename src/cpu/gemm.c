@@ -9,6 +9,7 @@
 #include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define BS_X86 1
 #endif
@@ -37,7 +38,9 @@ static bs_kernel detect_kernel(void) {
     const char *env = getenv("BASAL_CPU");
 #ifdef BS_X86
     __builtin_cpu_init();
-    atomic_store(&have_f16c, __builtin_cpu_supports("f16c") ? 1 : 0);
+    /* CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c") */
+    unsigned a, b, c, d;
+    atomic_store(&have_f16c, __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1) ? 1 : 0);
 #endif
     if (env && !strcmp(env, "generic")) return BS_KERNEL_GENERIC;
 #ifdef BS_X86

@@ -9,7 +9,7 @@
 #define BS_GEMM_H
 
 #include "cpu/pool.h"
-#include "model/safetensors.h"
+#include "core/util.h"
 
 typedef struct bs_wmat {
     bs_dtype dtype;

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/util.h"
 #include "cuda/convert.h"
@@ -66,12 +65,6 @@ typedef struct cu_impl {
     cu_ws *free_ws;
     int n_ws;
 } cu_impl;
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -538,7 +531,7 @@ static int run_layers(fwd *f, bs_err *e) {
 static int cu_forward(bs_backend *b, const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
     cu_impl *c = b->impl;
     bs_fwd_profile *pf = in->profile;
-    double t0 = pf ? now_ms() : 0;
+    double t0 = pf ? bs_now_ms() : 0;
     int M = in->n_tokens, rc;
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     int32_t *unit_of = malloc((size_t)M * sizeof *unit_of);
@@ -590,7 +583,7 @@ static int cu_forward(bs_backend *b, const bs_model *m, const bs_fwd_input *in, 
             }
             i++;
         }
-        pf->total_ms += now_ms() - t0;
+        pf->total_ms += bs_now_ms() - t0;
         pf->tokens += M;
     }
     cudaGetLastError();
@@ -754,7 +747,7 @@ int bs_cuda_backend_create(bs_model *m, const char *dtype, const char *gemm_tabl
     int rc = BS_OK, cc = 0;
     char gpu[256] = "";
     upload up = {c, m->pool, NULL, 0, NULL};
-    double t0 = now_ms();
+    double t0 = bs_now_ms();
     if ((rc = device_setup(c, gpu, sizeof gpu, &cc, e)) < 0) goto fail;
     const char *g = getenv("BASAL_GEMM");
     c->use_cublas = g && !strcmp(g, "cublas");
@@ -811,7 +804,7 @@ int bs_cuda_backend_create(bs_model *m, const char *dtype, const char *gemm_tabl
              : c->table.invariant    ? "invariant GEMM table"
                                      : "GEMM table, not invariant");
     fprintf(stderr, "basal: %s: %.1f GiB of weights uploaded in %.1f s\n", c->name, need / 1073741824.0,
-            (now_ms() - t0) / 1000.0);
+            (bs_now_ms() - t0) / 1000.0);
     m->backend = &c->base;
     return BS_OK;
 fail:

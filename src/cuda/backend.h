@@ -1,6 +1,6 @@
 /* The CUDA backend (spec 05 §5, §17): the forward of model/forward.c on an
  * NVIDIA GPU, behind the bs_backend hook of model/model.h. Compiled only in
- * CUDA builds (BS_HAVE_CUDA); model/device.c is the entry point for callers.
+ * CUDA builds (BS_HAVE_CUDA); device/device.c is the entry point for callers.
  * Details and the GEMM table format: src/cuda/README.md. */
 #ifndef BS_CUDA_BACKEND_H
 #define BS_CUDA_BACKEND_H

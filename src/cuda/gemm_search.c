@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/util.h"
+
 #include "cuda/backend.h"
 #include "cuda/convert.h"
 #include "cuda/kernels.h"
@@ -40,11 +42,7 @@ typedef struct sctx {
     size_t es;
 } sctx;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static double now_s(void) { return bs_now_ms() / 1e3; }
 
 static uint64_t fnv_words(const uint64_t *w, int n) {
     uint64_t h = 0xcbf29ce484222325ull;

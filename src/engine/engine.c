@@ -5,18 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/respjson.h"
-#include "engine/plan.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
-
-double bs_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void bs_engine_opts_default(bs_engine_opts *o) {
     memset(o, 0, sizeof *o);
@@ -25,6 +17,8 @@ void bs_engine_opts_default(bs_engine_opts *o) {
     o->long_tokens = 4096;
     o->tree_max_tokens = 32768;
     o->forward_max_tokens = 8192;
+    o->limits.max_questions = BS_DEFAULT_MAX_QUESTIONS;
+    o->limits.max_request_tokens = BS_DEFAULT_MAX_REQUEST_TOKENS;
 }
 
 void bs_job_init(bs_job *j) {
@@ -33,15 +27,13 @@ void bs_job_init(bs_job *j) {
     bs_buf_init(&j->reply);
 }
 
-/* The plan and the validated request, once the job needs neither. */
+/* The plan (and the request it owns), once the reply is written. */
 static void drop_plan(bs_job *j) {
     if (j->plan) {
         bs_plan_free(j->plan);
         free(j->plan);
         j->plan = NULL;
     }
-    bs_request_free(j->req);
-    j->req = NULL;
 }
 
 void bs_job_release(bs_job *j) {
@@ -105,14 +97,7 @@ static void complete_reply(bs_engine *en, bs_job *j, const bs_reply *rep) {
 static void complete_internal(bs_engine *en, bs_job *j, const char *msg) {
     bs_reply rep;
     bs_reply_init(&rep);
-    if (j->dialect == BS_DIALECT_BASAL) {
-        rep.status = 422;
-        bs_buf_puts(&rep.body, "{\"error\":");
-        bs_resp_cstr(&rep.body, msg);
-        bs_buf_putc(&rep.body, '}');
-    } else {
-        bs_reply_internal(&rep, msg);
-    }
+    bs_reply_internal(&rep, j->dialect, msg);
     complete_reply(en, j, &rep);
     bs_reply_free(&rep);
 }
@@ -127,13 +112,16 @@ static int plan_job(bs_engine *en, bs_job *j) {
     bs_err e = {0};
     bj_value *body = j->body;
     j->body = NULL;
-    int rc = bs_request_validate(body, j->dialect, NULL, &j->req, &rep, &e);
-    if (rc == 0) rc = bs_request_check_capability(j->req, NULL, &rep, &e);
-    if (rc == 0) {
-        bs_plan *p = calloc(1, sizeof *p);
-        if (!p) rc = bs_fail(&e, BS_ENOMEM, "out of memory");
-        else if ((rc = bs_plan_build(p, en->m, &en->lc, j->req, en->o.state_cache_mb > 0, &rep, &e)) < 0) free(p);
-        else j->plan = p;
+    int rc;
+    bs_plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        bj_free(body);
+        rc = bs_fail(&e, BS_ENOMEM, "out of memory");
+    } else if ((rc = bs_plan_request(p, body, j->dialect, en->m, &en->lc, &en->o.limits, en->o.state_cache_mb > 0, &rep,
+                                      &e)) < 0) {
+        free(p);
+    } else {
+        j->plan = p;
     }
     if (rc == BS_EINVAL && rep.body.len) {
         complete_reply(en, j, &rep);
@@ -189,7 +177,10 @@ size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedu
                     prs[q] = p->items[k].orders[o].ids;
                     lns[q] = p->items[k].orders[o].n_ids;
                 }
-            if (!admit) admit = tc.tokens + bs_tc_growth(&tc, prs, lns, np) <= budget;
+            if (!admit) {
+                int64_t g = bs_tc_growth(&tc, prs, lns, np);
+                admit = g >= 0 && tc.tokens + g <= budget;
+            }
             if (admit && bs_tc_insert(&tc, prs, lns, np) < 0) admit = i == 0;
         }
         if (prs != pr) free(prs);
@@ -233,7 +224,9 @@ static void admit_and_run(lane *L) {
     size_t nb = bs_admit(L->wait, &L->nw, now, L->rate, en->o.schedule, en->o.max_batch_tokens, batch, &tokens);
     for (size_t i = 0; i < nb; i++) plans[i] = batch[i]->plan;
     bs_err e = {0};
+    int64_t computed0 = L->run.forward_tokens;
     int rc = bs_runner_run(&L->run, plans, nb, &e);
+    int64_t computed = L->run.forward_tokens - computed0;
     double end = bs_now_ms(), compute_ms = end - now;
     if (compute_ms > 1) L->rate = 0.8 * L->rate + 0.2 * ((double)tokens / (compute_ms / 1000.0));
     en->batches++;
@@ -267,7 +260,9 @@ static void admit_and_run(lane *L) {
             complete_internal(en, j, ae.msg);
             continue;
         }
-        en->input_tokens += (int64_t)((bs_plan *)j->plan)->input_tokens;
+        j->usage = j->plan->usage;
+        j->usage.computed_tokens = computed;
+        en->input_tokens += (int64_t)j->usage.input_tokens;
         j->status = 200;
         finish(en, j);
     }
@@ -289,13 +284,21 @@ static int push_wait(lane *L, bs_job *j) {
 
 /* ---- lanes (04 §8) ---- */
 
-static void lane_push(lane *L, bs_job *j) {
+/* Queues j; with refuse_stopping, a lane told to stop refuses it (returns -1)
+ * instead, decided under the lane's lock, so a job is either refused or seen
+ * by the lane before it exits. */
+static int lane_push(lane *L, bs_job *j, int refuse_stopping) {
     pthread_mutex_lock(&L->mu);
+    if (refuse_stopping && L->stopping) {
+        pthread_mutex_unlock(&L->mu);
+        return -1;
+    }
     if (L->qt) L->qt->next = j;
     else L->qh = j;
     L->qt = j;
     pthread_cond_signal(&L->cv);
     pthread_mutex_unlock(&L->mu);
+    return 0;
 }
 
 static void lane_stop(lane *L) {
@@ -325,7 +328,7 @@ static void *lane_main(void *arg) {
             taken = j->next;
             j->next = NULL;
             if (!L->is_long && !plan_job(en, j)) continue;
-            if (!L->is_long && en->has_long && j->cost > en->o.long_tokens) lane_push(&en->lng, j);
+            if (!L->is_long && en->has_long && j->cost > en->o.long_tokens) lane_push(&en->lng, j, 0);
             else if (push_wait(L, j) < 0) complete_internal(en, j, "out of memory");
         }
         admit_and_run(L);
@@ -401,12 +404,22 @@ fail:
 void bs_engine_submit(bs_engine *en, bs_job *job) {
     job->next = NULL;
     en->queued++;
-    lane_push(&en->main, job);
+    if (lane_push(&en->main, job, 1) < 0) {
+        bj_free(job->body);
+        job->body = NULL;
+        bs_reply rep;
+        bs_reply_init(&rep);
+        bs_reply_fatal(&rep, BS_MSG_ENGINE_STOPPED);
+        complete_reply(en, job, &rep);
+        bs_reply_free(&rep);
+    }
 }
+
+void bs_engine_stop(bs_engine *en) { lane_stop(&en->main); }
 
 void bs_engine_destroy(bs_engine *en) {
     if (!en) return;
-    lane_stop(&en->main);
+    bs_engine_stop(en);
     if (en->main.started) pthread_join(en->main.th, NULL);
     else if (en->has_long) lane_stop(&en->lng);
     if (en->has_long && en->lng.started) pthread_join(en->lng.th, NULL);

@@ -15,6 +15,7 @@
 #include "core/pyjson.h"
 #include "core/request.h"
 #include "engine/gate.h"
+#include "engine/plan.h"
 #include "model/basal_model.h"
 
 typedef enum { BS_SCHED_HRRN = 0, BS_SCHED_FIFO = 1 } bs_schedule;
@@ -29,6 +30,7 @@ typedef struct bs_engine_opts {
     int no_prefix_cache;     /* do not pin the template prefixes */
     int readout_bf16;        /* round each letter logit to bf16 before the decision math (05 Q4) */
     int batching;            /* a bs_batching of engine/runner.h: tree (0) unless a test or benchmark asks */
+    bs_plan_limits limits;   /* per request: max_questions (1024), max_request_tokens (65536) */
 } bs_engine_opts;
 
 /* The defaults of spec 04 §2. */
@@ -38,8 +40,9 @@ typedef struct bs_job bs_job;
 typedef void (*bs_job_done_fn)(bs_job *job, void *ctx);
 
 /* One request. The caller fills the input part, submits it, and must keep the
- * job alive until done() has been called — exactly once, from an engine thread
- * (or from bs_engine_submit itself when the engine is stopping). */
+ * job alive until done() has been called — exactly once, from an engine thread,
+ * or from bs_engine_submit itself when the engine is stopping (then with 500
+ * "engine stopped"). */
 struct bs_job {
     /* input */
     bj_value *body;          /* the parsed body; the engine takes ownership */
@@ -55,10 +58,10 @@ struct bs_job {
     double compute_ms;       /* admission start -> end of the batch (200 only) */
     int batch_requests;      /* requests in that batch (200 only) */
     int lane;                /* 0 main, 1 long */
+    bs_usage usage;          /* 200 only: the usage object of the reply, and the batch's computed tokens */
     /* engine-private */
     struct bs_job *next;
-    bs_request *req;
-    void *plan;
+    bs_plan *plan;           /* from planning until the reply is written */
     int64_t cost;
 };
 
@@ -92,23 +95,25 @@ int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *o
 typedef void (*bs_batch_fn)(void *ctx, int lane, int requests, double compute_ms, int ok);
 /* Installs the batch hook; call before the first bs_engine_submit. */
 void bs_engine_set_batch_hook(bs_engine *en, bs_batch_fn fn, void *ctx);
-/* Queues a job (never blocks on compute). */
+/* Queues a job (never blocks on compute). After bs_engine_stop (or during
+ * bs_engine_destroy) the job is completed at once with 500 "engine stopped". */
 void bs_engine_submit(bs_engine *en, bs_job *job);
+/* Stops taking jobs: later submits complete at once; queued and running work
+ * is still answered. Does not wait (bs_engine_destroy does). */
+void bs_engine_stop(bs_engine *en);
 /* Finishes queued and running work, completes every job, joins the threads. */
 void bs_engine_destroy(bs_engine *en);
 const char *bs_engine_model_name(const bs_engine *en);
 void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s);
 
-/* Monotonic clock in milliseconds. */
-double bs_now_ms(void);
-
-#endif
 
 /* ---- exposed for tests ---- */
 
 /* One admission (04 §9 A2–A3) over the waiting list wait[0..*nw): orders it
  * (HRRN by descending (now - arrival) * rate / cost, stable; FIFO keeps it),
  * moves the admitted jobs to batch (returns how many) and leaves the others in
- * wait, in their new relative order. job->plan must be a bs_plan, job->cost set. */
+ * wait, in their new relative order. job->plan and job->cost must be set. */
 size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedule sched, int64_t budget,
                 bs_job **batch, int64_t *batch_tokens);
+
+#endif

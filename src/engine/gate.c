@@ -2,7 +2,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "core/util.h"
 
 struct bs_gate {
     pthread_mutex_t mu;
@@ -15,9 +16,7 @@ struct bs_gate {
 
 static double mono_ms(void *ctx) {
     (void)ctx;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return bs_now_ms();
 }
 
 bs_gate *bs_gate_create(double long_slice_ms, double (*now_ms)(void *), void *clock_ctx) {

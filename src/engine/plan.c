@@ -63,30 +63,8 @@ static int letters_for(const bs_basal_model *m, bs_letter_cache *lc, const bs_or
 static int item_state_len(const bs_basal_model *m, const bs_request *r, const bs_question *q, bs_item *it,
                           bs_err *e);
 
-void bs_reply_internal(bs_reply *rep, const char *msg) {
-    rep->status = 500;
-    rep->body.len = 0;
-    bs_buf_puts(&rep->body, "{\"error\":\"internal\",\"detail\":");
-    bs_resp_cstr(&rep->body, msg);
-    bs_buf_putc(&rep->body, '}');
-}
-
-/* The dialect's form of a planning error: /v1/basal gets 422 {"error": msg}. */
-static void reply_letters(bs_reply *rep, bs_dialect d, size_t k) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", k);
-    if (d == BS_DIALECT_BASAL) {
-        rep->status = 422;
-        rep->body.len = 0;
-        bs_buf_puts(&rep->body, "{\"error\":");
-        bs_resp_cstr(&rep->body, msg);
-        bs_buf_putc(&rep->body, '}');
-    } else {
-        bs_reply_internal(rep, msg);
-    }
-}
-
 void bs_plan_free(bs_plan *p) {
+    bs_request_free(p->req);
     for (size_t i = 0; i < p->n_items; i++)
         for (int o = 0; o < BS_N_ORDERS; o++) {
             bs_buf_free(&p->items[i].orders[o].prompt);
@@ -94,6 +72,25 @@ void bs_plan_free(bs_plan *p) {
         }
     free(p->items);
     memset(p, 0, sizeof *p);
+}
+
+/* A request over one of the limits: 422 in the unsupported shape. */
+static int over_limit(bs_reply *rep, bs_dialect d, const char *type, const char *msg) {
+    bs_unsupported u;
+    bs_unsupported_init(&u, d);
+    bs_unsupported_add(&u, type, NULL, 0, msg);
+    bs_unsupported_reply(&u, rep);
+    bs_unsupported_free(&u);
+    return BS_EINVAL;
+}
+
+static int too_many_tokens(bs_reply *rep, bs_dialect d, const bs_plan_limits *lim) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the prompts of this request hold more than %lld distinct tokens, the server's limit "
+             "(max_request_tokens); ask fewer questions or send a shorter state",
+             (long long)lim->max_request_tokens);
+    return over_limit(rep, d, "request_too_long", msg);
 }
 
 /* Items of one question: a multi question has one per label (04 §3 P2). */
@@ -112,18 +109,26 @@ static bs_text item_question(const bs_question *q, size_t branch, bs_buf *tmp) {
     return t;
 }
 
-int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
-                  int want_state_len, bs_reply *rep, bs_err *e) {
-    memset(p, 0, sizeof *p);
-    p->req = r;
+/* The items of a validated request (04 §3); p->req is set. */
+static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_plan_limits *lim,
+                      int want_state_len, bs_reply *rep, bs_err *e) {
+    const bs_request *r = p->req;
     int rc = BS_OK;
-    bs_buf too_long, qtmp;
-    bs_buf_init(&too_long);
+    bs_unsupported too_long;
+    bs_unsupported_init(&too_long, r->dialect);
+    bs_trie_counter tc;
+    bs_tc_init(&tc);
+    int64_t max_tokens = lim ? lim->max_request_tokens : 0;
+    bs_buf qtmp;
     bs_buf_init(&qtmp);
-    size_t n_long = 0, cap = 0;
+    p->usage.questions = r->n_questions;
+    size_t cap = 0;
     for (size_t qi = 0; qi < r->n_questions; qi++) cap += question_items(&r->questions[qi]);
     p->items = calloc(cap ? cap : 1, sizeof *p->items);
-    if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if (!p->items) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto fail;
+    }
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
         size_t nb = question_items(q);
@@ -133,12 +138,12 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
             goto fail;
         }
         size_t first = p->n_items, longest = 0;
-        for (size_t b = 0; b < nb; b++) {
+        for (size_t br = 0; br < nb; br++) { /* a multi question: one yes/no item per label */
             bs_item *it = &p->items[p->n_items++];
             it->question = qi;
-            it->branch = b;
+            it->branch = br;
             it->k = q->n_options;
-            bs_text qtext = item_question(q, b, &qtmp);
+            bs_text qtext = item_question(q, br, &qtmp);
             if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
             for (int o = 0; o < BS_N_ORDERS; o++) {
                 bs_order *od = &it->orders[o];
@@ -151,66 +156,91 @@ int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, cons
                 if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
                     goto fail;
                 od->n_ids = (int32_t)n;
-                p->input_tokens += n;
+                p->usage.input_tokens += n;
                 if (n > longest) longest = n;
+            }
+            /* Every question re-tokenizes the whole prompt: bound that work too. */
+            if (max_tokens && (int64_t)p->usage.input_tokens > BS_INPUT_TOKENS_FACTOR * max_tokens) {
+                rc = too_many_tokens(rep, r->dialect, lim);
+                goto fail;
             }
         }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
             char msg[160];
             snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, m->cfg.max_pos);
-            if (r->dialect == BS_DIALECT_BASAL) {
-                if (n_long) bs_buf_puts(&too_long, "; ");
-                bs_buf_puts(&too_long, msg);
-            } else {
-                bs_buf_puts(&too_long, n_long ? ",{" : "{");
-                bs_buf_puts(&too_long, "\"type\":\"prompt_too_long\",\"loc\":[\"body\",\"questions\",");
-                bs_resp_string(&too_long, q->id.s, q->id.len);
-                bs_buf_puts(&too_long, "],\"msg\":");
-                bs_resp_cstr(&too_long, msg);
-                bs_buf_putc(&too_long, '}');
-            }
-            n_long++;
+            bs_unsupported_add(&too_long, "prompt_too_long", q->id.s, q->id.len, msg);
             continue;
         }
         for (size_t i = first; i < p->n_items; i++) {
             bs_item *it = &p->items[i];
+            const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
+            int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
+            if (bs_tc_insert(&tc, pr, ln, BS_N_ORDERS) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            if (max_tokens && tc.tokens > max_tokens) {
+                rc = too_many_tokens(rep, r->dialect, lim);
+                goto fail;
+            }
             if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
             int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
             if (lr < 0) { rc = lr; goto fail; }
             if (lr == 1) {
-                reply_letters(rep, r->dialect, it->k);
+                char msg[128];
+                snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)",
+                         it->k);
+                bs_reply_internal(rep, r->dialect, msg);
                 rc = BS_EINVAL;
                 goto fail;
             }
         }
     }
-    if (n_long) {
-        rep->status = 422;
-        rep->body.len = 0;
-        if (r->dialect == BS_DIALECT_BASAL) {
-            bs_buf_puts(&rep->body, "{\"error\":");
-            bs_resp_string(&rep->body, too_long.data, too_long.len);
-            bs_buf_putc(&rep->body, '}');
-        } else {
-            bs_buf_puts(&rep->body, "{\"error\":\"unsupported\",\"detail\":[");
-            bs_buf_put(&rep->body, too_long.data, too_long.len);
-            bs_buf_puts(&rep->body, "]}");
-        }
+    p->usage.branches = p->n_items;
+    p->cost = tc.tokens > 0 ? tc.tokens : 1;
+    if (too_long.n) {
+        bs_unsupported_reply(&too_long, rep);
         rc = BS_EINVAL;
-        goto fail;
     }
-    bs_buf_free(&too_long);
-    bs_buf_free(&qtmp);
-    return BS_OK;
 fail:
-    bs_buf_free(&too_long);
     bs_buf_free(&qtmp);
-    bs_plan_free(p);
+    bs_tc_free(&tc);
+    bs_unsupported_free(&too_long);
     return rc;
 }
 
+int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
+                    const bs_plan_limits *lim, int want_state_len, bs_reply *rep, bs_err *e) {
+    memset(p, 0, sizeof *p);
+    int rc = bs_request_validate(body, d, NULL, &p->req, rep, e);
+    if (rc == BS_OK && lim && lim->max_questions && p->req->n_questions > lim->max_questions) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%zu questions; the server answers at most %zu in one request (max_questions)",
+                 p->req->n_questions, lim->max_questions);
+        rc = over_limit(rep, d, "too_many_questions", msg);
+    }
+    if (rc == BS_OK) rc = bs_request_check_capability(p->req, NULL, rep, e);
+    if (rc == BS_OK) rc = plan_items(p, m, lc, lim, want_state_len, rep, e);
+    if (rc < 0) bs_plan_free(p);
+    return rc;
+}
+
+int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const bs_basal_model *m,
+                 bs_letter_cache *lc, bs_reply *rep, bs_err *e) {
+    memset(p, 0, sizeof *p);
+    bj_value *body = NULL;
+    int rc = bs_body_parse(data, len, d, &body, rep, e);
+    if (rc < 0) return rc;
+    size_t ml = 0;
+    const char *model = bs_body_model(body, &ml);
+    if (model && (ml != strlen(m->name) || memcmp(model, m->name, ml))) {
+        bs_reply_unknown_model(rep, d, model, ml);
+        bj_free(body);
+        return BS_EINVAL;
+    }
+    return bs_plan_request(p, body, d, m, lc, NULL, 0, rep, e);
+}
+
 int64_t bs_plan_cost(const bs_plan *p) {
+    if (p->cost > 0) return p->cost;
     bs_trie_counter tc;
     bs_tc_init(&tc);
     int64_t total = 0;
@@ -375,20 +405,7 @@ int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs
         int fails = 0;
         if ((rc = bs_answer_act(NULL, q, &m->calib, pf, &fails, e)) < 0) return rc;
         if (!fails) continue;
-        static const char msg[] = "max_error needs a defer action (\"defer\"/\"human\" or defer_action)";
-        rep->status = 422;
-        rep->body.len = 0;
-        if (r->dialect == BS_DIALECT_BASAL) {
-            bs_buf_puts(&rep->body, "{\"error\":");
-            bs_resp_cstr(&rep->body, msg);
-            bs_buf_putc(&rep->body, '}');
-        } else {
-            bs_buf_puts(&rep->body, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\",\"questions\",");
-            bs_resp_string(&rep->body, q->id.s, q->id.len);
-            bs_buf_puts(&rep->body, "],\"msg\":");
-            bs_resp_cstr(&rep->body, msg);
-            bs_buf_puts(&rep->body, "}]}");
-        }
+        bs_reply_act_refusal(rep, r->dialect, q->id.s, q->id.len);
         if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
         return 1;
     }
@@ -440,8 +457,11 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
         }
         put_answer(out, q, r->dialect, pf);
     }
+    if (branches != p->usage.branches)
+        return bs_fail(e, BS_EINTERNAL, "plan answers %zu readouts by the model, planned %zu", branches,
+                       p->usage.branches);
     bs_buf_printf(out, "},\"usage\":{\"input_tokens\":%zu,\"output_tokens\":0,\"questions\":%zu,\"branches\":%zu",
-                  p->input_tokens, r->n_questions, branches);
+                  p->usage.input_tokens, p->usage.questions, p->usage.branches);
     if (latency_ms >= 0) {
         bs_buf_puts(out, ",\"latency_ms\":");
         bs_resp_double(out, latency_ms);

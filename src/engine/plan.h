@@ -42,21 +42,57 @@ typedef struct bs_item {
     bs_order orders[BS_N_ORDERS];
 } bs_item;
 
+/* What a request cost, known once it is planned (02 §4.6 usage) and once its
+ * batch ran (computed_tokens). Nothing re-reads a reply to learn it. */
+typedef struct bs_usage {
+    size_t input_tokens;     /* sum of every order prompt's length */
+    size_t questions;        /* questions in the request */
+    size_t branches;         /* questions the model answered (the others need no forward) */
+    int64_t computed_tokens; /* tokens the forwards of its batch computed (the whole batch's: shared
+                                prefixes are computed once for all its requests); 0 until it ran */
+} bs_usage;
+
 typedef struct bs_plan {
-    const bs_request *req;   /* borrowed */
+    bs_request *req;         /* owned */
     bs_item *items;
     size_t n_items;
-    size_t input_tokens;     /* sum of every order prompt's length (02 §4.6) */
+    bs_usage usage;
+    int64_t cost;            /* the trie size of its order prompts (04 §3 P5), at least 1 */
 } bs_plan;
 
-/* Builds the items of a validated request. Planning errors (a prompt longer
- * than the model's limit: 422 prompt_too_long; letters that are not single
- * tokens: 500) fill rep and return BS_EINVAL. */
-int bs_plan_build(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r,
-                  int want_state_len, bs_reply *rep, bs_err *e);
+/* What one request may ask of the server, checked while it is planned and
+ * before any work that grows faster than its tokens (a request over a limit
+ * costs at most about the limit's worth of tokenization). 0 = no limit. */
+typedef struct bs_plan_limits {
+    size_t max_questions;        /* questions in one request */
+    int64_t max_request_tokens;  /* distinct tokens of its prompts: its trie size, what its forward
+                                    computes (a state asked many questions counts once); the prompts'
+                                    plain sum (usage.input_tokens) may be BS_INPUT_TOKENS_FACTOR times it */
+} bs_plan_limits;
+#define BS_DEFAULT_MAX_QUESTIONS 1024
+#define BS_DEFAULT_MAX_REQUEST_TOKENS 65536
+#define BS_INPUT_TOKENS_FACTOR 32
+
+/* Steps 8–10 of 02 §3 for a decoded body already routed to m: validation,
+ * the capability check and planning, the one way from a body to a plan (the
+ * engine and every command use it). Takes ownership of body. A request error
+ * (validation, unsupported, a prompt longer than the model's limit, letters
+ * that are not single tokens) fills rep in d's form and returns BS_EINVAL;
+ * other negative codes are the server's own failures (rep left empty).
+ * want_state_len: find each item's state prefix length (for the state cache).
+ * lim: the server's limits (NULL: none, for commands on the operator's files). */
+int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
+                    const bs_plan_limits *lim, int want_state_len, bs_reply *rep, bs_err *e);
+/* Steps 4–10 for commands that read a body from a file: decode, then a model
+ * field other than m's name is an unknown model, then bs_plan_request without
+ * limits. */
+int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const bs_basal_model *m,
+                 bs_letter_cache *lc, bs_reply *rep, bs_err *e);
+/* Frees the items and the request; p is then empty. */
 void bs_plan_free(bs_plan *p);
 
-/* The trie size of the plan's order prompts (04 §3 P5), at least 1. */
+/* The trie size of the plan's order prompts (04 §3 P5), at least 1: p->cost
+ * when planning set it, else counted from the items. */
 int64_t bs_plan_cost(const bs_plan *p);
 
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
@@ -69,9 +105,5 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
  * 0 when the plan can be answered, or a negative code. Call after the forward
  * and before bs_plan_answer (which fails on such a plan). */
 int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e);
-
-/* The internal-error reply: 500 {"error":"internal","detail":"<msg>"}
- * (/v1/basal: 500 {"error":"internal","detail":…} as well, 02 §5.2). */
-void bs_reply_internal(bs_reply *rep, const char *msg);
 
 #endif

@@ -372,30 +372,39 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         goto done;
     }
     /* F1 and F2: Polish items first, then English; within a language, stable
-     * by the first appearance of the state text. */
+     * by the first appearance of the state text. All items of a request share
+     * its state, so states are compared per request (not per item) and the
+     * items then placed by a counting sort: linear in the items. */
     size_t k = 0;
     for (int lang = BS_LANG_PL; lang >= BS_LANG_EN; lang--) {
-        size_t start = k;
-        for (size_t i = 0; i < n; i++)
+        size_t start = k, n_ranks = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t rank = SIZE_MAX;
             for (size_t j = 0; j < plans[i]->n_items; j++) {
                 bs_item *it = &plans[i]->items[j];
                 if ((int)plans[i]->req->questions[it->question].lang != lang) continue;
-                item_ref ir = {plans[i], it, lang, k - start};
-                for (size_t s = start; s < k; s++)
-                    if (same_state(items[s].plan->req, plans[i]->req)) { ir.state_rank = items[s].state_rank; break; }
-                items[k++] = ir;
+                if (rank == SIZE_MAX) { /* the request's state: seen in an earlier request of this language? */
+                    for (size_t s = start; s < k && rank == SIZE_MAX; s++)
+                        if (same_state(items[s].plan->req, plans[i]->req)) rank = items[s].state_rank;
+                    if (rank == SIZE_MAX) rank = n_ranks++;
+                }
+                items[k++] = (item_ref){plans[i], it, lang, rank};
             }
-        size_t w = start; /* stable counting by rank: ranks are < k - start */
-        for (size_t rank = 0; rank < k - start; rank++)
-            for (size_t s = start; s < k; s++)
-                if (items[s].state_rank == rank) tmp[w++] = items[s];
+        }
+        size_t *at = calloc(n_ranks + 1, sizeof *at);
+        if (!at) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+        for (size_t s = start; s < k; s++) at[items[s].state_rank + 1]++;
+        for (size_t r2 = 0; r2 < n_ranks; r2++) at[r2 + 1] += at[r2];
+        for (size_t s = start; s < k; s++) tmp[start + at[items[s].state_rank]++] = items[s];
+        free(at);
         memcpy(items + start, tmp + start, (k - start) * sizeof *items);
     }
     if (r->batching == BS_BATCH_BUDGET) {
         rc = run_budget(r, items, ni, e);
         goto done;
     }
-    /* F3: greedy rows under tree_max_tokens */
+    /* F3: greedy rows under tree_max_tokens (`single`: one item per row and per forward) */
+    int single = r->batching == BS_BATCH_SINGLE;
     first[0] = 0;
     for (size_t i = 0; i < ni; i++) {
         const int32_t *pr[BS_N_ORDERS];
@@ -406,8 +415,9 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         }
         /* F1: a row never mixes languages */
         int lang_change = i > first[nrows] && items[i].lang != items[i - 1].lang;
-        if (i > first[nrows] &&
-            (lang_change || tc.tokens + bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) > r->tree_max_tokens)) {
+        int64_t g = i > first[nrows] && !single && !lang_change ? bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) : 0;
+        if (g < 0) { rc = bs_fail(e, (int)g, "out of memory"); goto done; }
+        if (i > first[nrows] && (single || lang_change || tc.tokens + g > r->tree_max_tokens)) {
             first[++nrows] = i;
             bs_tc_reset(&tc);
         }
@@ -433,7 +443,7 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
         size_t rj = ri + 1;
         int64_t total = rows[ri].len;
         /* F1: nor does a forward, so all its rows start with the same template */
-        while (rj < nrows && total + rows[rj].len <= r->forward_max_tokens &&
+        while (!single && rj < nrows && total + rows[rj].len <= r->forward_max_tokens &&
                items[first[rj]].lang == items[first[ri]].lang)
             total += rows[rj++].len;
         if ((rc = run_forward(r, items, first + ri, rows + ri, rj - ri, row_sl + ri, e)) < 0) goto done;

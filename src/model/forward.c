@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/util.h"
 #include "cpu/attention.h"
@@ -198,25 +197,17 @@ int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit
     return BS_OK;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* bs_gemm, timed and counted when a profile is asked for. */
 static void gemm(const bs_model *m, bs_fwd_profile *pf, const float *x, int ldx, int rows, const bs_wmat *w,
                  float *y, int ldy) {
-    double t0 = pf ? now_ms() : 0;
+    double t0 = pf ? bs_now_ms() : 0;
     bs_gemm(m->pool, x, ldx, rows, w, y, ldy);
     if (pf) {
-        pf->gemm_ms += now_ms() - t0;
+        pf->gemm_ms += bs_now_ms() - t0;
         pf->gemm_flop += 2.0 * rows * (double)w->n * (double)w->k;
     }
 }
 
-/* Post-attention half of a layer on `rows` rows: o_proj + residual, norm, MLP
- * + residual. x and att are [rows][H] / [rows][Nh*hd]. */
 /* Element-wise work split over the pool by blocks of rows. Each element's
  * arithmetic is the same whichever thread runs it, so the split never
  * changes a result. */
@@ -301,7 +292,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     int rc = BS_OK, n_tasks = 0;
     int nthreads = bs_pool_size(m->pool);
     bs_fwd_profile *pf = in->profile;
-    double t_start = pf ? now_ms() : 0;
+    double t_start = pf ? bs_now_ms() : 0;
     int32_t *unit_of = NULL, *all_rows = NULL;
     float *x = NULL, *xn = NULL, *q = NULL, *k = NULL, *v = NULL, *att = NULL, *tmp = NULL;
     float *g = NULL, *u = NULL, *xr = NULL, *attr = NULL;
@@ -399,13 +390,13 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             rope(q + (size_t)t * qd, c->n_heads, hd, m->rope_cos + (size_t)in->pos[t] * (hd / 2),
                  m->rope_sin + (size_t)in->pos[t] * (hd / 2));
         }
-        double ta = pf ? now_ms() : 0;
+        double ta = pf ? bs_now_ms() : 0;
         if (l == 0 || last) n_tasks = attn_plan(in, unit_of, qrows, nq, bq, c->n_kv_heads, tasks);
         attn_keys(in, l, kvd, k, v, keys);
         attn_job job = {m, in, unit_of, qrows, tasks, keys, q, att, scratch, scratch_bytes};
         bs_pool_run(m->pool, n_tasks, attn_task, &job);
         if (pf) {
-            pf->attn_ms += now_ms() - ta;
+            pf->attn_ms += bs_now_ms() - ta;
             double keys = 0; /* each query sees pos + 1 keys: QK and PV cost 4*hd flops per key and head */
             for (int r = 0; r < nq; r++) keys += (double)in->pos[qrows[r]] + 1;
             pf->attn_flop += 4.0 * hd * c->n_heads * keys;
@@ -433,7 +424,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     }
 done:
     if (pf && rc == BS_OK) {
-        pf->total_ms += now_ms() - t_start;
+        pf->total_ms += bs_now_ms() - t_start;
         pf->tokens += M;
     }
     free(unit_of); free(all_rows);

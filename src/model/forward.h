@@ -9,11 +9,6 @@
 
 #define BS_MAX_TREE_DEPTH 8
 
-/* One attention unit (spec 05 §6 I3): a non-empty block's query tokens
- * [q_start, q_start + q_len) of the compact list, and its key ranges: the
- * ancestor blocks root-down, then its own block last (r_start[n_ranges-1] ==
- * q_start, r_len[n_ranges-1] == q_len). A query sees all ancestor keys and the
- * keys of its own block up to itself. */
 /* K and V of every layer for the tokens at positions 0..n_tokens-1 of a
  * prefix (spec 04 §13): k[l][t][kvd] and v[l][t][kvd], f32, as the forward
  * computed them (after bias and RoPE). */
@@ -22,6 +17,11 @@ typedef struct bs_kv {
     float *k, *v;
 } bs_kv;
 
+/* One attention unit (spec 05 §6 I3): a non-empty block's query tokens
+ * [q_start, q_start + q_len) of the compact list, and its key ranges: the
+ * ancestor blocks root-down, then its own block last (r_start[n_ranges-1] ==
+ * q_start, r_len[n_ranges-1] == q_len). A query sees all ancestor keys and the
+ * keys of its own block up to itself. */
 typedef struct bs_unit {
     int32_t q_start, q_len;
     int32_t n_ranges;

@@ -1,4 +1,4 @@
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,24 +16,6 @@
 
 /* The reference library's limit; a larger header is either hostile or corrupt. */
 #define ST_MAX_HEADER 100000000ull
-
-size_t bs_dtype_size(bs_dtype d) {
-    switch (d) {
-    case BS_F32: return 4;
-    case BS_F16: return 2;
-    case BS_BF16: return 2;
-    }
-    return 0;
-}
-
-const char *bs_dtype_name(bs_dtype d) {
-    switch (d) {
-    case BS_F32: return "F32";
-    case BS_F16: return "F16";
-    case BS_BF16: return "BF16";
-    }
-    return "?";
-}
 
 static void fmt_shape(const int64_t *shape, int ndim, char *buf, size_t size) {
     size_t n = 0;

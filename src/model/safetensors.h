@@ -7,9 +7,8 @@
 
 #include <stdint.h>
 #include "basal.h"
-#include "config.h"
-
-typedef enum { BS_F32 = 0, BS_F16 = 1, BS_BF16 = 2 } bs_dtype;
+#include "core/util.h"
+#include "model/config.h"
 
 #define BS_MAX_DIMS 8
 
@@ -36,9 +35,6 @@ typedef struct bs_weights {
     bs_mapped_file *files;
     int n_files;
 } bs_weights;
-
-size_t bs_dtype_size(bs_dtype d);
-const char *bs_dtype_name(bs_dtype d);
 
 /* Opens the weights of a model directory (single file or sharded index). */
 int bs_weights_open(bs_weights *w, const char *model_dir, bs_err *e);

@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "core/util.h"
+#include "server/server.h"
 
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
@@ -28,6 +29,8 @@ int bs_serve_model_init(bs_serve_model *m, bs_err *e) {
     m->max_batch_tokens = 8192;
     m->long_tokens = 4096;
     m->tree_max_tokens = 32768;
+    m->max_questions = BS_DEFAULT_MAX_QUESTIONS;
+    m->max_request_tokens = BS_DEFAULT_MAX_REQUEST_TOKENS;
     if (!m->dtype || !m->gemm_table) {
         free(m->dtype);
         free(m->gemm_table);
@@ -52,7 +55,7 @@ int bs_serve_config_init(bs_serve_config *c, bs_err *e) {
     c->max_inflight = 1024;
     c->long_slice_ms = 100;
     c->max_body_bytes = 16777216;
-    c->release_date = dupstr("2026-10-05");
+    c->release_date = dupstr(BS_DEFAULT_RELEASE_DATE);
     c->backend = dupstr("auto");
     if (!c->release_date || !c->backend) {
         bs_serve_config_free(c);
@@ -264,6 +267,8 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
     if (!strcmp(key, "long_tokens")) return get_long(y, key, v, 0, &m->long_tokens);
     if (!strcmp(key, "state_cache_mb")) return get_long(y, key, v, 0, &m->state_cache_mb);
     if (!strcmp(key, "tree_max_tokens")) return get_long(y, key, v, 1, &m->tree_max_tokens);
+    if (!strcmp(key, "max_questions")) return get_long(y, key, v, 1, &m->max_questions);
+    if (!strcmp(key, "max_request_tokens")) return get_long(y, key, v, 1, &m->max_request_tokens);
     if (!strcmp(key, "no_prefix_cache")) return get_bool(y, key, v, &m->no_prefix_cache);
     if (!strcmp(key, "schedule")) {
         const char *s = scalar(v);

@@ -20,6 +20,8 @@ typedef struct bs_serve_model {
     long long_tokens;        /* >= 0; 0 = no long lane */
     long state_cache_mb;     /* >= 0 */
     long tree_max_tokens;    /* >= 1 */
+    long max_questions;      /* >= 1: questions per request */
+    long max_request_tokens; /* >= 1: distinct prompt tokens per request (engine/plan.h) */
     int no_prefix_cache;
     char **aliases;
     size_t n_aliases;

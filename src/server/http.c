@@ -29,6 +29,8 @@
 /* Idle keep-alive connections are closed after this long; a suspended
  * connection is not subject to it (the timer restarts on resume). */
 #define IDLE_TIMEOUT_S 600
+/* how long bs_server_destroy lets queued answers drain */
+#define DRAIN_S 10
 
 typedef struct bs_server bs_server;
 
@@ -57,7 +59,8 @@ struct bs_server {
     atomic_long inflight;    /* admitted requests of all models (02 §6) */
     atomic_long live_ctx;    /* connection contexts not yet completed */
     atomic_int stopping;
-    pthread_mutex_t mu;      /* guards pending and engines_closed */
+    pthread_mutex_t mu;      /* guards pending and engines_closed; with idle for the shutdown waits */
+    pthread_cond_t idle;     /* signalled when pending or live_ctx reaches 0 */
     long pending;            /* jobs submitted and not yet done */
     int engines_closed;
 };
@@ -106,6 +109,13 @@ static void reply_init(reply_t *r, int status) {
     bs_buf_init(&r->body);
 }
 
+/* Starts r as the error reply built in e (core/reply.h), taking its body. */
+static void reply_take(reply_t *r, bs_reply *e) {
+    reply_init(r, e->status);
+    r->body = e->body;
+    bs_buf_init(&e->body);
+}
+
 static void reply_header(reply_t *r, const char *k, const char *v) {
     if (r->nh < 4) {
         r->hdr[r->nh][0] = k;
@@ -139,8 +149,10 @@ static enum MHD_Result send_reply(bs_server *s, struct MHD_Connection *c, conn_c
                                   const char *url, double start_ms, reply_t *r) {
     if (r->body.oom) {
         bs_buf_free(&r->body);
-        reply_init(r, 500);
-        bs_buf_puts(&r->body, "{\"error\":\"internal\",\"detail\":\"out of memory\"}");
+        bs_reply er;
+        bs_reply_init(&er);
+        bs_reply_fatal(&er, "out of memory");
+        reply_take(r, &er);
     }
     struct MHD_Response *resp;
     if (r->body.len) {
@@ -198,14 +210,13 @@ static void on_done(bs_job *job, void *arg) {
     bs_watch_remove(s->watch, x->watch_id);
     release_slot(s, x);
     if (job->status == 200) {
-        long long in, out, q;
-        bs_reply_usage(job->reply.data ? job->reply.data : "", job->reply.len, &in, &out, &q);
-        bs_metrics_usage(s->metrics, x->model, in, out, q);
+        /* no generated text: output_tokens is always 0 (02 §4.6) */
+        bs_metrics_usage(s->metrics, x->model, (int64_t)job->usage.input_tokens, 0, (int64_t)job->usage.questions);
         bs_metrics_queue(s->metrics, x->model, job->lane, job->queue_ms);
     }
     atomic_store(&x->phase, PH_DONE);
     pthread_mutex_lock(&s->mu);
-    s->pending--;
+    if (--s->pending == 0) pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
     /* The last touch of x on this thread: once resumed, the polling thread
      * may answer and free it. */
@@ -227,14 +238,16 @@ static void on_gone(void *arg) {
 static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url, const char *method, bs_route r,
                         reply_t *rep) {
     const char *allow;
+    bs_reply er;
+    bs_reply_init(&er);
     if (r == R_NONE || (r == R_METRICS && !s->metrics_on)) {
-        reply_init(rep, 404);
-        bs_buf_puts(&rep->body, BS_BODY_NOT_FOUND);
+        bs_reply_not_found(&er);
+        reply_take(rep, &er);
         return 0;
     }
     if (bs_route_method_ok(r, method, &allow) < 0) {
-        reply_init(rep, 405);
-        bs_buf_puts(&rep->body, BS_BODY_METHOD);
+        bs_reply_method(&er);
+        reply_take(rep, &er);
         reply_header(rep, MHD_HTTP_HEADER_ALLOW, allow);
         return 0;
     }
@@ -262,8 +275,8 @@ static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url,
         const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         int a = bs_auth_check(h, s->api_key, s->api_key_len);
         if (a) {
-            reply_init(rep, a);
-            bs_body_auth(&rep->body, d, a);
+            bs_reply_auth(&er, d, a);
+            reply_take(rep, &er);
             if (a == 401) reply_header(rep, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
             return 0;
         }
@@ -279,8 +292,8 @@ static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url,
         errno = 0;
         unsigned long long n = strtoull(cl, &end, 10);
         if (errno == ERANGE || n > s->max_body) {
-            reply_init(rep, 413);
-            bs_body_too_large(&rep->body, d, s->max_body);
+            bs_reply_too_large(&er, d, s->max_body);
+            reply_take(rep, &er);
             return 0;
         }
     }
@@ -336,35 +349,28 @@ static enum MHD_Result body_chunk(conn_ctx *x, const char *data, size_t n) {
 static enum MHD_Result body_complete(bs_server *s, conn_ctx *x, const char *method, const char *url) {
     struct MHD_Connection *c = x->c;
     reply_t rep;
+    bs_reply er;
+    bs_reply_init(&er);
     if (x->too_large || x->body.oom) {
-        reply_init(&rep, 413);
-        bs_body_too_large(&rep.body, x->dialect, s->max_body);
+        bs_reply_too_large(&er, x->dialect, s->max_body);
+        reply_take(&rep, &er);
         return send_reply(s, c, x, method, url, x->start_ms, &rep);
     }
     double arrival = bs_now_ms();
-    bs_reply prep;
-    bs_reply_init(&prep);
     bs_err e = { 0 };
     bj_value *body = NULL;
-    int rc = bs_body_parse(x->body.data ? x->body.data : "", x->body.len, x->dialect, &body, &prep, &e);
+    int rc = bs_body_parse(x->body.data ? x->body.data : "", x->body.len, x->dialect, &body, &er, &e);
     bs_buf_free(&x->body);
     if (rc < 0) {
-        reply_init(&rep, prep.body.len ? prep.status : 500);
-        if (prep.body.len) {
-            rep.body = prep.body;
-            bs_buf_init(&prep.body);
-        } else {
-            bs_buf_puts(&rep.body, "{\"error\":\"internal\",\"detail\":\"out of memory\"}");
-        }
-        bs_reply_free(&prep);
+        if (!er.body.len) bs_reply_fatal(&er, "out of memory");
+        reply_take(&rep, &er);
         return send_reply(s, c, x, method, url, x->start_ms, &rep);
     }
     if (atomic_fetch_add(&s->inflight, 1) >= s->max_inflight) {
         atomic_fetch_sub(&s->inflight, 1);
         bj_free(body);
-        bs_reply_free(&prep);
-        reply_init(&rep, 529);
-        bs_body_overloaded(&rep.body, x->dialect);
+        bs_reply_overloaded(&er, x->dialect);
+        reply_take(&rep, &er);
         reply_header(&rep, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         return send_reply(s, c, x, method, url, x->start_ms, &rep);
     }
@@ -373,16 +379,13 @@ static enum MHD_Result body_complete(bs_server *s, conn_ctx *x, const char *meth
     const char *mname = bs_body_model(body, &ml);
     size_t mi = mname ? find_model(s, mname, ml) : s->default_model;
     if (mi == BS_METRICS_NO_MODEL) {
-        bs_reply_unknown_model(x->dialect, mname, ml, &prep);
+        bs_reply_unknown_model(&er, x->dialect, mname, ml);
         bj_free(body);
         release_slot(s, x);
-        reply_init(&rep, prep.status);
-        rep.body = prep.body;
-        bs_buf_init(&prep.body);
-        bs_reply_free(&prep);
+        reply_take(&rep, &er);
         return send_reply(s, c, x, method, url, x->start_ms, &rep);
     }
-    bs_reply_free(&prep);
+    bs_reply_free(&er);
     x->model = mi;
     pthread_mutex_lock(&s->mu);
     int closed = s->engines_closed;
@@ -391,8 +394,8 @@ static enum MHD_Result body_complete(bs_server *s, conn_ctx *x, const char *meth
     if (closed) {
         bj_free(body);
         release_slot(s, x);
-        reply_init(&rep, 500);
-        bs_body_engine_stopped(&rep.body);
+        bs_reply_fatal(&er, BS_MSG_ENGINE_STOPPED);
+        reply_take(&rep, &er);
         return send_reply(s, c, x, method, url, x->start_ms, &rep);
     }
     x->admitted = 1;
@@ -462,7 +465,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     bs_buf_free(&x->body);
     bs_buf_free(&x->early.body);
     free(x);
-    atomic_fetch_sub(&s->live_ctx, 1);
+    pthread_mutex_lock(&s->mu);
+    if (atomic_fetch_sub(&s->live_ctx, 1) == 1) pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- bodies known at start ---- */
@@ -504,6 +509,7 @@ static void free_server(bs_server *s) {
     bs_watch_destroy(s->watch);
     bs_buf_free(&s->models_body);
     bs_buf_free(&s->health_body);
+    pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -515,6 +521,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     bs_server *s = calloc(1, sizeof *s);
     if (!s) return bs_fail(e, BS_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle, NULL);
     s->listen_fd = o->listen_fd;
     s->n_models = o->n_models;
     s->default_model = o->default_model;
@@ -546,7 +553,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
         s->models[i].s = s;
         bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
     }
-    build_bodies(s, o->release_date ? o->release_date : "2026-10-05");
+    build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
     if (s->models_body.oom || s->health_body.oom) goto fail;
     if (!(s->watch = bs_watch_create(on_gone, e))) {
         rc = e ? e->code : BS_EIO;
@@ -582,30 +589,29 @@ fail:
     return bs_fail(e, rc, "out of memory");
 }
 
-static void sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 void bs_server_shutdown(bs_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, 1);
     MHD_socket fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        int idle = s->pending == 0;
-        if (idle) s->engines_closed = 1;
-        pthread_mutex_unlock(&s->mu);
-        if (idle) break;
-        sleep_ms(2);
-    }
+    pthread_mutex_lock(&s->mu);
+    while (s->pending > 0) pthread_cond_wait(&s->idle, &s->mu);
+    s->engines_closed = 1;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void bs_server_destroy(bs_server *s) {
     if (!s) return;
-    /* Answers are queued; give the polling thread time to write them out. */
-    for (int i = 0; i < 5000 && atomic_load(&s->live_ctx) > 0; i++) sleep_ms(2);
+    /* Answers are queued; give the polling thread time to write them out, but
+     * not forever: a client that never reads its answer must not hold the
+     * process (MHD_stop_daemon closes what is left). */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += DRAIN_S;
+    pthread_mutex_lock(&s->mu);
+    while (atomic_load(&s->live_ctx) > 0)
+        if (pthread_cond_timedwait(&s->idle, &s->mu, &until) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->d);
     free_server(s);
 }

@@ -11,4 +11,7 @@
  * not NULL, overrides the one in ref. *dir is malloc'd. */
 int bs_model_ref_resolve(const char *ref, const char *revision, char **dir, bs_err *e);
 
+/* The model served (and checked by doctor) when nothing names one (06 §3). */
+#define BS_DEFAULT_MODEL_REF "Remek/basal-1.5-4.5B"
+
 #endif

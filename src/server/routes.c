@@ -1,5 +1,5 @@
-/* Paths, methods, authentication and the fixed bodies of spec 02 §2, §6, §10
- * (texts as hosted TypeSafe returns them, or this project's where 02 says so). */
+/* Paths, methods, authentication and request ids (spec 02 §1.2, §2); the error
+ * bodies themselves are in core/reply.c. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,33 +48,6 @@ int bs_auth_check(const char *header, const char *key, size_t key_len) {
     return diff ? 401 : 0;
 }
 
-void bs_body_auth(bs_buf *b, bs_dialect d, int status) {
-    const char *msg = status == 401 ? "Cannot authenticate with the server. Please check your API key and try again."
-                                    : "Must supply an API key! Check your request and try again.";
-    if (d == BS_DIALECT_SYSTEMONE)
-        bs_buf_printf(b, "{\"detail\":{\"error_type\":\"authentication_error\",\"message\":\"%s\"}}", msg);
-    else
-        bs_buf_printf(b, "{\"error\":\"%s\"}", msg);
-}
-
-void bs_body_overloaded(bs_buf *b, bs_dialect d) {
-    if (d == BS_DIALECT_SYSTEMONE)
-        bs_buf_puts(b, "{\"detail\":{\"error_type\":\"overloaded_error\",\"message\":\"Too many requests in flight. "
-                       "Retry after a short delay.\"}}");
-    else
-        bs_buf_puts(b, "{\"error\":\"overloaded: too many requests in flight\"}");
-}
-
-void bs_body_too_large(bs_buf *b, bs_dialect d, unsigned long long limit) {
-    if (d == BS_DIALECT_SYSTEMONE)
-        bs_buf_printf(b, "{\"detail\":{\"error_type\":\"request_too_large\",\"message\":\"Request body is larger than "
-                         "%llu bytes.\"}}", limit);
-    else
-        bs_buf_printf(b, "{\"error\":\"request body is larger than %llu bytes\"}", limit);
-}
-
-void bs_body_engine_stopped(bs_buf *b) { bs_buf_puts(b, "{\"error\":\"internal\",\"detail\":\"engine stopped\"}"); }
-
 static uint64_t splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -100,40 +73,4 @@ void bs_request_id(char out[33]) {
         out[2 * i + 1] = hex[r[i] & 15];
     }
     out[32] = 0;
-}
-
-static long long field_int(const char *s, const char *end, const char *key) {
-    size_t kl = strlen(key);
-    for (const char *p = s; p + kl < end; p++)
-        if (!memcmp(p, key, kl)) {
-            p += kl;
-            long long v = 0;
-            int any = 0;
-            while (p < end && *p >= '0' && *p <= '9') {
-                v = v * 10 + (*p++ - '0');
-                any = 1;
-            }
-            return any ? v : -1;
-        }
-    return -1;
-}
-
-void bs_reply_usage(const char *body, size_t len, long long *input, long long *output, long long *questions) {
-    *input = *output = *questions = -1;
-    static const char pat[] = "\"usage\":{";
-    const size_t pl = sizeof pat - 1;
-    /* Strings in the body are escaped, so a raw `"usage":{` is structure;
-     * the envelope's usage comes last (02 §4.6). */
-    const char *u = NULL;
-    for (size_t i = len >= pl ? len - pl + 1 : 0; i-- > 0;)
-        if (!memcmp(body + i, pat, pl)) {
-            u = body + i + pl;
-            break;
-        }
-    if (!u) return;
-    const char *end = memchr(u, '}', (size_t)(body + len - u));
-    if (!end) return;
-    *input = field_int(u, end, "\"input_tokens\":");
-    *output = field_int(u, end, "\"output_tokens\":");
-    *questions = field_int(u, end, "\"questions\":");
 }

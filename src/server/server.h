@@ -13,6 +13,9 @@
 #include "basal.h"
 #include "engine/engine.h"
 
+/* The release_date of GET /v1/models unless the configuration sets one. */
+#define BS_DEFAULT_RELEASE_DATE "2026-10-05"
+
 typedef struct bs_server_model {
     const char *name;              /* served name (basal.json) */
     const char *const *aliases;    /* extra names routed here (02 §11) */
@@ -29,7 +32,7 @@ typedef struct bs_server_opts {
     unsigned long long max_body_bytes;
     const char *api_key;           /* NULL: no authentication (02 §2) */
     size_t api_key_len;
-    const char *release_date;      /* GET /v1/models */
+    const char *release_date;      /* GET /v1/models; NULL = BS_DEFAULT_RELEASE_DATE */
     int metrics;                   /* serve GET /metrics */
     int access_log;                /* one stderr line per request */
 } bs_server_opts;

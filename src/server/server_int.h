@@ -18,20 +18,9 @@ int bs_route_method_ok(bs_route r, const char *method, const char **allow);
  * scheme) or 401 (wrong token). Constant time in the token. */
 int bs_auth_check(const char *header, const char *key, size_t key_len);
 
-/* The fixed error bodies of 02 §2, §6, §10 for a dialect. */
-void bs_body_auth(bs_buf *b, bs_dialect d, int status);
-void bs_body_overloaded(bs_buf *b, bs_dialect d);
-void bs_body_too_large(bs_buf *b, bs_dialect d, unsigned long long limit);
-void bs_body_engine_stopped(bs_buf *b);
-#define BS_BODY_NOT_FOUND "{\"detail\":\"Not Found\"}"
-#define BS_BODY_METHOD "{\"detail\":\"Method Not Allowed\"}"
 
 /* 32 lowercase hex digits, unique per request (02 §1.2). */
 void bs_request_id(char out[33]);
-
-/* Reads usage.input_tokens / output_tokens / questions from a 200 body made
- * by the engine (the last "usage" object); -1 where absent. */
-void bs_reply_usage(const char *body, size_t len, long long *input, long long *output, long long *questions);
 
 /* ---- hang-up watcher ---- */
 

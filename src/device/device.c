@@ -1,4 +1,4 @@
-#include "model/device.h"
+#include "device/device.h"
 
 #include <stdio.h>
 #include <string.h>

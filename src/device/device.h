@@ -1,6 +1,7 @@
-/* Choosing the compute backend of a loaded model (spec 06 §4.2 `backend`,
- * 05 §5 precision modes): the CPU forward of model/forward.c, or the CUDA
- * backend of src/cuda when this build has it and a GPU is there. */
+/* The device layer, above model/ and cuda/ (neither knows the other): choosing
+ * the compute backend of a loaded model (spec 06 §4.2 `backend`, 05 §5
+ * precision modes), the CPU forward of model/forward.c or the CUDA backend of
+ * src/cuda when this build has it and a GPU is there. */
 #ifndef BS_DEVICE_H
 #define BS_DEVICE_H
 

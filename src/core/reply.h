@@ -1,0 +1,67 @@
+/* Every error reply of both dialects, in one place (spec 02 §2, §4.3–§4.5,
+ * §5.2, §6, §10). A request that fails anywhere — HTTP layer, validation,
+ * planning, the engine — gets its status and JSON body from a function here
+ * (validation's error lists are built by request_err.c, on the same shapes).
+ *
+ *   /v1/systemone  FastAPI/TypeSafe shapes: {"detail":…} or {"error":…,"detail":…}
+ *   /v1/basal      422 {"error":"<message>"} for almost everything */
+#ifndef BS_REPLY_H
+#define BS_REPLY_H
+
+#include <stddef.h>
+
+#include "core/util.h"
+
+typedef enum { BS_DIALECT_SYSTEMONE, BS_DIALECT_BASAL } bs_dialect;
+
+/* A finished answer: HTTP status and JSON body. Initialise with bs_reply_init;
+ * every function below replaces the body. */
+typedef struct bs_reply {
+    int status;
+    bs_buf body;
+} bs_reply;
+void bs_reply_init(bs_reply *r);
+void bs_reply_free(bs_reply *r);
+
+/* /v1/basal's shape: status {"error":"<msg>"} (msg: n UTF-8 bytes). */
+void bs_reply_basal(bs_reply *r, int status, const char *msg, size_t n);
+/* A failure of planning or of the batch's computation (letters that are not
+ * single tokens, non-finite logits, out of memory): /v1/systemone 500
+ * {"error":"internal","detail":msg}; /v1/basal 422 {"error":msg}. */
+void bs_reply_internal(bs_reply *r, bs_dialect d, const char *msg);
+/* The server cannot compute at all (engine stopped, out of memory while
+ * answering): 500 {"error":"internal","detail":msg} in both dialects. */
+void bs_reply_fatal(bs_reply *r, const char *msg);
+#define BS_MSG_ENGINE_STOPPED "engine stopped"
+/* Step 7: /v1/systemone 400 api_usage_error, /v1/basal 422 "Unknown model: <m>". */
+void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t len);
+/* 03 §2.5 / 02 §4.5: an act decision refused by max_error without a defer
+ * action fails the whole request: /v1/systemone 422 {"detail":[{"type":
+ * "value_error","loc":["body","questions",q],"msg":…}]}, /v1/basal 422
+ * {"error":msg}. */
+void bs_reply_act_refusal(bs_reply *r, bs_dialect d, const char *qid, size_t qid_len);
+/* 02 §2: 403 (missing key) or 401 (wrong key). */
+void bs_reply_auth(bs_reply *r, bs_dialect d, int status);
+/* 02 §6: 529 (the caller adds Retry-After). */
+void bs_reply_overloaded(bs_reply *r, bs_dialect d);
+/* 02 §10: 413. */
+void bs_reply_too_large(bs_reply *r, bs_dialect d, unsigned long long limit);
+/* 404 and 405 (no dialect: the path is not one of ours, or the method). */
+void bs_reply_not_found(bs_reply *r);
+void bs_reply_method(bs_reply *r);
+
+/* A 422 "unsupported" list built while planning (prompt_too_long, 02 §4.5;
+ * the request limits): /v1/systemone {"error":"unsupported","detail":[{"type",
+ * "loc":["body","questions",q],"msg"},…]} (loc ["body","questions"] when qid
+ * is NULL: the request as a whole); /v1/basal the msgs joined with "; ". */
+typedef struct bs_unsupported {
+    bs_dialect d;
+    bs_buf items;
+    size_t n;
+} bs_unsupported;
+void bs_unsupported_init(bs_unsupported *u, bs_dialect d);
+void bs_unsupported_add(bs_unsupported *u, const char *type, const char *qid, size_t qid_len, const char *msg);
+void bs_unsupported_reply(const bs_unsupported *u, bs_reply *r);
+void bs_unsupported_free(bs_unsupported *u);
+
+#endif

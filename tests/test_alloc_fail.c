@@ -1,0 +1,177 @@
+/* Allocation failure injection (issue: faults). This binary is linked with
+ * malloc, calloc, realloc, strdup, posix_memalign and aligned_alloc wrapped
+ * (-Wl,--wrap=…, see the Makefile), so the n-th allocation made by this
+ * project's code can be made to fail; libraries' own allocations are not
+ * touched. Swept over every allocation of a whole decision (bytes → plan →
+ * packed forward → answer) and over a sample of a model load's:
+ *   - nothing crashes (ASan/UBSan in the asan build), nothing leaks (LSan at
+ *     exit covers every iteration);
+ *   - a step that fails says so (a negative code, or a JSON error reply);
+ *   - a step that succeeds despite the failure (an allocation with a fallback)
+ *     gives the answer bitwise equal to the one without failures. */
+#include <stdint.h>
+
+#include "check.h"
+#include "core/pyjson.h"
+#include "engine/engine.h"
+#include "engine/plan.h"
+#include "engine/runner.h"
+
+static long n_alloc;      /* allocations since arm() */
+static long fail_at = -1; /* the allocation (1-based) that fails; -1 = none */
+static long n_failed;
+
+static int should_fail(void) {
+    if (fail_at < 0) return 0;
+    if (++n_alloc == fail_at) {
+        n_failed++;
+        return 1;
+    }
+    return 0;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t a, size_t b);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+int __real_posix_memalign(void **p, size_t al, size_t n);
+void *__real_aligned_alloc(size_t al, size_t n);
+void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) { return should_fail() ? NULL : __real_calloc(a, b); }
+void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
+char *__wrap_strdup(const char *s) { return should_fail() ? NULL : __real_strdup(s); }
+int __wrap_posix_memalign(void **p, size_t al, size_t n) { return should_fail() ? 12 : __real_posix_memalign(p, al, n); }
+void *__wrap_aligned_alloc(size_t al, size_t n) { return should_fail() ? NULL : __real_aligned_alloc(al, n); }
+
+/* Counting only (at = 0) or failing the at-th allocation from now on. */
+static void arm(long at) {
+    n_alloc = 0;
+    n_failed = 0;
+    fail_at = at;
+}
+static long disarm(void) {
+    long n = n_alloc;
+    fail_at = -1;
+    return n;
+}
+
+static const char *BODY =
+    "{\"model\":\"basal-tiny\",\"state\":\"Klient: od wczoraj nie mogę zalogować się do bankowości.\","
+    "\"questions\":{\"d\":{\"type\":\"choice\",\"instructions\":\"Dział?\",\"criteria\":{\"cards\":\"Karty\","
+    "\"online\":\"Bankowość\",\"loans\":\"Kredyty\"}},\"n\":{\"type\":\"noul\",\"instructions\":\"Czy pilne?\"},"
+    "\"s\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"średnia\",\"wysoka\"]},"
+    "\"m\":{\"type\":\"multi\",\"instructions\":\"Tematy?\",\"criteria\":[\"karta\",\"login\",\"karta\"],\"max\":1},"
+    "\"a\":{\"type\":\"act\",\"instructions\":\"Czy pilne?\",\"costs\":{\"go\":{\"true\":0,\"false\":9},"
+    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05}}}";
+
+/* One whole decision. Returns 0 with the answer in out, 1 with a JSON error
+ * reply (its status in *status), or a negative code. */
+static int decide(bs_basal_model *m, const bs_prefix_set *pinned, bs_buf *out, int *status) {
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    bs_plan p;
+    out->len = 0;
+    int rc = bs_plan_text(&p, BODY, strlen(BODY), BS_DIALECT_SYSTEMONE, m, &lc, &rep, &e);
+    if (rc == 0) {
+        bs_runner run;
+        bs_engine_opts eo;
+        bs_engine_opts_default(&eo);
+        bs_runner_init(&run, m, eo.tree_max_tokens, eo.forward_max_tokens, pinned, 1 << 20, NULL, 0);
+        bs_plan *pp = &p;
+        rc = bs_runner_run(&run, &pp, 1, &e);
+        if (rc == 0) rc = bs_plan_refusal(&p, m, &rep, &e) == 0 ? 0 : BS_EINTERNAL; /* this act has a defer action */
+        if (rc == 0) rc = bs_plan_answer(&p, m, -1, out, &e);
+        if (rc == 0 && out->oom) rc = BS_ENOMEM;
+        bs_runner_free(&run);
+    } else if (rc == BS_EINVAL && rep.body.len) {
+        *status = rep.status;
+        bj_value *v = NULL;
+        bs_err pe = {0};
+        CHECK(!rep.body.oom && bj_parse(rep.body.data, rep.body.len, NULL, &v, &pe) == 0);
+        bj_free(v);
+        rc = 1;
+    }
+    bs_plan_free(&p);
+    bs_reply_free(&rep);
+    bs_letter_cache_free(&lc);
+    return rc;
+}
+
+int main(void) {
+    const char *fx = check_env("FIXTURES", "build/fixtures");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
+    bs_pool *pool = bs_pool_create(1);
+    bs_basal_model m;
+    bs_err e = {0};
+    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        CHECK(0);
+        return check_report("test_alloc_fail");
+    }
+    bs_prefix_set pinned = {0};
+    CHECK_INT(bs_prefix_set_build(&pinned, &m, NULL, &e), 0);
+    bs_buf ref, got;
+    bs_buf_init(&ref);
+    bs_buf_init(&got);
+    int st = 0;
+    arm(0);
+    CHECK_INT(decide(&m, &pinned, &ref, &st), 0);
+    long total = disarm();
+    fprintf(stderr, "a decision makes %ld allocations\n", total);
+    CHECK(total > 50);
+    long failed_cleanly = 0, survived = 0;
+    for (long n = 1; n <= total; n++) {
+        arm(n);
+        st = 0;
+        int rc = decide(&m, &pinned, &got, &st);
+        disarm();
+        if (rc == 0) {
+            survived++;
+            if (got.len != ref.len || memcmp(got.data, ref.data, ref.len)) {
+                fprintf(stderr, "allocation %ld failed, yet a different answer came back:\n%s\n", n, got.data);
+                CHECK(0);
+            }
+        } else {
+            failed_cleanly++;
+            if (rc == 1 && st != 500) { /* an out-of-memory reply is a server error, never the client's */
+                fprintf(stderr, "allocation %ld failed: status %d\n", n, st);
+                CHECK(0);
+            }
+        }
+    }
+    fprintf(stderr, "decision: %ld allocations swept, %ld failed cleanly, %ld tolerated with the same answer\n",
+            total, failed_cleanly, survived);
+    CHECK_INT(failed_cleanly + survived, total);
+    bs_prefix_set_free(&pinned);
+    bs_basal_free(&m);
+
+    /* model loading: the count first, then a sample of failure points spread
+     * over it (a full sweep would be ~10^5 loads of the 32k-entry tokenizer) */
+    arm(0);
+    CHECK_INT(bs_basal_load(&m, dir, pool, 1, &e), 0);
+    long load_total = disarm();
+    bs_basal_free(&m);
+    long tried = 0;
+    for (long n = 1; n <= load_total; n += 1 + load_total / 400) {
+        arm(n);
+        bs_err le = {0};
+        int rc = bs_basal_load(&m, dir, pool, 1, &le);
+        disarm();
+        tried++;
+        if (rc == 0) {
+            bs_basal_free(&m);
+        } else if (!le.msg[0]) {
+            fprintf(stderr, "load with allocation %ld failed without a message\n", n);
+            CHECK(0);
+        }
+    }
+    fprintf(stderr, "model load: %ld allocations, %ld failure points tried\n", load_total, tried);
+    bs_buf_free(&ref);
+    bs_buf_free(&got);
+    bs_pool_destroy(pool);
+    return check_report("test_alloc_fail");
+}
