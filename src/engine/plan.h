@@ -47,7 +47,8 @@ typedef struct bs_item {
 typedef struct bs_usage {
     size_t input_tokens;     /* sum of every order prompt's length */
     size_t questions;        /* questions in the request */
-    size_t branches;         /* readouts the model computed: one per question with 2..10 options, one per multi label (02 §4.6) */
+    size_t branches;         /* readouts the model computed: one per question with 2..10 options,
+                                one per multi label (02 §4.6) */
     int64_t computed_tokens; /* tokens the forwards of its batch computed (the whole batch's: shared
                                 prefixes are computed once for all its requests); 0 until it ran */
 } bs_usage;
