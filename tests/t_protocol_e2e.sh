@@ -3,11 +3,12 @@
 #  (a) the worked examples A-D of 01 §2.10 through `basal prepare`: prompt
 #      SHA-256 / character / byte counts from the spec, input_ids from the npm
 #      tokenizer oracle (07 §1), letter ids of 07 §1;
-#  (b) 16 varied requests (tests/data/protocol-e2e-requests.jsonl) on tiny-bias,
+#  (b) 22 varied requests (tests/data/protocol-e2e-requests.jsonl) on tiny-bias,
 #      tiny-nobias (all), tiny-v10, tiny-always and a re-calibrated tiny-bias
 #      (subsets): `basal prepare` and `basal decide` against tools/protocol_ref.py
 #      (prompts built in Python from the spec, oracle ids and letter ids, the
-#      PyTorch f32 forward, float64 decision math); probabilities within 1e-5.
+#      PyTorch f32 forward, float64 decision math); probabilities within 1e-5;
+#      the facts: "auto" requests (03 §3) get their state from tools/facts_ref.py.
 # The comparison logic is tests/protocol_e2e_check.py.
 set -u
 . "$(dirname "$0")/lib.sh"

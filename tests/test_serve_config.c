@@ -35,6 +35,11 @@ static void test_full(void) {
         "gemm_cache: /tmp/gemm\n"
         "api_key_env: MY_KEY\n"
         "max_body_bytes: 1000\n"
+        "header_timeout_s: 3\n"
+        "body_timeout_s: 4\n"
+        "keepalive_timeout_s: 2\n"
+        "max_connections: 50\n"
+        "max_client_connections: 9\n"
         "backend: cpu\n"
         "threads: 3\n"
         "models:\n"
@@ -66,6 +71,11 @@ static void test_full(void) {
     CHECK_STR(c.gemm_cache, "/tmp/gemm");
     CHECK_STR(c.api_key_env, "MY_KEY");
     CHECK_INT(c.max_body_bytes, 1000);
+    CHECK_INT(c.header_timeout_s, 3);
+    CHECK_INT(c.body_timeout_s, 4);
+    CHECK_INT(c.keepalive_timeout_s, 2);
+    CHECK_INT(c.max_connections, 50);
+    CHECK_INT(c.max_client_connections, 9);
     CHECK_STR(c.backend, "cpu");
     CHECK_INT(c.threads, 3);
     CHECK_INT(c.n_models, 2);
@@ -120,6 +130,11 @@ static void test_defaults(void) {
     CHECK_INT(c.metrics, 0);
     CHECK(c.api_key_env == NULL);
     CHECK_INT(c.max_body_bytes, 16777216);
+    CHECK_INT(c.header_timeout_s, 10);
+    CHECK_INT(c.body_timeout_s, 60);
+    CHECK_INT(c.keepalive_timeout_s, 5);
+    CHECK_INT(c.max_connections, 0);
+    CHECK_INT(c.max_client_connections, 128);
     CHECK_STR(c.backend, "auto");
     CHECK_INT(c.threads, 0);
     CHECK_INT(c.n_models, 1);
@@ -151,6 +166,8 @@ static void test_errors(void) {
     refused("max_inflight: 99999999999999999999\nmodels:\n  - path: m\n", "max_inflight: expected an integer");
     refused("long_slice_ms: -1\nmodels:\n  - path: m\n", "long_slice_ms: must be between 0 and");
     refused("max_body_bytes: 0\nmodels:\n  - path: m\n", "max_body_bytes: must be at least 1");
+    refused("header_timeout_s: 0\nmodels:\n  - path: m\n", "header_timeout_s: must be between 1 and 2147483647");
+    refused("max_client_connections: 0\nmodels:\n  - path: m\n", "max_client_connections: must be between 1 and 2147483647");
     refused("threads: [1]\nmodels:\n  - path: m\n", "threads: expected an integer");
     refused("metrics: yes\nmodels:\n  - path: m\n", "metrics: expected true or false");
     refused("access_log: \"true\"\nmodels:\n  - path: m\n", "access_log: expected true or false");

@@ -43,6 +43,18 @@ static void test_bodies(void) {
     REPLY(bs_reply_too_large(&r, SO, 16777216), 413, "{\"detail\":{\"error_type\":\"request_too_large\",\"message\":"
           "\"Request body is larger than 16777216 bytes.\"}}");
     REPLY(bs_reply_too_large(&r, BA, 5), 413, "{\"error\":\"request body is larger than 5 bytes\"}");
+    /* the HTTP layer's own errors: the dialect's shape */
+    REPLY(bs_reply_timeout(&r, SO, 0, 10), 408, "{\"detail\":{\"error_type\":\"request_timeout\",\"message\":"
+          "\"The request headers did not arrive within 10 s.\"}}");
+    REPLY(bs_reply_timeout(&r, BA, 1, 60), 408, "{\"error\":\"The request body did not arrive within 60 s.\"}");
+    REPLY(bs_reply_bad_request(&r, BA, "Invalid chunked body."), 400, "{\"error\":\"Invalid chunked body.\"}");
+    REPLY(bs_reply_headers_too_large(&r, SO, 65536), 431, "{\"detail\":{\"error_type\":"
+          "\"request_header_fields_too_large\",\"message\":\"Request header fields are larger than 65536 bytes.\"}}");
+    REPLY(bs_reply_not_implemented(&r, SO), 501, "{\"detail\":{\"error_type\":\"not_implemented\",\"message\":"
+          "\"Transfer-Encoding is not supported (only chunked).\"}}");
+    REPLY(bs_reply_http_version(&r, BA), 505, "{\"error\":\"HTTP version not supported (HTTP/1.0 and HTTP/1.1 only).\"}");
+    REPLY(bs_reply_connections(&r, SO, 1), 503, "{\"detail\":{\"error_type\":\"overloaded_error\",\"message\":"
+          "\"Too many connections from this address. Retry after a short delay.\"}}");
     REPLY(bs_reply_not_found(&r), 404, "{\"detail\":\"Not Found\"}");
     REPLY(bs_reply_method(&r), 405, "{\"detail\":\"Method Not Allowed\"}");
     REPLY(bs_reply_unknown_model(&r, SO, "x\"y", 3), 400,
@@ -73,6 +85,16 @@ static void test_bodies(void) {
     CHECK_INT(bs_route_of("/v1/systemone"), R_SYSTEMONE);
     CHECK_INT(bs_route_of("/v1/systemone/"), R_NONE);
     CHECK_INT(bs_route_of("/V1/models"), R_NONE);
+    /* percent-decoding of the path: a NUL (raw or %00) or a broken escape names no route */
+    char dec[64];
+    CHECK_INT(bs_path_decode("/h%65alth", 9, dec), 7);
+    CHECK_STR(dec, "/health");
+    CHECK_INT(bs_path_decode("/v1/systemone%00anything", 24, dec), -1);
+    CHECK_INT(bs_path_decode("/health\0x", 9, dec), -1);
+    CHECK_INT(bs_path_decode("/a%2", 4, dec), -1);
+    CHECK_INT(bs_path_decode("/a%zz", 5, dec), -1);
+    CHECK_INT(bs_path_decode("/a%2F%2f", 8, dec), 4);
+    CHECK_STR(dec, "/a//");
     const char *allow;
     CHECK_INT(bs_route_method_ok(R_MODELS, "HEAD", &allow), 0);
     CHECK(bs_route_method_ok(R_BASAL, "GET", &allow) < 0);

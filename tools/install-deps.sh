@@ -3,7 +3,7 @@
 # npm come with the machine image; Debian's older nodejs is installed only when
 # no node is present.
 set -euo pipefail
-pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libmicrohttpd-dev
+pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libuv1-dev libh2o-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)

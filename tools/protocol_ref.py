@@ -59,6 +59,18 @@ class RefError(Exception):
     pass
 
 
+def facts_inject(state_text):
+    """03 §3.2 with the lines of tools/facts_ref.py (Python re/decimal/datetime)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import facts_ref
+    r = facts_ref.run(state_text)
+    if "error" in r:
+        raise RefError(f"facts: {r['error']}")
+    if not r["lines"]:
+        return state_text
+    return state_text + "\n\n" + facts_ref.HEADER + "".join("\n- " + x for x in r["lines"])
+
+
 def text(v):
     """01 §2.7: a string as is, anything else as CPython prints it."""
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
@@ -314,12 +326,14 @@ def plan_request(md, body_text):
         raise RefError("request is not an object")
     if req.get("model") not in (None, md.name):
         raise RefError(f"request model {req.get('model')!r} is not {md.name!r}")
-    if req.get("facts") not in (None, "off"):
-        raise RefError("facts other than off are outside this reference")
+    if req.get("facts") not in (None, "off", "auto"):
+        raise RefError("facts other than off/auto are outside this reference")
     state = req["state"]
     if state is None or isinstance(state, (bool, int, float)):
         raise RefError("state must be a string, an object or an array")
     state_text = text(state)
+    if req.get("facts") == "auto":  # 03 §3: the injected text replaces the state text before anything else
+        state_text = facts_inject(state_text)
     questions = []
     for qid, q in req["questions"].items():
         it = build_question(qid, q, state_text)

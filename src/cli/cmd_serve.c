@@ -36,9 +36,11 @@ typedef struct {
     size_t n_models;
     const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend;
     long long state_cache_mb, tree_max_tokens, max_batch_tokens, max_inflight, long_tokens, long_slice_ms,
-        max_body_bytes, threads, max_questions, max_request_tokens;
+        max_body_bytes, threads, max_questions, max_request_tokens, header_timeout, body_timeout, keepalive_timeout,
+        max_connections, max_client_connections;
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
-        set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens;
+        set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
+        set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
     int no_prefix_cache, access_log, metrics;
 } flags_t;
 
@@ -51,6 +53,8 @@ static void usage(FILE *f) {
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
             "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
             "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
+            "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
+            "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
             "  --readout f32|bf16  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
 }
 
@@ -83,6 +87,10 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         NUM("--long-tokens", long_tokens, 0, INT_MAX) NUM("--long-slice-ms", long_slice_ms, 0, INT_MAX)
         NUM("--max-body-bytes", max_body_bytes, 1, LLONG_MAX) NUM("--threads", threads, 0, INT_MAX)
         NUM("--max-questions", max_questions, 1, INT_MAX) NUM("--max-request-tokens", max_request_tokens, 1, INT_MAX)
+        NUM("--header-timeout", header_timeout, 1, INT_MAX) NUM("--body-timeout", body_timeout, 1, INT_MAX)
+        NUM("--keepalive-timeout", keepalive_timeout, 1, INT_MAX)
+        NUM("--max-connections", max_connections, 0, INT_MAX)
+        NUM("--max-client-connections", max_client_connections, 1, INT_MAX)
         else if (!strcmp(a, "--no-prefix-cache")) f->no_prefix_cache = 1;
         else if (!strcmp(a, "--access-log")) f->access_log = 1;
         else if (!strcmp(a, "--metrics")) f->metrics = 1;
@@ -195,6 +203,11 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
     if (f->metrics) c->metrics = 1;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
+    if (f->set_header_timeout) c->header_timeout_s = (long)f->header_timeout;
+    if (f->set_body_timeout) c->body_timeout_s = (long)f->body_timeout;
+    if (f->set_keepalive_timeout) c->keepalive_timeout_s = (long)f->keepalive_timeout;
+    if (f->set_max_connections) c->max_connections = (long)f->max_connections;
+    if (f->set_max_client_connections) c->max_client_connections = (long)f->max_client_connections;
     return BS_OK;
 }
 
@@ -401,6 +414,9 @@ int cmd_serve(int argc, char **argv) {
         .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
         .api_key = api_key, .api_key_len = api_key ? strlen(api_key) : 0, .release_date = c.release_date,
         .metrics = c.metrics, .access_log = c.access_log,
+        .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
+        .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
+        .max_client_connections = c.max_client_connections,
     };
     if (bs_server_start(&srv, &so, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
     listen_fd = -1; /* the server owns it now */

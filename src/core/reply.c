@@ -101,6 +101,41 @@ void bs_reply_not_found(bs_reply *r) { bs_buf_puts(reset(r, 404), "{\"detail\":\
 
 void bs_reply_method(bs_reply *r) { bs_buf_puts(reset(r, 405), "{\"detail\":\"Method Not Allowed\"}"); }
 
+static void http_error(bs_reply *r, bs_dialect d, int status, const char *type, const char *msg) {
+    if (d == BS_DIALECT_SYSTEMONE) typesafe(r, status, type, msg, strlen(msg));
+    else bs_reply_basal(r, status, msg, strlen(msg));
+}
+
+void bs_reply_bad_request(bs_reply *r, bs_dialect d, const char *why) {
+    http_error(r, d, 400, "invalid_request_error", why);
+}
+
+void bs_reply_timeout(bs_reply *r, bs_dialect d, int body, long seconds) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "The request %s did not arrive within %ld s.", body ? "body" : "headers", seconds);
+    http_error(r, d, 408, "request_timeout", msg);
+}
+
+void bs_reply_headers_too_large(bs_reply *r, bs_dialect d, unsigned long limit) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "Request header fields are larger than %lu bytes.", limit);
+    http_error(r, d, 431, "request_header_fields_too_large", msg);
+}
+
+void bs_reply_not_implemented(bs_reply *r, bs_dialect d) {
+    http_error(r, d, 501, "not_implemented", "Transfer-Encoding is not supported (only chunked).");
+}
+
+void bs_reply_http_version(bs_reply *r, bs_dialect d) {
+    http_error(r, d, 505, "http_version_not_supported", "HTTP version not supported (HTTP/1.0 and HTTP/1.1 only).");
+}
+
+void bs_reply_connections(bs_reply *r, bs_dialect d, int per_client) {
+    http_error(r, d, 503, "overloaded_error",
+               per_client ? "Too many connections from this address. Retry after a short delay."
+                          : "Too many connections. Retry after a short delay.");
+}
+
 void bs_unsupported_init(bs_unsupported *u, bs_dialect d) {
     u->d = d;
     u->n = 0;

@@ -50,6 +50,24 @@ void bs_reply_too_large(bs_reply *r, bs_dialect d, unsigned long long limit);
 void bs_reply_not_found(bs_reply *r);
 void bs_reply_method(bs_reply *r);
 
+/* Errors of the HTTP layer itself (spec 02 §1.2: every body is JSON). d is the
+ * route's dialect when the request line named one of the POST routes, else
+ * BS_DIALECT_SYSTEMONE: /v1/systemone {"detail":{"error_type","message"}},
+ * /v1/basal {"error":msg}. */
+/* 400: the request is not valid HTTP/1.1 (why: a sentence, ASCII). */
+void bs_reply_bad_request(bs_reply *r, bs_dialect d, const char *why);
+/* 408: the header block or the body did not arrive within `seconds`. */
+void bs_reply_timeout(bs_reply *r, bs_dialect d, int body, long seconds);
+/* 431: the header block is larger than `limit` bytes. */
+void bs_reply_headers_too_large(bs_reply *r, bs_dialect d, unsigned long limit);
+/* 501: a Transfer-Encoding other than chunked. */
+void bs_reply_not_implemented(bs_reply *r, bs_dialect d);
+/* 505: an HTTP major version other than 1. */
+void bs_reply_http_version(bs_reply *r, bs_dialect d);
+/* 503: too many connections (per_client: from this client's address); the
+ * caller adds Retry-After. */
+void bs_reply_connections(bs_reply *r, bs_dialect d, int per_client);
+
 /* A 422 "unsupported" list built while planning (prompt_too_long, 02 §4.5;
  * the request limits): /v1/systemone {"error":"unsupported","detail":[{"type",
  * "loc":["body","questions",q],"msg"},…]} (loc ["body","questions"] when qid

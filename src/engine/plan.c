@@ -6,6 +6,7 @@
 
 #include "core/answer_ext.h"
 #include "core/decide.h"
+#include "core/facts.h"
 #include "core/respjson.h"
 #include "engine/triesize.h"
 
@@ -210,7 +211,10 @@ fail:
 int bs_plan_request(bs_plan *p, bj_value *body, bs_dialect d, const bs_basal_model *m, bs_letter_cache *lc,
                     const bs_plan_limits *lim, int want_state_len, bs_reply *rep, bs_err *e) {
     memset(p, 0, sizeof *p);
-    int rc = bs_request_validate(body, d, NULL, &p->req, rep, e);
+    /* facts "auto" (03 §3) runs inside validation, so every path from a body
+     * to a plan (server, decide, prepare, bench) injects the same state */
+    static const bs_request_opts opts = {bs_facts_inject, NULL};
+    int rc = bs_request_validate(body, d, &opts, &p->req, rep, e);
     if (rc == BS_OK && lim && lim->max_questions && p->req->n_questions > lim->max_questions) {
         char msg[160];
         snprintf(msg, sizeof msg, "%zu questions; the server answers at most %zu in one request (max_questions)",

@@ -55,6 +55,10 @@ int bs_serve_config_init(bs_serve_config *c, bs_err *e) {
     c->max_inflight = 1024;
     c->long_slice_ms = 100;
     c->max_body_bytes = 16777216;
+    c->header_timeout_s = BS_DEFAULT_HEADER_TIMEOUT_S;
+    c->body_timeout_s = BS_DEFAULT_BODY_TIMEOUT_S;
+    c->keepalive_timeout_s = BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
+    c->max_client_connections = BS_DEFAULT_MAX_CLIENT_CONNECTIONS;
     c->release_date = dupstr(BS_DEFAULT_RELEASE_DATE);
     c->backend = dupstr("auto");
     if (!c->release_date || !c->backend) {
@@ -340,6 +344,11 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "max_body_bytes")) return get_int(y, key, v, 1, LLONG_MAX, &c->max_body_bytes);
     if (!strcmp(key, "backend")) return get_enum(y, key, v, check_backend_fn, "auto, cpu, cuda", &c->backend);
     if (!strcmp(key, "threads")) return get_long(y, key, v, 0, &c->threads);
+    if (!strcmp(key, "header_timeout_s")) return get_long(y, key, v, 1, &c->header_timeout_s);
+    if (!strcmp(key, "body_timeout_s")) return get_long(y, key, v, 1, &c->body_timeout_s);
+    if (!strcmp(key, "keepalive_timeout_s")) return get_long(y, key, v, 1, &c->keepalive_timeout_s);
+    if (!strcmp(key, "max_connections")) return get_long(y, key, v, 0, &c->max_connections);
+    if (!strcmp(key, "max_client_connections")) return get_long(y, key, v, 1, &c->max_client_connections);
     if (!strcmp(key, "models")) return models_value(y, c, v);
     return yfail(y, k, "unknown field %s", key);
 }

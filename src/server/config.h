@@ -37,6 +37,10 @@ typedef struct bs_serve_config {
     char *gemm_cache;        /* NULL = default */
     char *api_key_env;       /* NULL = no authentication */
     long long max_body_bytes;/* >= 1 */
+    /* HTTP deadlines (seconds, >= 1) and connection limits (server.h) */
+    long header_timeout_s, body_timeout_s, keepalive_timeout_s;
+    long max_connections;    /* >= 0; 0 = max_inflight + 1024 within the descriptor limit */
+    long max_client_connections; /* >= 1 */
     char *backend;           /* auto | cpu | cuda */
     long threads;            /* >= 0; 0 = online CPUs */
     bs_serve_model *models;

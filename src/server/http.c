@@ -1,73 +1,128 @@
-/* The HTTP layer: libmicrohttpd with one internal polling thread (epoll) and
- * suspend/resume. Steps 1–7 of spec 02 §3 run on that thread; a decision
- * request is then submitted to its engine and its connection suspended, so
- * thousands of requests can wait without a thread each. The engine's done
- * callback (an engine thread) releases the in-flight slot and resumes the
- * connection; the polling thread, called again, sends the reply.
+/* The HTTP/1.1 layer: our own small server on libuv, with picohttpparser
+ * (picohttp.h) for the request line, the headers and chunked bodies.
  *
- * Ownership: a connection context (conn_ctx) belongs to the connection; it is
- * freed only in the request-completed callback, which libmicrohttpd never
- * calls while the connection is suspended. The in-flight slot is released
- * exactly once (atomic exchange) by whichever comes first: the done callback,
- * the hang-up watcher, or an early reply. */
+ * Why not libmicrohttpd (which this replaced): it writes HTML bodies for its
+ * own errors (400, 413, 431, 505), sends a second header block for a bad
+ * Content-Length, has one idle timeout and no deadline for the header block
+ * or the body, and leaves a socket whose FIN came with the data in
+ * CLOSE-WAIT until that timeout (issue 15). Here every byte the server writes
+ * is ours, so every error has the JSON body of spec 02 (core/reply.h).
+ *
+ * One thread runs the libuv loop: it accepts, reads, parses, runs steps 1–7 of
+ * spec 02 §3, submits decision requests to their engine and writes answers.
+ * No thread waits for an answer: the engine's done callback (an engine
+ * thread) queues the connection and wakes the loop (uv_async_send).
+ *
+ * Deadlines, one timer per connection: the header block must arrive within
+ * header_timeout_s of its first byte (of the accept for a new connection),
+ * the body within body_timeout_s of the header block's end, an idle keep-alive
+ * connection is closed after keepalive_timeout_s, and an answer must be taken
+ * by the client within body_timeout_s. Limits: max_connections in all and
+ * max_client_connections per client address (503 JSON beyond them).
+ *
+ * End of input (FIN). Before a request is complete it ends the connection at
+ * once (no CLOSE-WAIT left behind). After a complete request it may be a
+ * half-close by a client that still reads (HTTP clients and proxies do it), or
+ * the client may be gone (04 §11 X1): TCP cannot tell the two apart until we
+ * send something. So the server sends an interim `HTTP/1.1 100 Continue`
+ * (RFC 9110 §15.2: clients must accept unexpected 1xx) and checks the socket
+ * shortly after: a peer that has closed its socket answers the data with a
+ * reset (the socket turns TCP_CLOSE / SO_ERROR), and only then is the job
+ * cancelled and its slot released. A half-closed client gets its answer.
+ * HTTP/1.0 clients must not get a 1xx, so their jobs are never cancelled on
+ * EOF alone (a reset still cancels them).
+ *
+ * Ownership: a connection (conn) is freed when both of its handles are
+ * closed and its job, if one was submitted, is done (the engine holds the job
+ * until then). The in-flight slot is released exactly once (atomic exchange)
+ * by whichever comes first: the done callback, the departure of the client or
+ * an early reply. */
 #include <errno.h>
-#include <microhttpd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "core/respjson.h"
 #include "server/metrics.h"
+#include "server/picohttp.h"
 #include "server/server.h"
 #include "server/server_int.h"
 
-/* Idle keep-alive connections are closed after this long; a suspended
- * connection is not subject to it (the timer restarts on resume). */
-#define IDLE_TIMEOUT_S 600
-/* how long bs_server_destroy lets queued answers drain */
-#define DRAIN_S 10
-
-typedef struct bs_server bs_server;
+#define MAX_HEADER_BYTES 65536  /* request line and headers: beyond it 431 */
+#define MAX_HEADERS 100         /* more header lines: 431 */
+#define READ_CHUNK 16384
+#define LINGER_MS 2000          /* after a closing answer: read and drop input for at most this long */
+#define DRAIN_S 10              /* how long bs_server_destroy lets answers drain */
+#define REFUSE_SLACK 256        /* refused connections still being answered 503; more are closed at once */
 
 typedef struct {
     char *name;
     char **aliases;
     size_t n_aliases;
     bs_engine *engine;
-    bs_server *s;            /* for the engine's batch hook */
+    bs_server *s; /* for the engine's batch hook */
 } model_t;
 
+/* Connections per client address (IPv4 as v4-mapped IPv6). */
+typedef struct ip_entry {
+    unsigned char addr[16];
+    long count;
+    struct ip_entry *next;
+} ip_entry;
+#define IP_BUCKETS 4096
+
+typedef struct conn conn;
+
 struct bs_server {
-    struct MHD_Daemon *d;
     model_t *models;
     size_t n_models, default_model;
     long max_inflight;
     unsigned long long max_body;
+    long header_timeout_s, body_timeout_s, keepalive_timeout_s;
+    long max_conn, max_client_conn;
     char *api_key;
     size_t api_key_len;
-    int access_log;
-    int metrics_on;
+    int access_log, metrics_on;
     bs_metrics *metrics;
-    bs_watch *watch;
     bs_buf models_body, health_body;
     int listen_fd;
+    /* loop thread only */
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t wake;
+    uv_thread_t thread;
+    int loop_ready, thread_started, listener_closed_loop;
+    conn *conns;             /* every open connection */
+    long n_conns;            /* open connections (handles not yet closed) */
+    long n_active;           /* of them: served, not refused (max_conn) */
+    long n_refused;          /* of them: being answered 503 (REFUSE_SLACK) */
+    ip_entry *ips[IP_BUCKETS];
+    char scratch[READ_CHUNK];
+    char date[40];
+    time_t date_at;
+    /* shared */
     atomic_long inflight;    /* admitted requests of all models (02 §6) */
-    atomic_long live_ctx;    /* connection contexts not yet completed */
+    atomic_long live;        /* connections not yet closed */
     atomic_int stopping;
-    pthread_mutex_t mu;      /* guards pending and engines_closed; with idle for the shutdown waits */
-    pthread_cond_t idle;     /* signalled when pending or live_ctx reaches 0 */
+    pthread_mutex_t mu;      /* guards the fields below */
+    pthread_cond_t cond;     /* pending or live reached 0, the listener closed */
     long pending;            /* jobs submitted and not yet done */
-    int engines_closed;
+    int engines_closed, listener_closed, quit;
+    conn *done_head;         /* connections whose job is done, for the loop */
 };
 
-/* PH_REPLY: answered from the headers alone, sent on the final call so that
- * a request without a body keeps its keep-alive connection. */
-enum { PH_REPLY, PH_READING, PH_WAITING, PH_DONE };
+enum { C_IDLE, C_HEADERS, C_BODY, C_WAITING, C_WRITING, C_LINGER };
 
 /* A response under construction. */
 typedef struct {
@@ -81,26 +136,60 @@ typedef struct {
     int batch;
 } reply_t;
 
-typedef struct conn_ctx {
+struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t wr, wr_interim;
+    uv_shutdown_t shut;
     bs_server *s;
-    struct MHD_Connection *c;
-    int endpoint;            /* BS_EP_*, or -1: not an inference route (not in the metrics) */
+    conn *prev, *next;       /* s->conns */
+    conn *next_done;         /* s->done_head */
+    ip_entry *ip;            /* counted against max_client_conn */
+    int active, refused;     /* counted in n_active / n_refused */
+    double since_ms;         /* when it last began to wait for a header block (idle or reading one) */
+    int open_handles;        /* tcp and timer until their close callbacks */
+    int closing;             /* uv_close called */
+    int state;
+    int peer_eof;
+    int close_after;         /* end the connection after the answer being written */
+    int interim_busy;        /* wr_interim in use */
+    int probing;             /* EOF while waiting: checking whether the peer is gone */
+    unsigned probe_ms;
+    int read_stopped;
+    size_t scanned;          /* bytes of an incomplete header block already parsed (phr last_len) */
+    char *in;                /* received bytes not yet consumed */
+    size_t in_len, in_cap;
+    bs_buf out;              /* the answer being written */
+    /* the current request */
+    char method[16];
+    char *path;              /* decoded path (or the raw target when it names no route); NULL before */
+    int minor;               /* HTTP/1.<minor> */
+    int head;                /* HEAD: no body in the answer */
+    int keep_alive;
+    bs_route route;
     bs_dialect dialect;
-    double start_ms;         /* middleware entry: the request headers are in */
+    int endpoint;            /* BS_EP_*, or -1: not an inference route (not in the metrics) */
+    double start_ms;         /* the request's header block is in */
+    int chunked;
+    unsigned long long clen, received;
+    union {
+        struct phr_chunked_decoder d;
+        char room[128];      /* a newer library's larger struct (picohttp.h) */
+    } dec;
     bs_buf body;
-    unsigned long long received;
-    int too_large;
-    atomic_int phase;
     size_t model;            /* BS_METRICS_NO_MODEL until routed */
     int admitted;            /* counted in basal_model_inflight_requests */
     atomic_int slot;         /* holds an in-flight slot */
-    atomic_int gone;         /* the client hung up while the request waited */
     atomic_int recorded;     /* the request is in the metrics already */
-    long watch_id;
-    int job_live;
+    int job_live, job_done;
     bs_job job;
-    reply_t early;           /* PH_REPLY */
-} conn_ctx;
+};
+
+static void process_input(conn *c);
+static void conn_close(conn *c);
+static void respond(conn *c, reply_t *r, int close_after);
+
+/* ---- replies ---- */
 
 static void reply_init(reply_t *r, int status) {
     memset(r, 0, sizeof *r);
@@ -124,67 +213,41 @@ static void reply_header(reply_t *r, const char *k, const char *v) {
     }
 }
 
-static void release_slot(bs_server *s, conn_ctx *x) {
-    if (atomic_exchange(&x->slot, 0)) {
+static const char *reason(int status) {
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    case 529: return "Overloaded";
+    default: return "Unknown";
+    }
+}
+
+/* ---- accounting ---- */
+
+static void release_slot(bs_server *s, conn *c) {
+    if (atomic_exchange(&c->slot, 0)) {
         atomic_fetch_sub(&s->inflight, 1);
-        if (x->admitted) bs_metrics_admitted(s->metrics, x->model, -1);
+        if (c->admitted) bs_metrics_admitted(s->metrics, c->model, -1);
     }
 }
 
-static void record(bs_server *s, conn_ctx *x, int status) {
-    if (x->endpoint >= 0 && !atomic_exchange(&x->recorded, 1))
-        bs_metrics_http_end(s->metrics, x->endpoint, x->model, status, (bs_now_ms() - x->start_ms) / 1e3);
-}
-
-static void access_log(const char *method, const char *url, const reply_t *r, double ms) {
-    if (r->timing)
-        fprintf(stderr, "[%s] %d %s %.0f ms (queue %.0f ms, compute %.0f ms, batch %d)\n", method, r->status, url, ms,
-                r->queue_ms, r->compute_ms, r->batch);
-    else
-        fprintf(stderr, "[%s] %d %s %.0f ms\n", method, r->status, url, ms);
-}
-
-/* Queues r (its body is handed to libmicrohttpd) and accounts for it. */
-static enum MHD_Result send_reply(bs_server *s, struct MHD_Connection *c, conn_ctx *x, const char *method,
-                                  const char *url, double start_ms, reply_t *r) {
-    if (r->body.oom) {
-        bs_buf_free(&r->body);
-        bs_reply er;
-        bs_reply_init(&er);
-        bs_reply_fatal(&er, "out of memory");
-        reply_take(r, &er);
-    }
-    struct MHD_Response *resp;
-    if (r->body.len) {
-        resp = MHD_create_response_from_buffer(r->body.len, r->body.data, MHD_RESPMEM_MUST_FREE);
-        if (resp) bs_buf_init(&r->body);
-    } else {
-        resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    }
-    bs_buf_free(&r->body);
-    if (!resp) return MHD_NO;
-    char rid[33], qms[32], cms[32], nb[16];
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
-    if (!strncmp(url, "/v1/", 4)) {
-        bs_request_id(rid);
-        MHD_add_response_header(resp, "x-typesafe-request-id", rid);
-    }
-    for (int i = 0; i < r->nh; i++) MHD_add_response_header(resp, r->hdr[i][0], r->hdr[i][1]);
-    if (r->timing) {
-        snprintf(qms, sizeof qms, "%.3f", r->queue_ms);
-        snprintf(cms, sizeof cms, "%.3f", r->compute_ms);
-        snprintf(nb, sizeof nb, "%d", r->batch);
-        MHD_add_response_header(resp, "x-basal-queue-ms", qms);
-        MHD_add_response_header(resp, "x-basal-compute-ms", cms);
-        MHD_add_response_header(resp, "x-basal-batch-requests", nb);
-    }
-    /* Draining for shutdown: keep-alive clients must reconnect elsewhere. */
-    if (atomic_load(&s->stopping)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
-    MHD_destroy_response(resp);
-    if (x) record(s, x, r->status);
-    if (s->access_log) access_log(method, url, r, bs_now_ms() - start_ms);
-    return ok;
+/* status 0: cancelled (the client left before an answer was built) */
+static void record(bs_server *s, conn *c, int status) {
+    if (c->endpoint >= 0 && !atomic_exchange(&c->recorded, 1))
+        bs_metrics_http_end(s->metrics, c->endpoint, c->model, status, (bs_now_ms() - c->start_ms) / 1e3);
 }
 
 static size_t find_model(const bs_server *s, const char *name, size_t len) {
@@ -197,58 +260,526 @@ static size_t find_model(const bs_server *s, const char *name, size_t len) {
     return BS_METRICS_NO_MODEL;
 }
 
-/* ---- the engine's and the watcher's callbacks ---- */
+static ip_entry **ip_slot(bs_server *s, const unsigned char addr[16]) {
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++) h = (h ^ addr[i]) * 16777619u;
+    ip_entry **p = &s->ips[h % IP_BUCKETS];
+    while (*p && memcmp((*p)->addr, addr, 16)) p = &(*p)->next;
+    return p;
+}
+
+static void ip_release(bs_server *s, conn *c) {
+    if (!c->ip) return;
+    ip_entry **p = ip_slot(s, c->ip->addr);
+    if (--c->ip->count == 0 && *p == c->ip) {
+        *p = c->ip->next;
+        free(c->ip);
+    }
+    c->ip = NULL;
+}
+
+static void peer_key(conn *c, unsigned char key[16]) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    memset(key, 0, 16);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+    if (ss.ss_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        memcpy(key, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    }
+}
+
+/* ---- connection life ---- */
+
+static void timer_set(conn *c, uint64_t ms);
+static void on_timer(uv_timer_t *t);
+
+static void reset_request(conn *c) {
+    if (c->job_live) bs_job_release(&c->job);
+    c->job_live = c->job_done = 0;
+    bs_buf_free(&c->body);
+    free(c->path);
+    c->path = NULL;
+    c->method[0] = 0;
+    c->head = c->chunked = c->admitted = 0;
+    c->clen = c->received = 0;
+    c->scanned = 0;
+    c->endpoint = -1;
+    c->model = BS_METRICS_NO_MODEL;
+    c->dialect = BS_DIALECT_SYSTEMONE;
+    c->route = R_NONE;
+    atomic_store(&c->slot, 0);
+    atomic_store(&c->recorded, 0);
+    memset(&c->dec, 0, sizeof c->dec);
+}
+
+static void maybe_free(conn *c) {
+    if (c->open_handles || (c->job_live && !c->job_done)) return;
+    bs_server *s = c->s;
+    if (c->job_live) bs_job_release(&c->job);
+    bs_buf_free(&c->body);
+    bs_buf_free(&c->out);
+    free(c->path);
+    free(c->in);
+    free(c);
+    pthread_mutex_lock(&s->mu);
+    if (atomic_fetch_sub(&s->live, 1) == 1) pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+    conn *c = h->data;
+    if (--c->open_handles == 0) {
+        bs_server *s = c->s;
+        if (c->prev) c->prev->next = c->next;
+        else s->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+        s->n_conns--;
+        maybe_free(c);
+    }
+}
+
+static void conn_close(conn *c) {
+    if (c->closing) return;
+    c->closing = 1;
+    bs_server *s = c->s;
+    record(s, c, 0); /* no-op unless the client left before an answer was built */
+    if (!c->job_live || c->job_done) release_slot(s, c);
+    ip_release(s, c);
+    if (c->active) s->n_active--;
+    if (c->refused) s->n_refused--;
+    c->active = c->refused = 0;
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+static void timer_set(conn *c, uint64_t ms) {
+    if (!c->closing) uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* The client left while its job waits or runs (04 §11 X1): the job is
+ * skipped if still queued and its slot is free at once. */
+static void peer_gone(conn *c) {
+    if (c->state == C_WAITING && c->job_live && !c->job_done) {
+        atomic_store(&c->job.cancelled, 1);
+        release_slot(c->s, c);
+    }
+    conn_close(c);
+}
+
+/* A reset from the peer after our interim response, or any pending error. */
+static int peer_reset(conn *c) {
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return 1;
+    struct tcp_info ti;
+    socklen_t l = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 && ti.tcpi_state == TCP_CLOSE) return 1;
+    int err = 0;
+    l = sizeof err;
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err != 0;
+}
+
+static void on_interim_written(uv_write_t *w, int status) {
+    conn *c = w->data;
+    c->interim_busy = 0;
+    if (c->closing) return;
+    if (status < 0) peer_gone(c);
+}
+
+static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+static int write_interim(conn *c) {
+    if (c->interim_busy) return 0;
+    uv_buf_t b = uv_buf_init((char *)continue_line, sizeof continue_line - 1);
+    c->wr_interim.data = c;
+    if (uv_write(&c->wr_interim, (uv_stream_t *)&c->tcp, &b, 1, on_interim_written) != 0) return -1;
+    c->interim_busy = 1;
+    return 0;
+}
+
+static void begin_linger(conn *c);
+
+static void on_eof(conn *c) {
+    c->peer_eof = 1;
+    c->read_stopped = 1; /* libuv stops reading at EOF */
+    switch (c->state) {
+    case C_WAITING:
+        if (c->minor < 1 || c->probing) return;
+        c->probing = 1;
+        c->probe_ms = 5;
+        if (write_interim(c) < 0) {
+            peer_gone(c);
+            return;
+        }
+        timer_set(c, c->probe_ms);
+        return;
+    case C_WRITING:
+        return; /* closed once the answer is out */
+    default:
+        conn_close(c); /* an incomplete request, an idle connection, or lingering done */
+        return;
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+    conn *c = h->data;
+    if (c->state == C_LINGER) {
+        *b = uv_buf_init(c->s->scratch, sizeof c->s->scratch);
+        return;
+    }
+    if (c->in_cap - c->in_len < READ_CHUNK) {
+        size_t nc = c->in_len + 2 * READ_CHUNK;
+        char *p = realloc(c->in, nc);
+        if (!p) {
+            *b = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+            return;
+        }
+        c->in = p;
+        c->in_cap = nc;
+    }
+    *b = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+    conn *c = st->data;
+    if (c->closing) return;
+    if (n > 0) {
+        if (c->state == C_LINGER) return; /* dropped */
+        c->in_len += (size_t)n;
+        if (c->state == C_IDLE) {
+            c->state = C_HEADERS;
+            c->since_ms = bs_now_ms();
+            timer_set(c, (uint64_t)c->s->header_timeout_s * 1000);
+        }
+        if (c->state == C_HEADERS || c->state == C_BODY) {
+            process_input(c);
+        } else if (c->in_len >= MAX_HEADER_BYTES) {
+            /* a pipelining client while its answer is pending: stop taking
+             * input until the answer is out (hang-ups then go unnoticed) */
+            uv_read_stop(st);
+            c->read_stopped = 1;
+        }
+        return;
+    }
+    if (n == 0) return;
+    if (n == UV_EOF) on_eof(c);
+    else peer_gone(c);
+}
+
+static void start_reading(conn *c) {
+    if (c->closing || c->peer_eof) return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->read_stopped = 0;
+}
+
+/* The next request on a keep-alive connection (or the ones already read). */
+static void next_request(conn *c) {
+    reset_request(c);
+    c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
+    c->probing = 0;
+    if (atomic_load(&c->s->stopping) && !c->in_len) {
+        conn_close(c);
+        return;
+    }
+    if (c->in_len) {
+        c->state = C_HEADERS;
+        timer_set(c, (uint64_t)c->s->header_timeout_s * 1000);
+        process_input(c);
+    } else {
+        if (c->peer_eof) {
+            conn_close(c);
+            return;
+        }
+        if (c->in_cap > 2 * READ_CHUNK) { /* an idle connection keeps no large buffer */
+            free(c->in);
+            c->in = NULL;
+            c->in_cap = 0;
+        }
+        timer_set(c, (uint64_t)c->s->keepalive_timeout_s * 1000);
+    }
+    if (!c->closing && c->read_stopped && !c->peer_eof) start_reading(c);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) { (void)req; (void)status; }
+
+/* After a closing answer: FIN to the client, then read and drop what it still
+ * sends for a while, so that closing with unread input does not reset the
+ * connection before the client has read the answer. */
+static void begin_linger(conn *c) {
+    if (c->peer_eof) {
+        conn_close(c);
+        return;
+    }
+    c->state = C_LINGER;
+    c->in_len = 0;
+    c->shut.data = c;
+    if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->read_stopped) start_reading(c);
+    timer_set(c, LINGER_MS);
+}
+
+static void on_written(uv_write_t *w, int status) {
+    conn *c = w->data;
+    bs_buf_free(&c->out);
+    if (c->closing) return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->close_after) begin_linger(c);
+    else next_request(c);
+}
+
+static void on_timer(uv_timer_t *t) {
+    conn *c = t->data;
+    if (c->closing) return;
+    bs_reply er;
+    reply_t rep;
+    bs_reply_init(&er);
+    switch (c->state) {
+    case C_IDLE: /* keep-alive idle, or a new connection that sent nothing */
+    case C_LINGER:
+    case C_WRITING: /* the client does not take its answer */
+        conn_close(c);
+        return;
+    case C_HEADERS:
+        c->start_ms = bs_now_ms();
+        bs_reply_timeout(&er, BS_DIALECT_SYSTEMONE, 0, c->s->header_timeout_s);
+        reply_take(&rep, &er);
+        respond(c, &rep, 1);
+        return;
+    case C_BODY:
+        bs_reply_timeout(&er, c->dialect, 1, c->s->body_timeout_s);
+        reply_take(&rep, &er);
+        respond(c, &rep, 1);
+        return;
+    case C_WAITING:
+        if (!c->probing) return;
+        if (peer_reset(c)) {
+            peer_gone(c);
+            return;
+        }
+        if (c->probe_ms < 1000) c->probe_ms *= 4;
+        timer_set(c, c->probe_ms);
+        return;
+    }
+}
+
+/* ---- writing an answer ---- */
+
+static void access_log(const conn *c, const reply_t *r, double ms) {
+    const char *m = c->method[0] ? c->method : "-", *p = c->path ? c->path : "-";
+    if (r->timing)
+        fprintf(stderr, "[%s] %d %s %.0f ms (queue %.0f ms, compute %.0f ms, batch %d)\n", m, r->status, p, ms,
+                r->queue_ms, r->compute_ms, r->batch);
+    else
+        fprintf(stderr, "[%s] %d %s %.0f ms\n", m, r->status, p, ms);
+}
+
+static const char *http_date(bs_server *s) {
+    time_t now = time(NULL);
+    if (now != s->date_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(s->date, sizeof s->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        s->date_at = now;
+    }
+    return s->date;
+}
+
+/* Writes r (one header block, then the body unless HEAD) and accounts for it. */
+static void respond(conn *c, reply_t *r, int close_after) {
+    bs_server *s = c->s;
+    if (r->body.oom) {
+        bs_buf_free(&r->body);
+        bs_reply er;
+        bs_reply_init(&er);
+        bs_reply_fatal(&er, "out of memory");
+        reply_take(r, &er);
+        close_after = 1;
+    }
+    if (!c->keep_alive || atomic_load(&s->stopping) || c->peer_eof) close_after = 1;
+    c->close_after = close_after;
+    bs_buf *o = &c->out;
+    bs_buf_free(o);
+    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
+                  reason(r->status), http_date(s), r->ctype, r->body.len);
+    if (c->path && !strncmp(c->path, "/v1/", 4)) {
+        char rid[33];
+        bs_request_id(rid);
+        bs_buf_printf(o, "x-typesafe-request-id: %s\r\n", rid);
+    }
+    for (int i = 0; i < r->nh; i++) bs_buf_printf(o, "%s: %s\r\n", r->hdr[i][0], r->hdr[i][1]);
+    if (r->timing)
+        bs_buf_printf(o, "x-basal-queue-ms: %.3f\r\nx-basal-compute-ms: %.3f\r\nx-basal-batch-requests: %d\r\n",
+                      r->queue_ms, r->compute_ms, r->batch);
+    /* Draining for shutdown: keep-alive clients must reconnect elsewhere. */
+    if (close_after) bs_buf_puts(o, "Connection: close\r\n");
+    else if (c->minor == 0) bs_buf_puts(o, "Connection: keep-alive\r\n");
+    bs_buf_puts(o, "\r\n");
+    if (!c->head) bs_buf_put(o, r->body.data, r->body.len);
+    bs_buf_free(&r->body);
+    record(s, c, r->status);
+    if (s->access_log) access_log(c, r, bs_now_ms() - c->start_ms);
+    if (c->state == C_WAITING || c->state == C_BODY) release_slot(s, c);
+    c->state = C_WRITING;
+    c->probing = 0;
+    if (o->oom) {
+        conn_close(c);
+        return;
+    }
+    timer_set(c, (uint64_t)s->body_timeout_s * 1000);
+    uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) conn_close(c);
+}
+
+static void respond_error(conn *c, bs_reply *er, int close_after) {
+    reply_t rep;
+    reply_take(&rep, er);
+    respond(c, &rep, close_after);
+}
+
+/* ---- the engine's callbacks ---- */
 
 static void on_batch(void *ctx, int lane, int requests, double compute_ms, int ok) {
     model_t *m = ctx;
     bs_metrics_batch(m->s->metrics, (size_t)(m - m->s->models), lane, requests, compute_ms, ok);
 }
 
+/* An engine thread: account, then hand the connection to the loop. */
 static void on_done(bs_job *job, void *arg) {
-    conn_ctx *x = arg;
-    bs_server *s = x->s;
-    bs_watch_remove(s->watch, x->watch_id);
-    release_slot(s, x);
+    conn *c = arg;
+    bs_server *s = c->s;
+    release_slot(s, c);
     if (job->status == 200) {
         /* no generated text: output_tokens is always 0 (02 §4.6) */
-        bs_metrics_usage(s->metrics, x->model, (int64_t)job->usage.input_tokens, 0, (int64_t)job->usage.questions);
-        bs_metrics_queue(s->metrics, x->model, job->lane, job->queue_ms);
+        bs_metrics_usage(s->metrics, c->model, (int64_t)job->usage.input_tokens, 0, (int64_t)job->usage.questions);
+        bs_metrics_queue(s->metrics, c->model, job->lane, job->queue_ms);
     }
-    atomic_store(&x->phase, PH_DONE);
     pthread_mutex_lock(&s->mu);
-    if (--s->pending == 0) pthread_cond_broadcast(&s->idle);
+    c->next_done = s->done_head;
+    s->done_head = c;
+    if (--s->pending == 0) pthread_cond_broadcast(&s->cond);
+    uv_async_send(&s->wake); /* under mu: the loop closes wake only after the last job is done */
     pthread_mutex_unlock(&s->mu);
-    /* The last touch of x on this thread: once resumed, the polling thread
-     * may answer and free it. */
-    MHD_resume_connection(x->c);
 }
 
-static void on_gone(void *arg) {
-    conn_ctx *x = arg;
-    atomic_store(&x->gone, 1);
-    atomic_store(&x->job.cancelled, 1);
-    release_slot(x->s, x);
-    record(x->s, x, 0);
+static void answer(conn *c) {
+    c->job_done = 1;
+    if (c->closing) {
+        maybe_free(c);
+        return;
+    }
+    bs_job *j = &c->job;
+    if (j->status == 0) { /* dropped: nobody to answer */
+        conn_close(c);
+        return;
+    }
+    reply_t rep;
+    reply_init(&rep, j->status);
+    rep.body = j->reply;
+    bs_buf_init(&j->reply);
+    if (j->status == 200) {
+        rep.timing = 1;
+        rep.queue_ms = j->queue_ms;
+        rep.compute_ms = j->compute_ms;
+        rep.batch = j->batch_requests;
+    }
+    respond(c, &rep, 0);
 }
 
 /* ---- the steps of 02 §3 ---- */
 
-/* Steps 1–3, from the request line and headers. Returns 0 with *rep filled
+/* Steps 4–7 once the body is in, then the engine (or an answer now). */
+static void body_complete(conn *c) {
+    bs_server *s = c->s;
+    bs_reply er;
+    bs_reply_init(&er);
+    uv_timer_stop(&c->timer);
+    if (c->body.oom) {
+        bs_reply_too_large(&er, c->dialect, s->max_body);
+        respond_error(c, &er, 1);
+        return;
+    }
+    double arrival = bs_now_ms();
+    bs_err e = { 0 };
+    bj_value *body = NULL;
+    int rc = bs_body_parse(c->body.data ? c->body.data : "", c->body.len, c->dialect, &body, &er, &e);
+    bs_buf_free(&c->body);
+    if (rc < 0) {
+        if (!er.body.len) bs_reply_fatal(&er, "out of memory");
+        respond_error(c, &er, 0);
+        return;
+    }
+    reply_t rep;
+    if (atomic_fetch_add(&s->inflight, 1) >= s->max_inflight) {
+        atomic_fetch_sub(&s->inflight, 1);
+        bj_free(body);
+        bs_reply_overloaded(&er, c->dialect);
+        reply_take(&rep, &er);
+        reply_header(&rep, "Retry-After", "1");
+        respond(c, &rep, 0);
+        return;
+    }
+    atomic_store(&c->slot, 1);
+    size_t ml = 0;
+    const char *mname = bs_body_model(body, &ml);
+    size_t mi = mname ? find_model(s, mname, ml) : s->default_model;
+    if (mi == BS_METRICS_NO_MODEL) {
+        bs_reply_unknown_model(&er, c->dialect, mname, ml);
+        bj_free(body);
+        release_slot(s, c);
+        respond_error(c, &er, 0);
+        return;
+    }
+    c->model = mi;
+    pthread_mutex_lock(&s->mu);
+    int closed = s->engines_closed;
+    if (!closed) s->pending++;
+    pthread_mutex_unlock(&s->mu);
+    if (closed) {
+        bj_free(body);
+        release_slot(s, c);
+        bs_reply_fatal(&er, BS_MSG_ENGINE_STOPPED);
+        respond_error(c, &er, 1);
+        return;
+    }
+    bs_reply_free(&er);
+    c->admitted = 1;
+    bs_metrics_admitted(s->metrics, mi, +1);
+    bs_job_init(&c->job);
+    c->job.body = body;
+    c->job.dialect = c->dialect;
+    c->job.arrival_ms = arrival;
+    c->job.done = on_done;
+    c->job.done_ctx = c;
+    c->job_live = 1;
+    c->state = C_WAITING;
+    bs_engine_submit(s->models[mi].engine, &c->job);
+}
+
+/* Steps 1–3 from the request line and headers. Returns 0 with *rep filled
  * when the answer is known already, 1 when the body must be read. */
-static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url, const char *method, bs_route r,
-                        reply_t *rep) {
+static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     const char *allow;
     bs_reply er;
     bs_reply_init(&er);
+    bs_route r = c->route;
     if (r == R_NONE || (r == R_METRICS && !s->metrics_on)) {
         bs_reply_not_found(&er);
         reply_take(rep, &er);
         return 0;
     }
-    if (bs_route_method_ok(r, method, &allow) < 0) {
+    if (bs_route_method_ok(r, c->method, &allow) < 0) {
         bs_reply_method(&er);
         reply_take(rep, &er);
-        reply_header(rep, MHD_HTTP_HEADER_ALLOW, allow);
+        reply_header(rep, "Allow", allow);
         return 0;
     }
     if (r == R_HEALTH) {
@@ -270,14 +801,12 @@ static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url,
         free(fw);
         return 0;
     }
-    bs_dialect d = r == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
     if (s->api_key) {
-        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        int a = bs_auth_check(h, s->api_key, s->api_key_len);
+        int a = bs_auth_check(auth, s->api_key, s->api_key_len);
         if (a) {
-            bs_reply_auth(&er, d, a);
+            bs_reply_auth(&er, c->dialect, a);
             reply_take(rep, &er);
-            if (a == 401) reply_header(rep, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+            if (a == 401) reply_header(rep, "WWW-Authenticate", "Bearer");
             return 0;
         }
     }
@@ -286,188 +815,387 @@ static int headers_step(bs_server *s, struct MHD_Connection *c, const char *url,
         bs_buf_puts(&rep->body, s->models_body.data);
         return 0;
     }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (errno == ERANGE || n > s->max_body) {
-            bs_reply_too_large(&er, d, s->max_body);
-            reply_take(rep, &er);
-            return 0;
-        }
+    if (!c->chunked && c->clen > s->max_body) {
+        bs_reply_too_large(&er, c->dialect, s->max_body);
+        reply_take(rep, &er);
+        return 0;
     }
     return 1;
 }
 
-static enum MHD_Result first_call(bs_server *s, struct MHD_Connection *c, const char *url, const char *method,
-                                  void **con_cls) {
-    conn_ctx *x = calloc(1, sizeof *x);
-    if (!x) return MHD_NO;
-    bs_route r = bs_route_of(url);
-    int inference = r == R_SYSTEMONE || r == R_BASAL;
-    x->s = s;
-    x->c = c;
-    x->endpoint = !inference ? -1 : r == R_BASAL ? BS_EP_BASAL : BS_EP_SYSTEMONE;
-    x->dialect = r == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
-    x->start_ms = bs_now_ms();
-    x->model = BS_METRICS_NO_MODEL;
-    x->watch_id = -1;
-    bs_buf_init(&x->body);
-    *con_cls = x;
-    atomic_fetch_add(&s->live_ctx, 1);
-    if (x->endpoint >= 0) {
-        if (bs_route_method_ok(r, method, &(const char *){ NULL }) < 0) x->endpoint = -1;
-        else bs_metrics_http_begin(s->metrics, x->endpoint);
-    }
-    if (headers_step(s, c, url, method, r, &x->early)) {
-        atomic_init(&x->phase, PH_READING);
-        return MHD_YES;
-    }
-    /* With a body on its way, answer now: libmicrohttpd then closes the
-     * connection instead of reading a body nobody wants. */
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (te || (cl && strtoull(cl, NULL, 10) > 0)) return send_reply(s, c, x, method, url, x->start_ms, &x->early);
-    atomic_init(&x->phase, PH_REPLY);
-    return MHD_YES;
+static int ci_eq(const char *a, size_t n, const char *lit) { return strlen(lit) == n && !strncasecmp(a, lit, n); }
+
+/* Trims optional whitespace around [*p, *p + *n). */
+static void trim(const char **p, size_t *n) {
+    while (*n && (**p == ' ' || **p == '\t')) (*p)++, (*n)--;
+    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t')) (*n)--;
 }
 
-static enum MHD_Result body_chunk(conn_ctx *x, const char *data, size_t n) {
-    x->received += n;
-    if (x->received > x->s->max_body) {
-        /* A chunked body over the limit: keep reading (and dropping) it so
-         * that the 413 can be sent once the request is complete. */
-        x->too_large = 1;
-        bs_buf_free(&x->body);
-        return MHD_YES;
-    }
-    bs_buf_put(&x->body, data, n);
-    return MHD_YES;
+/* One Content-Length field value: a comma list of equal decimal numbers
+ * (RFC 9112 §6.3). Returns 0 and merges into *have and *out (a different value
+ * than before is an error), -1 when invalid or conflicting. Numbers too large
+ * for 64 bits become ULLONG_MAX (answered 413 like any body over the limit). */
+static int content_length(const char *v, size_t n, int *have, unsigned long long *out) {
+    size_t i = 0;
+    do {
+        size_t j = i;
+        while (j < n && v[j] != ',') j++;
+        const char *p = v + i;
+        size_t len = j - i;
+        trim(&p, &len);
+        if (!len) return -1;
+        unsigned long long x = 0;
+        for (size_t k = 0; k < len; k++) {
+            if (p[k] < '0' || p[k] > '9') return -1;
+            unsigned d = (unsigned)(p[k] - '0');
+            x = x > (ULLONG_MAX - d) / 10 ? ULLONG_MAX : x * 10 + d;
+        }
+        if (*have && *out != x) return -1;
+        *have = 1;
+        *out = x;
+        i = j + 1;
+    } while (i <= n);
+    return 0;
 }
 
-static enum MHD_Result body_complete(bs_server *s, conn_ctx *x, const char *method, const char *url) {
-    struct MHD_Connection *c = x->c;
-    reply_t rep;
+/* Does the first line end in an HTTP version whose major is not 1? */
+static int other_major(const char *in, size_t len) {
+    const char *eol = memchr(in, '\n', len);
+    if (!eol) return 0;
+    size_t n = (size_t)(eol - in);
+    if (n && in[n - 1] == '\r') n--;
+    const char *sp = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (in[i] == ' ') sp = in + i;
+    if (!sp) return 0;
+    size_t vl = (size_t)(in + n - sp - 1);
+    const char *v = sp + 1;
+    return vl >= 6 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[5] != '1';
+}
+
+/* Parses the header block in c->in. Returns 1 when the body is to be read
+ * next, 0 when more input is needed or the request was answered. */
+static int parse_headers(conn *c) {
+    bs_server *s = c->s;
     bs_reply er;
     bs_reply_init(&er);
-    if (x->too_large || x->body.oom) {
-        bs_reply_too_large(&er, x->dialect, s->max_body);
-        reply_take(&rep, &er);
-        return send_reply(s, c, x, method, url, x->start_ms, &rep);
+    struct phr_header h[MAX_HEADERS];
+    size_t nh = MAX_HEADERS, ml = 0, pl = 0;
+    const char *m = NULL, *p = NULL;
+    int minor = 1;
+    /* last_len: only the new bytes are searched for the end of the block,
+     * so a header block trickling in byte by byte costs linear time */
+    int rc = phr_parse_request(c->in, c->in_len, &m, &ml, &p, &pl, &minor, h, &nh, c->scanned);
+    if (rc == -2 && c->in_len <= MAX_HEADER_BYTES) {
+        c->scanned = c->in_len;
+        return 0;
     }
-    double arrival = bs_now_ms();
-    bs_err e = { 0 };
-    bj_value *body = NULL;
-    int rc = bs_body_parse(x->body.data ? x->body.data : "", x->body.len, x->dialect, &body, &er, &e);
-    bs_buf_free(&x->body);
+    c->scanned = 0;
+    c->start_ms = bs_now_ms();
+    if (rc == -2 || rc > MAX_HEADER_BYTES) {
+        bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
+        respond_error(c, &er, 1);
+        return 0;
+    }
     if (rc < 0) {
-        if (!er.body.len) bs_reply_fatal(&er, "out of memory");
-        reply_take(&rep, &er);
-        return send_reply(s, c, x, method, url, x->start_ms, &rep);
+        if (other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
+        else if (nh == MAX_HEADERS) bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
+        else bs_reply_bad_request(&er, BS_DIALECT_SYSTEMONE, "Malformed request line or header field.");
+        respond_error(c, &er, 1);
+        return 0;
     }
-    if (atomic_fetch_add(&s->inflight, 1) >= s->max_inflight) {
-        atomic_fetch_sub(&s->inflight, 1);
-        bj_free(body);
-        bs_reply_overloaded(&er, x->dialect);
-        reply_take(&rep, &er);
-        reply_header(&rep, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-        return send_reply(s, c, x, method, url, x->start_ms, &rep);
+    c->minor = minor;
+    if (ml < sizeof c->method) {
+        memcpy(c->method, m, ml);
+        c->method[ml] = 0;
+    } else {
+        snprintf(c->method, sizeof c->method, "?"); /* no route has such a method: 405 */
     }
-    atomic_store(&x->slot, 1);
-    size_t ml = 0;
-    const char *mname = bs_body_model(body, &ml);
-    size_t mi = mname ? find_model(s, mname, ml) : s->default_model;
-    if (mi == BS_METRICS_NO_MODEL) {
-        bs_reply_unknown_model(&er, x->dialect, mname, ml);
-        bj_free(body);
-        release_slot(s, x);
-        reply_take(&rep, &er);
-        return send_reply(s, c, x, method, url, x->start_ms, &rep);
+    c->head = !strcmp(c->method, "HEAD");
+    const char *q = memchr(p, '?', pl);
+    size_t plen = q ? (size_t)(q - p) : pl;
+    if (!(c->path = malloc(pl + 1))) {
+        conn_close(c);
+        return 0;
     }
-    bs_reply_free(&er);
-    x->model = mi;
-    pthread_mutex_lock(&s->mu);
-    int closed = s->engines_closed;
-    if (!closed) s->pending++;
-    pthread_mutex_unlock(&s->mu);
-    if (closed) {
-        bj_free(body);
-        release_slot(s, x);
-        bs_reply_fatal(&er, BS_MSG_ENGINE_STOPPED);
-        reply_take(&rep, &er);
-        return send_reply(s, c, x, method, url, x->start_ms, &rep);
+    if (bs_path_decode(p, plen, c->path) >= 0) {
+        c->route = bs_route_of(c->path);
+    } else { /* kept for the access log: printable ASCII (the parser allows no other) */
+        memcpy(c->path, p, plen);
+        c->path[plen] = 0;
+        c->route = R_NONE;
     }
-    x->admitted = 1;
-    bs_metrics_admitted(s->metrics, mi, +1);
-    bs_job_init(&x->job);
-    x->job.body = body;
-    x->job.dialect = x->dialect;
-    x->job.arrival_ms = arrival;
-    x->job.done = on_done;
-    x->job.done_ctx = x;
-    x->job_live = 1;
-    atomic_store(&x->phase, PH_WAITING);
-    MHD_suspend_connection(c);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci) x->watch_id = bs_watch_add(s->watch, ci->connect_fd, x);
-    bs_engine_submit(s->models[mi].engine, &x->job);
-    return MHD_YES;
-}
-
-static enum MHD_Result answer(bs_server *s, conn_ctx *x, const char *method, const char *url) {
-    bs_job *j = &x->job;
-    if (atomic_load(&x->gone) || j->status == 0) return MHD_NO; /* nobody to answer: close */
-    reply_t rep;
-    reply_init(&rep, j->status);
-    rep.body = j->reply;
-    bs_buf_init(&j->reply);
-    if (j->status == 200) {
-        rep.timing = 1;
-        rep.queue_ms = j->queue_ms;
-        rep.compute_ms = j->compute_ms;
-        rep.batch = j->batch_requests;
-    }
-    return send_reply(s, x->c, x, method, url, x->start_ms, &rep);
-}
-
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                 const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    bs_server *s = cls;
-    conn_ctx *x = *con_cls;
-    if (!x) return first_call(s, c, url, method, con_cls);
-    switch (atomic_load(&x->phase)) {
-    case PH_REPLY:
-        *upload_size = 0;
-        return send_reply(s, c, x, method, url, x->start_ms, &x->early);
-    case PH_READING:
-        if (*upload_size) {
-            size_t n = *upload_size;
-            *upload_size = 0;
-            return body_chunk(x, upload, n);
+    c->dialect = c->route == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
+    /* the header fields this server reads */
+    int have_cl = 0, bad_cl = 0, have_te = 0, te_chunked = 0, conn_close_tok = 0, conn_keep = 0, expect = 0;
+    unsigned long long cl = 0;
+    char *auth = NULL;
+    for (size_t i = 0; i < nh; i++) {
+        const char *v = h[i].value;
+        size_t vl = h[i].value_len;
+        if (!h[i].name) continue; /* obsolete line folding: the parser joined it */
+        if (ci_eq(h[i].name, h[i].name_len, "content-length")) {
+            if (content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
+        } else if (ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
+            trim(&v, &vl);
+            /* only "chunked" alone, in one field (several codings, or a
+             * second field, is a coding this server does not implement) */
+            te_chunked = !have_te && ci_eq(v, vl, "chunked");
+            have_te = 1;
+        } else if (ci_eq(h[i].name, h[i].name_len, "connection")) {
+            size_t a = 0;
+            while (a < vl) {
+                size_t b = a;
+                while (b < vl && v[b] != ',') b++;
+                const char *t = v + a;
+                size_t tl = b - a;
+                trim(&t, &tl);
+                if (ci_eq(t, tl, "close")) conn_close_tok = 1;
+                if (ci_eq(t, tl, "keep-alive")) conn_keep = 1;
+                a = b + 1;
+            }
+        } else if (ci_eq(h[i].name, h[i].name_len, "expect")) {
+            trim(&v, &vl);
+            expect = ci_eq(v, vl, "100-continue");
+        } else if (ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
+            if ((auth = malloc(vl + 1))) {
+                memcpy(auth, v, vl);
+                auth[vl] = 0;
+            }
         }
-        return body_complete(s, x, method, url);
-    case PH_DONE:
-        return answer(s, x, method, url);
-    default:
-        return MHD_YES;
+    }
+    /* the header block is consumed; h[] points into it and is dead below */
+    memmove(c->in, c->in + rc, c->in_len - (size_t)rc);
+    c->in_len -= (size_t)rc;
+    c->keep_alive = minor >= 1 ? !conn_close_tok : conn_keep && !conn_close_tok;
+    if (have_te && have_cl) {
+        bs_reply_bad_request(&er, c->dialect, "Content-Length and Transfer-Encoding together.");
+    } else if (bad_cl) {
+        bs_reply_bad_request(&er, c->dialect, "Invalid or conflicting Content-Length.");
+    } else if (have_te && !te_chunked) {
+        bs_reply_not_implemented(&er, c->dialect);
+    }
+    if (er.status) {
+        free(auth);
+        respond_error(c, &er, 1);
+        return 0;
+    }
+    c->chunked = have_te;
+    c->clen = cl;
+    c->dec.d.consume_trailer = 1;
+    int inference = c->route == R_SYSTEMONE || c->route == R_BASAL;
+    const char *allow;
+    if (inference && bs_route_method_ok(c->route, c->method, &allow) == 0) {
+        c->endpoint = c->route == R_BASAL ? BS_EP_BASAL : BS_EP_SYSTEMONE;
+        bs_metrics_http_begin(s->metrics, c->endpoint);
+    }
+    reply_t rep;
+    int more = headers_step(s, c, auth, &rep);
+    free(auth);
+    if (!more) {
+        /* a body nobody reads: answer, then close */
+        respond(c, &rep, c->chunked || c->clen > 0);
+        return 0;
+    }
+    if (expect && minor >= 1 && write_interim(c) < 0) {
+        conn_close(c);
+        return 0;
+    }
+    c->state = C_BODY;
+    timer_set(c, (uint64_t)s->body_timeout_s * 1000);
+    return 1;
+}
+
+/* Moves body bytes from c->in to c->body. Returns 1 when the body is
+ * complete, 0 when more is needed or the request was answered. */
+static int read_body(conn *c) {
+    bs_server *s = c->s;
+    bs_reply er;
+    bs_reply_init(&er);
+    if (!c->chunked) {
+        unsigned long long want = c->clen - c->received;
+        size_t take = c->in_len < want ? c->in_len : (size_t)want;
+        bs_buf_put(&c->body, c->in, take);
+        c->received += take;
+        memmove(c->in, c->in + take, c->in_len - take);
+        c->in_len -= take;
+        return c->received == c->clen;
+    }
+    size_t sz = c->in_len, was = c->in_len;
+    ssize_t r = phr_decode_chunked(&c->dec.d, c->in, &sz);
+    if (r == -1) {
+        bs_reply_bad_request(&er, c->dialect, "Invalid chunked body.");
+        respond_error(c, &er, 1);
+        return 0;
+    }
+    c->received += sz;
+    /* over the limit, or a chunk announced that would take it there: 413 now */
+    if (c->received > s->max_body || c->dec.d.bytes_left_in_chunk > s->max_body - c->received) {
+        bs_reply_too_large(&er, c->dialect, s->max_body);
+        respond_error(c, &er, 1);
+        return 0;
+    }
+    bs_buf_put(&c->body, c->in, sz);
+    if (r == -2) {
+        c->in_len = 0;
+        return 0;
+    }
+    memmove(c->in, c->in + was - (size_t)r, (size_t)r);
+    c->in_len = (size_t)r;
+    return 1;
+}
+
+static void process_input(conn *c) {
+    if (c->state == C_HEADERS && !parse_headers(c)) return;
+    if (c->state == C_BODY && !c->closing && read_body(c)) body_complete(c);
+}
+
+/* ---- accepting ---- */
+
+/* A connection over a limit gets a 503 JSON (Retry-After: 1), or, when
+ * REFUSE_SLACK of them are being answered already, is closed at once. */
+static void refuse(conn *c, int per_client) {
+    bs_server *s = c->s;
+    if (s->n_refused >= REFUSE_SLACK) {
+        conn_close(c);
+        return;
+    }
+    c->refused = 1;
+    s->n_refused++;
+    bs_reply er;
+    bs_reply_init(&er);
+    bs_reply_connections(&er, BS_DIALECT_SYSTEMONE, per_client);
+    reply_t rep;
+    reply_take(&rep, &er);
+    reply_header(&rep, "Retry-After", "1");
+    c->start_ms = bs_now_ms();
+    c->state = C_WRITING;
+    respond(c, &rep, 1);
+}
+
+/* With every connection taken, the one that has waited longest for a header
+ * block (an idle keep-alive connection or a slow sender) makes room for the
+ * newcomer: trickling connections from many addresses then cannot lock
+ * clients out, they only push each other out. NULL when all are busy with
+ * requests. */
+static conn *oldest_waiting(bs_server *s) {
+    conn *best = NULL;
+    for (conn *c = s->conns; c; c = c->next)
+        if (c->active && !c->closing && (c->state == C_IDLE || c->state == C_HEADERS) &&
+            (!best || c->since_ms < best->since_ms))
+            best = c;
+    return best;
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static void on_connection(uv_stream_t *l, int status) {
+    bs_server *s = l->data;
+    if (status < 0) return;
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        /* out of memory: take the connection off the queue and drop it */
+        uv_tcp_t *t = malloc(sizeof *t);
+        if (t && uv_tcp_init(&s->loop, t) == 0) {
+            if (uv_accept(l, (uv_stream_t *)t) == 0) {}
+            uv_close((uv_handle_t *)t, free_handle);
+        } else {
+            free(t);
+        }
+        return;
+    }
+    c->s = s;
+    c->read_stopped = 1;
+    reset_request(c);
+    uv_tcp_init(&s->loop, &c->tcp);
+    uv_timer_init(&s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    atomic_fetch_add(&s->live, 1);
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->keep_alive = 0;
+    unsigned char key[16];
+    peer_key(c, key);
+    ip_entry **p = ip_slot(s, key);
+    if (*p && (*p)->count >= s->max_client_conn) {
+        refuse(c, 1);
+        return;
+    }
+    if (s->n_active >= s->max_conn) {
+        conn *victim = oldest_waiting(s);
+        if (!victim) {
+            refuse(c, 0);
+            return;
+        }
+        conn_close(victim);
+        p = ip_slot(s, key); /* the victim's entry may have been freed */
+    }
+    if (!*p) {
+        if (!(*p = calloc(1, sizeof **p))) {
+            conn_close(c);
+            return;
+        }
+        memcpy((*p)->addr, key, 16);
+    }
+    (*p)->count++;
+    c->ip = *p;
+    c->active = 1;
+    s->n_active++;
+    c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
+    timer_set(c, (uint64_t)s->header_timeout_s * 1000);
+    start_reading(c);
+}
+
+/* ---- the loop thread ---- */
+
+static void on_wake(uv_async_t *a) {
+    bs_server *s = a->data;
+    pthread_mutex_lock(&s->mu);
+    conn *done = s->done_head;
+    s->done_head = NULL;
+    int quit = s->quit;
+    pthread_mutex_unlock(&s->mu);
+    /* oldest first */
+    conn *rev = NULL;
+    while (done) {
+        conn *n = done->next_done;
+        done->next_done = rev;
+        rev = done;
+        done = n;
+    }
+    while (rev) {
+        conn *n = rev->next_done;
+        answer(rev);
+        rev = n;
+    }
+    if (atomic_load(&s->stopping) && !s->listener_closed_loop) {
+        s->listener_closed_loop = 1;
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        for (conn *c = s->conns; c; c = c->next)
+            if (c->state == C_IDLE && !c->in_len) conn_close(c);
+        pthread_mutex_lock(&s->mu);
+        s->listener_closed = 1;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (quit) {
+        for (conn *c = s->conns; c; c = c->next) conn_close(c);
+        uv_close((uv_handle_t *)&s->wake, NULL);
     }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    bs_server *s = cls;
-    conn_ctx *x = *con_cls;
-    if (!x) return;
-    *con_cls = NULL;
-    record(s, x, 0); /* no-op unless the client left before a response was built */
-    release_slot(s, x);
-    if (x->job_live) bs_job_release(&x->job);
-    bs_buf_free(&x->body);
-    bs_buf_free(&x->early.body);
-    free(x);
-    pthread_mutex_lock(&s->mu);
-    if (atomic_fetch_sub(&s->live_ctx, 1) == 1) pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->mu);
+static void loop_main(void *arg) {
+    bs_server *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
 /* ---- bodies known at start ---- */
@@ -506,22 +1234,34 @@ static void free_server(bs_server *s) {
     free(s->models);
     free(s->api_key);
     bs_metrics_destroy(s->metrics);
-    bs_watch_destroy(s->watch);
     bs_buf_free(&s->models_body);
     bs_buf_free(&s->health_body);
-    pthread_cond_destroy(&s->idle);
+    for (size_t i = 0; i < IP_BUCKETS; i++)
+        while (s->ips[i]) {
+            ip_entry *n = s->ips[i]->next;
+            free(s->ips[i]);
+            s->ips[i] = n;
+        }
+    if (s->loop_ready) uv_loop_close(&s->loop);
+    pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
+/* Closes what a failed start opened on the loop and runs it to the end. */
+static void abandon_loop(bs_server *s, int listener_open) {
+    if (listener_open) uv_close((uv_handle_t *)&s->listener, NULL);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
 int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     *out = NULL;
-    int rc = BS_ENOMEM;
     if (!o->n_models || o->default_model >= o->n_models) return bs_fail(e, BS_EINVAL, "server: no models");
     bs_server *s = calloc(1, sizeof *s);
     if (!s) return bs_fail(e, BS_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle, NULL);
+    pthread_cond_init(&s->cond, NULL);
     s->listen_fd = o->listen_fd;
     s->n_models = o->n_models;
     s->default_model = o->default_model;
@@ -529,89 +1269,116 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->max_body = o->max_body_bytes;
     s->access_log = o->access_log;
     s->metrics_on = o->metrics;
+    s->header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : BS_DEFAULT_HEADER_TIMEOUT_S;
+    s->body_timeout_s = o->body_timeout_s > 0 ? o->body_timeout_s : BS_DEFAULT_BODY_TIMEOUT_S;
+    s->keepalive_timeout_s = o->keepalive_timeout_s > 0 ? o->keepalive_timeout_s : BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
+    s->max_client_conn = o->max_client_connections > 0 ? o->max_client_connections : BS_DEFAULT_MAX_CLIENT_CONNECTIONS;
+    /* Every admitted request keeps its connection open; leave room for the
+     * ones that only come to be refused, within the descriptor limit. */
+    long limit = o->max_connections > 0 ? o->max_connections
+                                        : (o->max_inflight > 1L << 20 ? 1L << 20 : o->max_inflight) + 1024;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 128 + REFUSE_SLACK &&
+        (rlim_t)limit > rl.rlim_cur - 64 - REFUSE_SLACK)
+        limit = (long)(rl.rlim_cur - 64 - REFUSE_SLACK);
+    s->max_conn = limit;
     bs_buf_init(&s->models_body);
     bs_buf_init(&s->health_body);
     const char **names = calloc(o->n_models, sizeof *names);
-    if (!(s->models = calloc(o->n_models, sizeof *s->models)) || !names) goto fail;
+    if (!(s->models = calloc(o->n_models, sizeof *s->models)) || !names) goto oom;
     for (size_t i = 0; i < o->n_models; i++) {
         model_t *m = &s->models[i];
         m->engine = o->models[i].engine;
-        if (!(m->name = bs_strfmt("%s", o->models[i].name))) goto fail;
+        if (!(m->name = bs_strfmt("%s", o->models[i].name))) goto oom;
         names[i] = m->name;
-        if (o->models[i].n_aliases && !(m->aliases = calloc(o->models[i].n_aliases, sizeof *m->aliases))) goto fail;
+        if (o->models[i].n_aliases && !(m->aliases = calloc(o->models[i].n_aliases, sizeof *m->aliases))) goto oom;
         for (; m->n_aliases < o->models[i].n_aliases; m->n_aliases++)
-            if (!(m->aliases[m->n_aliases] = bs_strfmt("%s", o->models[i].aliases[m->n_aliases]))) goto fail;
+            if (!(m->aliases[m->n_aliases] = bs_strfmt("%s", o->models[i].aliases[m->n_aliases]))) goto oom;
     }
     if (o->api_key) {
-        if (!(s->api_key = malloc(o->api_key_len + 1))) goto fail;
+        if (!(s->api_key = malloc(o->api_key_len + 1))) goto oom;
         memcpy(s->api_key, o->api_key, o->api_key_len);
         s->api_key[o->api_key_len] = 0;
         s->api_key_len = o->api_key_len;
     }
-    if (!(s->metrics = bs_metrics_create(names, o->n_models, o->max_inflight))) goto fail;
+    if (!(s->metrics = bs_metrics_create(names, o->n_models, o->max_inflight))) goto oom;
     for (size_t i = 0; i < o->n_models; i++) { /* engines take no jobs before the server runs */
         s->models[i].s = s;
         bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
     }
     build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
-    if (s->models_body.oom || s->health_body.oom) goto fail;
-    if (!(s->watch = bs_watch_create(on_gone, e))) {
-        rc = e ? e->code : BS_EIO;
-        free(names);
-        free_server(s);
-        return rc;
-    }
-    /* Every admitted request keeps its connection open; leave room for the
-     * ones that only come to be refused, within the descriptor limit. */
-    struct rlimit rl;
-    unsigned limit = (unsigned)(o->max_inflight > 1u << 20 ? 1u << 20 : o->max_inflight) + 1024u;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 128 &&
-        limit > rl.rlim_cur - 64)
-        limit = (unsigned)(rl.rlim_cur - 64);
-    s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_access, s,
-                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)o->listen_fd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, limit,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                            MHD_OPTION_END);
-    if (!s->d) {
-        rc = bs_fail(e, BS_EIO, "cannot start the HTTP server (libmicrohttpd)");
-        free(names);
-        free_server(s);
-        return rc;
-    }
+    if (s->models_body.oom || s->health_body.oom) goto oom;
     free(names);
+    names = NULL;
+    int rc;
+    if ((rc = uv_loop_init(&s->loop)) != 0) goto uv_fail;
+    s->loop_ready = 1;
+    if ((rc = uv_async_init(&s->loop, &s->wake, on_wake)) != 0) {
+        uv_loop_close(&s->loop);
+        s->loop_ready = 0;
+        goto uv_fail;
+    }
+    s->wake.data = s;
+    uv_tcp_init(&s->loop, &s->listener);
+    s->listener.data = s;
+    /* The loop owns a duplicate, so that on failure the caller's descriptor
+     * is untouched (the caller closes it), and on success it is closed here. */
+    int fd = dup(o->listen_fd);
+    if (fd < 0) {
+        rc = uv_translate_sys_error(errno);
+        abandon_loop(s, 1);
+        goto uv_fail;
+    }
+    if ((rc = uv_tcp_open(&s->listener, fd)) != 0) {
+        close(fd);
+        abandon_loop(s, 1);
+        goto uv_fail;
+    }
+    if ((rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection)) != 0 ||
+        (rc = uv_thread_create(&s->thread, loop_main, s)) != 0) {
+        abandon_loop(s, 1); /* closes fd */
+        goto uv_fail;
+    }
+    s->thread_started = 1;
+    close(o->listen_fd);
     *out = s;
     return BS_OK;
-fail:
+uv_fail:
+    free_server(s);
+    return bs_fail(e, BS_EIO, "cannot start the HTTP server: %s", uv_strerror(rc));
+oom:
     free(names);
     free_server(s);
-    return bs_fail(e, rc, "out of memory");
+    return bs_fail(e, BS_ENOMEM, "out of memory");
 }
 
 void bs_server_shutdown(bs_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, 1);
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    uv_async_send(&s->wake);
     pthread_mutex_lock(&s->mu);
-    while (s->pending > 0) pthread_cond_wait(&s->idle, &s->mu);
+    while (!s->listener_closed) pthread_cond_wait(&s->cond, &s->mu);
+    while (s->pending > 0) pthread_cond_wait(&s->cond, &s->mu);
     s->engines_closed = 1;
     pthread_mutex_unlock(&s->mu);
 }
 
 void bs_server_destroy(bs_server *s) {
     if (!s) return;
-    /* Answers are queued; give the polling thread time to write them out, but
-     * not forever: a client that never reads its answer must not hold the
-     * process (MHD_stop_daemon closes what is left). */
+    /* Answers are queued; give the loop time to write them out, but not
+     * forever: a client that never reads its answer must not hold the
+     * process (the loop closes what is left). */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += DRAIN_S;
+    atomic_store(&s->stopping, 1);
+    uv_async_send(&s->wake);
     pthread_mutex_lock(&s->mu);
-    while (atomic_load(&s->live_ctx) > 0)
-        if (pthread_cond_timedwait(&s->idle, &s->mu, &until) == ETIMEDOUT) break;
+    while (atomic_load(&s->live) > 0)
+        if (pthread_cond_timedwait(&s->cond, &s->mu, &until) == ETIMEDOUT) break;
+    s->quit = 1;
+    uv_async_send(&s->wake);
     pthread_mutex_unlock(&s->mu);
-    MHD_stop_daemon(s->d);
+    uv_thread_join(&s->thread);
     free_server(s);
 }

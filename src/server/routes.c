@@ -10,6 +10,31 @@
 
 #include "server/server_int.h"
 
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+long bs_path_decode(const char *raw, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)raw[i];
+        if (ch == '%') {
+            int hi = i + 1 < n ? hexval(raw[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(raw[i + 2]) : -1;
+            if (hi < 0 || lo < 0) return -1;
+            ch = (unsigned char)(hi << 4 | lo);
+            i += 2;
+        }
+        if (!ch) return -1;
+        out[o++] = (char)ch;
+    }
+    out[o] = 0;
+    return (long)o;
+}
+
 bs_route bs_route_of(const char *url) {
     if (!strcmp(url, "/v1/systemone")) return R_SYSTEMONE;
     if (!strcmp(url, "/v1/basal")) return R_BASAL;

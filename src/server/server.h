@@ -1,10 +1,10 @@
 /* The HTTP server of `basal serve` (spec 02): POST /v1/systemone and
- * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, on
- * libmicrohttpd. A decision request is parsed and admitted on the HTTP thread
- * (02 §3 steps 1–7), handed to its model's engine, and its connection is
- * suspended — no thread waits for the answer; the engine's done callback
- * resumes it. A watcher thread notices clients that hang up while their
- * request waits, cancels the job and frees its in-flight slot (04 §11 X1). */
+ * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, on libuv (one
+ * loop thread, http.c). A decision request is parsed and admitted on the loop
+ * thread (02 §3 steps 1–7) and handed to its model's engine; no thread waits
+ * for the answer: the engine's done callback wakes the loop, which writes it.
+ * A client that hangs up while its request waits has its job cancelled and
+ * its in-flight slot freed (04 §11 X1). */
 #ifndef BS_SERVER_H
 #define BS_SERVER_H
 
@@ -35,7 +35,18 @@ typedef struct bs_server_opts {
     const char *release_date;      /* GET /v1/models; NULL = BS_DEFAULT_RELEASE_DATE */
     int metrics;                   /* serve GET /metrics */
     int access_log;                /* one stderr line per request */
+    /* HTTP deadlines and connection limits; 0 = the default below */
+    long header_timeout_s;         /* request line + headers, from their first byte */
+    long body_timeout_s;           /* the body, from the end of the headers; also for taking an answer */
+    long keepalive_timeout_s;      /* an idle keep-alive connection */
+    long max_connections;          /* open connections in all (0: max_inflight + 1024, within the fd limit) */
+    long max_client_connections;   /* open connections per client address */
 } bs_server_opts;
+
+#define BS_DEFAULT_HEADER_TIMEOUT_S 10
+#define BS_DEFAULT_BODY_TIMEOUT_S 60
+#define BS_DEFAULT_KEEPALIVE_TIMEOUT_S 5
+#define BS_DEFAULT_MAX_CLIENT_CONNECTIONS 128
 
 typedef struct bs_server bs_server;
 

@@ -1,5 +1,5 @@
 /* Internals shared by the server's files: routes and fixed bodies
- * (routes.c), the hang-up watcher (watch.c), the HTTP layer (http.c). */
+ * (routes.c) and the HTTP layer (http.c). */
 #ifndef BS_SERVER_INT_H
 #define BS_SERVER_INT_H
 
@@ -10,6 +10,11 @@
 
 typedef enum { R_NONE, R_SYSTEMONE, R_BASAL, R_MODELS, R_HEALTH, R_METRICS } bs_route;
 
+/* The path of a request target (raw: n bytes, up to '?'), percent-decoded
+ * into out (room for n + 1 bytes, NUL-terminated). Returns the decoded length,
+ * or -1 when it cannot name a route: a malformed %-escape, or a NUL byte
+ * (raw or %00: C string routing would stop there, 02 §10 answers 404). */
+long bs_path_decode(const char *raw, size_t n, char *out);
 bs_route bs_route_of(const char *url);
 /* 0 = allowed; else the 405's Allow value is given. */
 int bs_route_method_ok(bs_route r, const char *method, const char **allow);
@@ -21,18 +26,5 @@ int bs_auth_check(const char *header, const char *key, size_t key_len);
 
 /* 32 lowercase hex digits, unique per request (02 §1.2). */
 void bs_request_id(char out[33]);
-
-/* ---- hang-up watcher ---- */
-
-typedef struct bs_watch bs_watch;
-typedef void (*bs_watch_fn)(void *ctx);
-
-/* gone(ctx) runs on the watcher thread when a watched socket's peer closes. */
-bs_watch *bs_watch_create(bs_watch_fn gone, bs_err *e);
-void bs_watch_destroy(bs_watch *w);
-/* Returns an id (>= 0) or a negative code. */
-long bs_watch_add(bs_watch *w, int fd, void *ctx);
-/* After this returns, gone() is neither running nor will run for that id. */
-void bs_watch_remove(bs_watch *w, long id);
 
 #endif
