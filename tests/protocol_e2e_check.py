@@ -15,6 +15,14 @@ usage: protocol_e2e_check.py BASAL FIXTURES SHARED TMPDIR
     against protocol_ref's expected response (key order, answer types, choice,
     legend echoed literally, usage exact, every probability / noul / score /
     confidence within 1e-5).
+(c) tests/data/protocol-e2e-multi-act.jsonl (33 multi/act requests of spec 03
+    §1-§2) on tiny-bias, tiny-nobias, a variant with other temperatures and
+    low certified thresholds, and a variant without CALIBRATION.json: prepare
+    (every multi branch "<q>#<k>" with the §1.3 question text, oracle ids) and
+    decide (selected sets, actions, refused / max_error / calibration
+    identical; probabilities, set_confidence and expected costs within 1e-5;
+    act refusals as the exact 422 body) against tools/protocol_ref.py; the
+    multi prompt of 03 §1.3 by its SHA-256.
 Prints PASS/FAIL detail lines and a last line "N passed, N failed".
 """
 import hashlib
@@ -225,6 +233,26 @@ def compare_answer(tag, exp, got_f, got_l, legend_lit, st):
         if check(isinstance(v, float), f"{tag}: confidence {v!r} is not a number"):
             st.dc = max(st.dc, abs(v - exp["confidence"]))
             ok &= check(abs(v - exp["confidence"]) <= TOL, f"{tag}: confidence {v!r}, reference {exp['confidence']!r}")
+    if exp["type"] == "multi":
+        ok &= check(g.get("selected") == exp["selected"], f"{tag}: selected {g.get('selected')}, expected {exp['selected']}"
+                    f" (p {dict(g.get('probabilities') or [])} vs {exp['probabilities']})")
+        ok &= check(g.get("threshold") == exp["threshold"] and isinstance(g.get("threshold"), float),
+                    f"{tag}: threshold {g.get('threshold')!r}, expected {exp['threshold']!r}")
+        v = g.get("set_confidence")
+        tol = TOL * max(1, len(exp["probabilities"]))  # a product of n values each within TOL
+        ok &= check(isinstance(v, float) and abs(v - exp["set_confidence"]) <= tol,
+                    f"{tag}: set_confidence {v!r}, reference {exp['set_confidence']!r}")
+    if exp["type"] == "act":
+        for k in ("action", "answer", "refused", "max_error", "calibration"):
+            ok &= check(g.get(k) == exp.get(k), f"{tag}: {k} {g.get(k)!r}, expected {exp.get(k)!r}")
+        ge = g.get("expected_costs")
+        if check(isinstance(ge, Obj) and [k for k, _ in ge] == list(exp["expected_costs"]),
+                 f"{tag}: expected_costs keys {ge!r}, expected {list(exp['expected_costs'])}"):
+            for k, v in ge:
+                e = exp["expected_costs"][k]
+                # p within TOL moves E by at most TOL * sum |C|; round6 adds 1e-6
+                tol = TOL * max(1.0, abs(e)) * 10 + 1.1e-6
+                ok &= check(isinstance(v, float) and abs(v - e) <= tol, f"{tag}: expected_costs[{k}] = {v!r}, reference {e!r}")
     if "legend" in exp:
         gl = dict(got_l).get("legend")
         ok &= check(gl == legend_lit, f"{tag}: legend {gl!r}, expected the request's values {legend_lit!r}")
@@ -298,6 +326,99 @@ def compare_prepare(tag, ref, got):
                   f"{t}: letter ids {go['letter_ids']}, oracle {ro['letter_ids']}, spec {LETTER_IDS[:k]}")
 
 
+def variant(name, calibration):
+    """tiny-bias with another CALIBRATION.json (None: without one)."""
+    src = os.path.abspath(os.path.join(FIXTURES, "tiny-bias"))
+    dst = os.path.join(TMP, name)
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if f not in ("CALIBRATION.json",) and not f.startswith("."):
+            p = os.path.join(dst, f)
+            if not os.path.lexists(p):
+                os.symlink(os.path.join(src, f), p)
+    if calibration is not None:
+        with open(os.path.join(dst, "CALIBRATION.json"), "w") as f:
+            f.write(calibration)
+    return dst
+
+
+with open(os.path.join(ROOT, "tests/data/protocol-e2e-multi-act.jsonl"), encoding="utf-8") as f:
+    MULTI_ACT = [ln for ln in f.read().split("\n") if ln.strip()]
+
+
+def decide_raw(d, body):
+    return run([BASAL, "decide", "--model", d, "--request", "-"], body)
+
+
+def part_c():
+    """multi and act (03 §1-§2) against the reference."""
+    models = [os.path.join(FIXTURES, "tiny-bias"), os.path.join(FIXTURES, "tiny-nobias"),
+              variant("tiny-bias-act", '{"temperature_per_prim": {"noul": 0.7, "choice": 1.0, "score": 1.6}, '
+                      '"thresholds": {"0.05": {"confidence": 0.45}, "0.1": {"confidence": 0.3}, "1": {"confidence": 0.9}}}'),
+              variant("tiny-bias-nocal", None)]
+    seen = {"selected": set(), "action": set(), "refused": 0, "no_threshold": 0, "validated": 0, "refusal_422": 0}
+    results = {}
+    for d in models:
+        t0 = time.time()
+        name, label = model_name(d), os.path.basename(d)
+        bodies = [b.replace("@MODEL@", name) for b in MULTI_ACT]
+        try:
+            ref = protocol_ref.run(d, bodies, with_detail=True, with_forward=True)
+        except protocol_ref.RefError as e:
+            check(False, f"{label}: protocol_ref: {e}")
+            continue
+        st = Stats()
+        before = nfail
+        for i, (body, r) in enumerate(zip(bodies, ref)):
+            tag = f"{label} multi/act request {i}"
+            got = prepare(d, body)
+            if got is not None:
+                compare_prepare(tag, r, got)
+            exp = r["response"]
+            if "status" in exp:  # act refusal without a defer action (03 §2.5)
+                rc, out, err = decide_raw(d, body)
+                check(rc == 2 and literal(out) == literal(json.dumps(exp["body"])),
+                      f"{tag}: refusal exit {rc} body {out.strip()[:300]}, expected {json.dumps(exp['body'])}")
+                seen["refusal_422"] += 1
+                continue
+            out = decide(d, body)
+            if out is not None:
+                compare_response(tag, exp, out, body, st)
+            for a in exp["answers"].values():
+                if a["type"] == "multi":
+                    seen["selected"].add(len(a["selected"]))
+                elif a["type"] == "act":
+                    seen["action"].add(a["action"])
+                    seen["refused"] += "refused" in a
+                    seen["no_threshold"] += "max_error" in a
+                    seen["validated"] += a["calibration"] == "validated"
+        results[label] = ref
+        print(f"(c) {label}: {len(bodies)} multi/act requests, {st.answers} answers: max |Δp| {st.dp:.3g}, "
+              f"max |Δconfidence| {st.dc:.3g}{'' if nfail == before else ', FAILURES'} ({time.time() - t0:.1f} s)")
+    # the requests reach every branch of the rules (so the agreement is not vacuous)
+    check(len(seen["selected"]) >= 4, f"multi selections of only {sorted(seen['selected'])} labels")
+    check(seen["refused"] > 0 and seen["no_threshold"] > 0 and seen["validated"] > 0 and seen["refusal_422"] > 0,
+          f"act branches not all reached: {seen}")
+    # 03 §1.3: the card branch of request 0 is the spec's prompt (BOS <s>)
+    r0 = results.get("tiny-bias")
+    if r0:
+        card = [it for it in r0[0]["items"] if it["item"]["question"] == "tematy#1"]
+        check(card and sha(card[0]["orders"][0]["prompt"]) ==
+              "f0a8a710b2076bdec29f332ab23eeb86e1e007ab03f8a630ebaf31f64982738b"
+              and len(card[0]["orders"][0]["prompt"]) == 610 and len(card[0]["orders"][0]["prompt"].encode()) == 634,
+              "03 §1.3 multi prompt: reference SHA-256 / length differ from the spec")
+        got = prepare(os.path.join(FIXTURES, "tiny-bias"), MULTI_ACT[0].replace("@MODEL@", model_name(os.path.join(FIXTURES, "tiny-bias"))))
+        if got:
+            g = [it for it in got if it["item"]["question"] == "tematy#1"]
+            check(g and sha(g[0]["orders"][0]["prompt"]) == "f0a8a710b2076bdec29f332ab23eeb86e1e007ab03f8a630ebaf31f64982738b",
+                  "03 §1.3 multi prompt: basal prepare's SHA-256 differs from the spec")
+    # the calibration variant moves the answers (T and thresholds are used)
+    a, b = results.get("tiny-bias"), results.get("tiny-bias-act")
+    if a and b:
+        check(a[16]["response"]["answers"]["a"] != b[16]["response"]["answers"]["a"],
+              "tiny-bias-act: the other CALIBRATION.json did not change request 16's answer")
+
+
 def model_variant():
     """tiny-bias with its own CALIBRATION.json: choice T exactly 1.0 (no calibration),
     score T 2.5, noul missing (T 1); exercises 01 §8's T == 1 branch and other T."""
@@ -357,6 +478,19 @@ def sensitivity(results):
     ok2 = compare_answer("selftest", exp, json.loads(out2, object_pairs_hook=Obj), literal(out2), None, Stats())
     (npass, nfail), quiet = saved, False
     check(not ok and not ok2, "self-test: a 2e-5 change or another key must fail the comparison")
+    # multi / act: another selected set or action must fail
+    saved, quiet = (npass, nfail), True
+    em = {"type": "multi", "selected": ["a"], "probabilities": {"a": 0.6, "b": 0.4}, "threshold": 0.5, "set_confidence": 0.36}
+    om = json.dumps(dict(em, selected=["a", "b"]))
+    okm = compare_answer("selftest", em, json.loads(om, object_pairs_hook=Obj), literal(om), None, Stats())
+    ea = {"type": "act", "action": "x", "expected_costs": {"x": 1.0, "y": 2.0}, "answer": "a",
+          "probabilities": {"a": 0.6, "b": 0.4}, "confidence": 0.6, "calibration": "unvalidated"}
+    oa = json.dumps(dict(ea, action="y"))
+    oka = compare_answer("selftest", ea, json.loads(oa, object_pairs_hook=Obj), literal(oa), None, Stats())
+    oc = json.dumps(dict(ea, expected_costs={"x": 1.001, "y": 2.0}))
+    okc = compare_answer("selftest", ea, json.loads(oc, object_pairs_hook=Obj), literal(oc), None, Stats())
+    (npass, nfail), quiet = saved, False
+    check(not okm and not oka and not okc, "self-test: another selected set, action or expected cost must fail")
     # the models really differ (the agreement is not trivial)
     a, b = results.get("tiny-bias"), results.get("tiny-nobias")
     if a and b:
@@ -395,6 +529,7 @@ def main():
     models.append((model_variant(), {1, 2, 6, 7, 9}))
     results = part_b(models)
     sensitivity(results)
+    part_c()
     print(f"{npass} passed, {nfail} failed")
     return 0 if nfail == 0 else 1
 

@@ -59,7 +59,10 @@ static const char *BODY =
     "{\"model\":\"basal-tiny\",\"state\":\"Klient: od wczoraj nie mogę zalogować się do bankowości.\","
     "\"questions\":{\"d\":{\"type\":\"choice\",\"instructions\":\"Dział?\",\"criteria\":{\"cards\":\"Karty\","
     "\"online\":\"Bankowość\",\"loans\":\"Kredyty\"}},\"n\":{\"type\":\"noul\",\"instructions\":\"Czy pilne?\"},"
-    "\"s\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"średnia\",\"wysoka\"]}}}";
+    "\"s\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"średnia\",\"wysoka\"]},"
+    "\"m\":{\"type\":\"multi\",\"instructions\":\"Tematy?\",\"criteria\":[\"karta\",\"login\",\"karta\"],\"max\":1},"
+    "\"a\":{\"type\":\"act\",\"instructions\":\"Czy pilne?\",\"costs\":{\"go\":{\"true\":0,\"false\":9},"
+    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05}}}";
 
 /* One whole decision. Returns 0 with the answer in out, 1 with a JSON error
  * reply (its status in *status), or a negative code. */
@@ -79,6 +82,7 @@ static int decide(bs_basal_model *m, const bs_prefix_set *pinned, bs_buf *out, i
         bs_runner_init(&run, m, eo.tree_max_tokens, eo.forward_max_tokens, pinned, 1 << 20, NULL, 0);
         bs_plan *pp = &p;
         rc = bs_runner_run(&run, &pp, 1, &e);
+        if (rc == 0) rc = bs_plan_refusal(&p, m, &rep, &e) == 0 ? 0 : BS_EINTERNAL; /* this act has a defer action */
         if (rc == 0) rc = bs_plan_answer(&p, m, -1, out, &e);
         if (rc == 0 && out->oom) rc = BS_ENOMEM;
         bs_runner_free(&run);

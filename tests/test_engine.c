@@ -276,8 +276,18 @@ static const char *REQS[] = {
     "uszkodzone: pudełko było zgniecione, a ekran telefonu pęknięty. Proszę o wymianę albo zwrot pieniędzy.\","
     "\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":\"Czy to reklamacja?\"},"
     "\"b\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"wysoka\"]}}}",
+    /* multi (one item per label, sharing the state and instructions) and act (03 §1-§2) */
+    "{\"model\":\"basal-tiny\",\"state\":\"Klient: od wczoraj nie mogę zalogować się do bankowości.\","
+    "\"questions\":{\"m\":{\"type\":\"multi\",\"instructions\":\"Których tematów dotyczy?\",\"criteria\":"
+    "{\"login\":\"Logowanie\",\"card\":\"Karta\",\"loan\":null,\"other\":[\"inne\"]},\"max\":2},"
+    "\"a\":{\"type\":\"act\",\"instructions\":\"Czy pilne?\",\"costs\":{\"approve\":{\"true\":0,\"false\":9},"
+    "\"reject\":{\"true\":5,\"false\":0},\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05}}}",
+    "{\"model\":\"basal-tiny\",\"state\":\"The customer wants to cancel the subscription before renewal.\","
+    "\"questions\":{\"a\":{\"type\":\"act\",\"instructions\":\"Which team?\",\"criteria\":[\"billing\","
+    "\"retention\",\"support\"],\"costs\":{\"wrong\":3,\"defer\":1}},\"m\":{\"type\":\"multi\","
+    "\"criteria\":[\"billing\",\"retention\"],\"min\":1}}}",
 };
-enum { NREQ = 5 };
+enum { NREQ = 7 };
 
 static bs_job *make_job(const char *body, waiter *w) {
     bs_job *j = calloc(1, sizeof *j);
@@ -421,7 +431,7 @@ static void test_engine_invariance(bs_basal_model *m) {
     variants[8].name = "single batching without the pinned template prefixes";
     variants[8].o.batching = BS_BATCH_SINGLE;
     variants[8].o.no_prefix_cache = 1;
-    int all[NREQ * 2] = {0, 1, 2, 3, 4, 4, 3, 2, 1, 0};
+    int all[NREQ * 2] = {0, 1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1, 0};
     int64_t single_tokens = 0, single_forwards = -1;
     for (int v = 0; v < NV; v++) {
         char *got[NREQ * 2];

@@ -414,20 +414,163 @@ static void test_capability(void) {
     EXPECT(SO, fmt(ok, ",`evidence`:``"), 200, "");
     EXPECT(BA, fmt(ok, ",`evidence`:true"), 422,
            J("{`error`:`evidence is not available for this model (no evidence_head.pt)`}"));
-    EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`m`:{`type`:`multi`,`criteria`:[`a`]},`x`:{`type`:`act`}},"
-                 "`facts`:`auto`}"),
+    /* 02 §4.4: act with 1 or more than 10 options; multi with any number of labels passes */
+    EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`m`:{`type`:`multi`,`criteria`:[`a`]},`x`:{`type`:`act`,"
+                 "`criteria`:{`a`:null},`costs`:{`wrong`:1}},`y`:{`type`:`act`,`criteria`:[`1`,`2`,`3`,`4`,`5`,`6`,"
+                 "`7`,`8`,`9`,`10`,`11`],`costs`:{`wrong`:1}}},`facts`:`auto`}"),
            422,
-           J("{`error`:`unsupported`,`detail`:[{`type`:`unsupported_feature`,`loc`:[`body`,`questions`,`m`],`msg`:"
-             "`multi questions are not supported by this server yet`},{`type`:`unsupported_feature`,`loc`:[`body`,"
-             "`questions`,`x`],`msg`:`act questions are not supported by this server yet`},{`type`:"
-             "`unsupported_feature`,`loc`:[`body`,`facts`],`msg`:`facts \\`auto\\` is not available on this server "
-             "yet`}]}"));
-    EXPECT(BA, J("{`state`:`s`,`questions`:{`m`:{`type`:`multi`},`x`:{`type`:`act`}}}"), 422,
-           J("{`error`:`multi questions are not supported by this server yet; act questions are not supported by "
-             "this server yet`}"));
+           J("{`error`:`unsupported`,`detail`:[{`type`:`unsupported_single_option`,`loc`:[`body`,`questions`,`x`,"
+             "`criteria`],`msg`:`act with a single option/level is not supported yet: its expected behaviour is "
+             "unresolved`},{`type`:`unsupported_option_count`,`loc`:[`body`,`questions`,`y`,`criteria`],`msg`:`11 "
+             "options: the letter readout of the model reads 2..10; only choice questions take more (the grouped "
+             "11..255 strategy)`},{`type`:`unsupported_feature`,`loc`:[`body`,`facts`],`msg`:`facts \\`auto\\` is "
+             "not available on this server yet`}]}"));
+    EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`m`:{`type`:`multi`,`criteria`:[`a`,`b`,`c`,`d`,`e`,`f`,"
+                 "`g`,`h`,`i`,`j`,`k`,`l`]},`x`:{`type`:`act`,`criteria`:{`a`:null,`b`:null},`costs`:{`wrong`:1},"
+                 "`evidence`:1}}}"),
+           422,
+           J("{`error`:`unsupported`,`detail`:[{`type`:`unsupported_feature`,`loc`:[`body`,`questions`,`x`,"
+             "`evidence`],`msg`:`evidence is not available for this model (no evidence_head.pt)`}]}"));
     EXPECT(SO, J("{`model`:`m`,`state`:`s`,`questions`:{`q`:{`type`:`choice`,`criteria`:[`a`]},`r`:{`type`:`score`,"
                  "`levels`:[`x`]}},`facts`:`off`}"),
            200, "");
+}
+
+/* 03 §1.2 (multi) and §2.2–§2.5 (act): every validation error with its type,
+ * loc (type segment, label indices as strings) and message, no input; the
+ * /v1/basal forms (the msg only, and the 2..10 rule for act). */
+static void test_multi_act(void) {
+    const char *m = "{`type`:`multi`,`instructions`:`x`%s}";
+    /* criteria neither object, array nor null */
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:5,`threshold`:`x`")), 422,
+           J("{`detail`:[{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`multi`,`criteria`],`msg`:`multi "
+             "criteria must be an object or a list`}]}"));
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:`login`")), 422,
+           J("{`detail`:[{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`multi`,`criteria`],`msg`:`multi "
+             "criteria must be an object or a list`}]}"));
+    EXPECT(BA, body_q(fmt(m, ",`criteria`:true")), 422, J("{`error`:`multi criteria must be an object or a list`}"));
+    /* the first non-string label, its index as a string */
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:[`a`,1,null]")), 422,
+           J("{`detail`:[{`type`:`string_type`,`loc`:[`body`,`questions`,`q`,`multi`,`criteria`,`1`],`msg`:`labels "
+             "must be strings`}]}"));
+    EXPECT(BA, body_q(fmt(m, ",`criteria`:[{`a`:1}]")), 422, J("{`error`:`labels must be strings`}"));
+    /* no labels: absent, null, {}, [] */
+    static const char *const none[] = { "", ",`criteria`:null", ",`criteria`:{}", ",`criteria`:[]" };
+    for (int i = 0; i < 4; i++) {
+        EXPECT(SO, body_q(fmt(m, none[i])), 422,
+               J("{`detail`:[{`type`:`missing`,`loc`:[`body`,`questions`,`q`,`multi`,`criteria`],`msg`:`multi needs "
+                 "criteria`}]}"));
+        EXPECT(BA, body_q(fmt(m, none[i])), 422, J("{`error`:`multi needs criteria`}"));
+    }
+    /* threshold, then max, then min; null is absent; only the first failure */
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:[`a`],`threshold`:`0.5`,`max`:true,`min`:[]")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`multi`,`threshold`],`msg`:`threshold "
+             "must be a number`}]}"));
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:[`a`],`threshold`:null,`max`:true,`min`:[]")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`multi`,`max`],`msg`:`max must be a "
+             "number`}]}"));
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:{`a`:null},`threshold`:0.7,`max`:2,`min`:{}")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`multi`,`min`],`msg`:`min must be a "
+             "number`}]}"));
+    EXPECT(BA, body_q(fmt(m, ",`criteria`:[`a`],`max`:`2`")), 422, J("{`error`:`max must be a number`}"));
+    EXPECT(SO, body_q(fmt(m, ",`criteria`:[`a`,`a`],`threshold`:0,`max`:-1.5,`min`:1e3,`option_keys`:`hide`")), 200,
+           "");
+    /* the question's own errors first (Q5), then the multi rule */
+    EXPECT(SO, body_q("{`type`:`multi`,`instructions`:5,`criteria`:[]}"), 422,
+           J("{`detail`:[{`type`:`string_type`,`loc`:[`body`,`questions`,`q`,`multi`,`instructions`,`str`],`msg`:`"
+             "Input should be a valid string`,`input`:5},{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`multi`,"
+             "`instructions`,`dict[any,any]`],`msg`:`Input should be a valid dictionary`,`input`:5},{`type`:"
+             "`list_type`,`loc`:[`body`,`questions`,`q`,`multi`,`instructions`,`list[any]`],`msg`:`Input should be a "
+             "valid list`,`input`:5},{`type`:`missing`,`loc`:[`body`,`questions`,`q`,`multi`,`criteria`],`msg`:`multi "
+             "needs criteria`}]}"));
+
+    const char *a = "{`type`:`act`,`instructions`:`Czy zwrot?`%s}";
+    /* base: an unknown string; a non-string base counts as absent (choice) */
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:{`a`:`A`,`b`:`B`},`base`:`may\\`be`,`costs`:5")), 422,
+           J("{`detail`:[{`type`:`literal_error`,`loc`:[`body`,`questions`,`q`,`act`,`base`],`msg`:`unsupported act "
+             "base \\`may\\\\\\`be\\``}]}"));
+    EXPECT(BA, body_q(fmt(a, ",`criteria`:[`a`,`b`],`base`:`noulx`,`costs`:{`wrong`:1}")), 422,
+           J("{`error`:`unsupported act base \\`noulx\\``}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:[`a`,`b`],`base`:7,`costs`:{`wrong`:1}")), 200, "");
+    /* choice base: C1 (criteria absent with a base), C2, C3, C4, C5, C6 */
+    EXPECT(SO, body_q(fmt(a, ",`base`:`choice`,`costs`:{`wrong`:1}")), 422,
+           J("{`detail`:[{`type`:`missing`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`],`msg`:`Field required`,"
+             "`input`:{`type`:`act`,`instructions`:`Czy zwrot?`,`base`:`choice`,`costs`:{`wrong`:1}}}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:{`a`:1,`b`:`B`},`costs`:{`wrong`:1}")), 422,
+           J("{`detail`:[{`type`:`string_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`,`a`,`str`],`msg`:`Input "
+             "should be a valid string`,`input`:1},{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`,"
+             "`a`,`dict[any,any]`],`msg`:`Input should be a valid dictionary`,`input`:1},{`type`:`list_type`,`loc`:["
+             "`body`,`questions`,`q`,`act`,`criteria`,`a`,`list[any]`],`msg`:`Input should be a valid list`,`input`:1}"
+             "]}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:[`a`,2],`costs`:{`wrong`:1}")), 422,
+           J("{`detail`:[{`type`:`string_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`,1],`msg`:`Input should "
+             "be a valid string`,`input`:2}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:`a`,`costs`:{`wrong`:1}")), 422,
+           J("{`detail`:[{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`],`msg`:`Input should be "
+             "a valid dictionary`,`input`:`a`}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:[],`costs`:{`wrong`:1}")), 400,
+           J("{`detail`:`Choice question must have at least one choice: q`}"));
+    EXPECT(BA, body_q(fmt(a, ",`criteria`:[],`costs`:{`wrong`:1}")), 422,
+           J("{`error`:`Choice question must have at least one choice: q`}"));
+    /* noul base: empty object, base noul with a dropped non-object, N2 */
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:{},`costs`:{`wrong`:1}")), 200, "");
+    EXPECT(SO, body_q("{`type`:`act`,`base`:`noul`,`criteria`:5,`costs`:{`wrong`:1}}"), 200, "");
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:{`true`:5},`costs`:{`wrong`:1}")), 422,
+           J("{`detail`:[{`type`:`string_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`,`true`,`str`],`msg`:`"
+             "Input should be a valid string`,`input`:5},{`type`:`dict_type`,`loc`:[`body`,`questions`,`q`,`act`,"
+             "`criteria`,`true`,`dict[any,any]`],`msg`:`Input should be a valid dictionary`,`input`:5},{`type`:"
+             "`list_type`,`loc`:[`body`,`questions`,`q`,`act`,`criteria`,`true`,`list[any]`],`msg`:`Input should be a "
+             "valid list`,`input`:5}]}"));
+    /* costs: absent, not an object, empty */
+    static const char *const nocost[] = { "", ",`costs`:[1]", ",`costs`:{}", ",`costs`:null" };
+    for (int i = 0; i < 4; i++) {
+        EXPECT(SO, body_q(fmt(a, nocost[i])), 422,
+               J("{`detail`:[{`type`:`missing`,`loc`:[`body`,`questions`,`q`,`act`,`costs`],`msg`:`act needs "
+                 "costs`}]}"));
+        EXPECT(BA, body_q(fmt(a, nocost[i])), 422, J("{`error`:`act needs costs`}"));
+    }
+    /* short form: wrong (also when absent), then defer */
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`defer`:1}")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`wrong`],`msg`:`cost must "
+             "be a number`}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`wrong`:`9`,`defer`:`x`}")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`wrong`],`msg`:`cost must "
+             "be a number`}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`wrong`:9,`defer`:null}")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`defer`],`msg`:`cost must "
+             "be a number`}]}"));
+    /* full form: a row without exactly the outcomes (wrong as an object is a row) */
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`wrong`:{`true`:1}}")), 422,
+           J("{`detail`:[{`type`:`value_error`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`wrong`],`msg`:`costs["
+             "\\`wrong\\`] must give a cost for every outcome [\\`true\\`, \\`false\\`]`}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`criteria`:[`x`,`y\\`z`,`w`],`costs`:{`ok`:{`x`:1,`y\\`z`:2,`w`:3},`bad`:5}")), 422,
+           J("{`detail`:[{`type`:`value_error`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`bad`],`msg`:`costs["
+             "\\`bad\\`] must give a cost for every outcome [\\`x\\`, \\`y\\\\\\`z\\`, \\`w\\`]`}]}"));
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`go`:{`true`:1,`false`:2,`x`:3}}")), 422,
+           J("{`detail`:[{`type`:`value_error`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`go`],`msg`:`costs["
+             "\\`go\\`] must give a cost for every outcome [\\`true\\`, \\`false\\`]`}]}"));
+    EXPECT(BA, body_q(fmt(a, ",`costs`:{`go`:{`false`:1,`maybe`:2}}")), 422,
+           J("{`error`:`costs[\\`go\\`] must give a cost for every outcome [\\`true\\`, \\`false\\`]`}"));
+    /* a cost that is not a number: loc [costs, action, outcome], outcomes in key order */
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`go`:{`false`:`1`,`true`:null}}")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`act`,`costs`,`go`,`true`],`msg`:`cost "
+             "must be a number`}]}"));
+    /* max_error */
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`wrong`:1},`max_error`:`0.01`")), 422,
+           J("{`detail`:[{`type`:`float_type`,`loc`:[`body`,`questions`,`q`,`act`,`max_error`],`msg`:`max_error must "
+             "be a number`}]}"));
+    EXPECT(BA, body_q(fmt(a, ",`costs`:{`wrong`:1},`max_error`:[]")), 422, J("{`error`:`max_error must be a number`}"));
+    EXPECT(SO, body_q(fmt(a, ",`costs`:{`wrong`:1},`max_error`:null,`defer_action`:5,`actions`:7")), 200, "");
+    /* /v1/basal: the 2..10 rule instead of the capability errors; null instructions are fine */
+    EXPECT(BA, body_q("{`type`:`act`,`criteria`:[`a`],`costs`:{`wrong`:1}}"), 422,
+           J("{`error`:`question \\`q\\`: 1 options (supported: 2..10)`}"));
+    EXPECT(BA, body_q("{`type`:`act`,`criteria`:[`1`,`2`,`3`,`4`,`5`,`6`,`7`,`8`,`9`,`10`,`11`],`costs`:{`wrong`:1}}"),
+           422, J("{`error`:`question \\`q\\`: 11 options (supported: 2..10)`}"));
+    EXPECT(BA, body_q("{`type`:`act`,`instructions`:null,`costs`:{`wrong`:1}}"), 200, "");
+    EXPECT(BA, body_q("{`type`:`multi`,`criteria`:[`a`]}"), 200, "");
+    /* T11 comes before the question's own errors */
+    EXPECT(BA, body_q("{`type`:`multi`,`evidence`:`yes`,`criteria`:5}"), 422,
+           J("{`error`:`evidence is not supported for multi; multi criteria must be an object or a list`}"));
 }
 
 /* 02 §5: the /v1/basal forms. */
@@ -655,6 +798,7 @@ int main(int argc, char **argv) {
     test_validation_vectors();
     test_validation_rules();
     test_capability();
+    test_multi_act();
     test_basal();
     test_option_texts();
     for (size_t i = 0; i < npool; i++) free(pool[i]);

@@ -18,9 +18,13 @@ decision math runs in float64 exactly as 01 §6-§9 describe.
              "logits" and "q", and per item "p_avg", "p_cal", "T"
   --no-forward  prompts and ids only (no torch; "response" is null)
 
-Scope: choice (1-10 options), noul, score; facts absent/null/"off". Anything
-else (multi, act, facts "auto", 11-255 options, invalid requests) is refused
-with an error: this is a reference for valid requests, not a validator.
+Scope: choice (1-10 options), noul, score, and the basal-1.5 extensions multi
+and act (spec 03 §1-§2: one yes/no readout per multi label, items named
+"<question>#<k>"; act costs, defer and max_error with the model's certified
+thresholds; an act refusal without a defer action gives the 422 body as
+{"status": 422, "body": ...}); facts absent/null/"off". Anything else (facts
+"auto", 11-255 options, invalid requests) is refused with an error: this is a
+reference for valid requests, not a validator.
 Run with /usr/bin/python3 (python3-torch, numpy).
 """
 import argparse
@@ -102,12 +106,22 @@ class ModelDir:
                 or pt["prepend_scheme"] not in METASPACE_SCHEMES or pt["split"] is not False):
             raise RefError(f"{path}: tokenizer.json pre_tokenizer {pt!r} is not a Basal one")
         self.temps = {}
+        self.thresholds = {}
         cal = os.path.join(path, "CALIBRATION.json")
         if os.path.exists(cal):
             with open(cal, encoding="utf-8") as f:
-                tp = json.load(f).get("temperature_per_prim")
+                cj = json.load(f)
+            tp = cj.get("temperature_per_prim")
             if isinstance(tp, dict):
                 self.temps = {k: float(v) for k, v in tp.items()}
+            th = cj.get("thresholds")
+            if isinstance(th, dict):
+                # 01 §1.5: thresholds[str(max_error)].confidence
+                self.thresholds = {k: float(v["confidence"]) for k, v in th.items()
+                                   if isinstance(v, dict) and isinstance(v.get("confidence"), (int, float))
+                                   and not isinstance(v.get("confidence"), bool)}
+        # 03 §2.5: "calibrated" = temperature_per_prim non-empty
+        self.calibrated = bool(self.temps)
 
 
 # ---------------------------------------------------------------- questions and prompts
@@ -124,10 +138,134 @@ def named_options(crit, hide):
     return list(crit.keys()), shown
 
 
+def choice_options(qid, crit, hide):
+    """01 §2.8 choice: an object, or a list of key strings (duplicates collapse)."""
+    if isinstance(crit, list):
+        d = {}
+        for s in crit:
+            if not isinstance(s, str):
+                raise RefError(f"question {qid}: non-string list criterion")
+            d.setdefault(s, None)  # duplicates collapse, first position kept
+        crit = d
+    if not isinstance(crit, dict) or not crit:
+        raise RefError(f"question {qid}: choice criteria")
+    return named_options(crit, hide)
+
+
+def noul_options(qid, crit, lang):
+    if crit is None:
+        crit = {}
+    if not isinstance(crit, dict):
+        raise RefError(f"question {qid}: noul criteria")
+    yes, no = YESNO[lang]
+    return ["true", "false"], [yes if crit.get("true") is None else text(crit["true"]),
+                               no if crit.get("false") is None else text(crit["false"])]
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def multi_question(lang, instructions, label):
+    """03 §1.3: the question text of a label's yes/no branch."""
+    if lang == "pl":
+        return instructions + "\nCzy dotyczy: \u201e" + label + "\u201d?"
+    return instructions + '\nDoes this apply: "' + label + '"?'
+
+
+def build_multi(qid, q, lang, qtext):
+    """03 §1: one yes/no readout per label, the default yes/no options."""
+    crit = q.get("criteria")
+    if isinstance(crit, list):
+        d = {}
+        for s in crit:
+            if not isinstance(s, str):
+                raise RefError(f"question {qid}: multi labels must be strings")
+            d.setdefault(s, None)
+        crit = d
+    if not isinstance(crit, dict) or not crit:
+        raise RefError(f"question {qid}: multi criteria")
+    rule = {}
+    for f in ("threshold", "max", "min"):
+        v = q.get(f)
+        if v is not None and not is_number(v):
+            raise RefError(f"question {qid}: {f} must be a number")
+        rule[f] = v
+    yes, no = YESNO[lang]
+    branches = []
+    for k, (key, desc) in enumerate(crit.items()):
+        label = key if desc is None else text(desc)
+        branches.append({"question": f"{qid}#{k}", "type": "multi", "lang": lang, "keys": ["true", "false"],
+                         "options": [yes, no], "qtext": multi_question(lang, qtext, label), "tkey": "noul"})
+    return {"labels": list(crit.keys()),
+            "threshold": 0.5 if rule["threshold"] is None else float(rule["threshold"]),
+            # "truncated toward zero to integers"
+            "max": None if rule["max"] is None else int(rule["max"]),
+            "min": None if rule["min"] is None else int(rule["min"])}, branches
+
+
+def py_str_number(v):
+    """03 §2.5 rule 1: Python str() of the JSON number (json.loads gives int or float)."""
+    return str(v)
+
+
+def build_act(qid, q, lang, hide):
+    """03 §2.2-§2.3: (base, keys, options, spec)."""
+    crit, base = q.get("criteria"), q.get("base")
+    yes_no = ((isinstance(crit, dict) and all(k in ("true", "false") for k in crit)) or base == "noul"
+              or (crit is None and "base" not in q))
+    if yes_no:
+        bt = "noul"
+        keys, opts = noul_options(qid, crit if isinstance(crit, dict) else None, lang)
+    else:
+        if not isinstance(base, str):
+            base = None
+        if base not in (None, "choice", "score"):
+            raise RefError(f"question {qid}: act base {base!r}")
+        bt = base or "choice"
+        keys, opts = choice_options(qid, crit, hide)
+    if not 2 <= len(keys) <= 10:
+        raise RefError(f"question {qid}: act with {len(keys)} options")
+    costs = q.get("costs")
+    if not isinstance(costs, dict) or not costs:
+        raise RefError(f"question {qid}: act needs costs")
+    rows, defer = [], None
+    if all(k in ("wrong", "defer") for k in costs) and not isinstance(costs.get("wrong"), dict):
+        w = costs.get("wrong")
+        if not is_number(w):
+            raise RefError(f"question {qid}: wrong")
+        rows = [(y, [0.0 if z == y else float(w) for z in keys]) for y in keys]
+        if "defer" in costs:
+            if not is_number(costs["defer"]):
+                raise RefError(f"question {qid}: defer")
+            rows.append(("defer", [float(costs["defer"])] * len(keys)))
+            defer = "defer"
+    else:
+        for a, row in costs.items():
+            if not isinstance(row, dict) or set(row) != set(keys):
+                raise RefError(f"question {qid}: costs row {a!r}")
+            if not all(is_number(row[z]) for z in keys):
+                raise RefError(f"question {qid}: cost of {a!r}")
+            rows.append((a, [float(row[z]) for z in keys]))
+        da = q.get("defer_action")
+        if isinstance(da, str) and da:
+            defer = da
+        else:
+            names = [a for a, _ in rows]
+            defer = next((d for d in ("defer", "human") if d in names), None)
+    me = q.get("max_error")
+    if me is not None and not is_number(me):
+        raise RefError(f"question {qid}: max_error")
+    return bt, keys, opts, {"rows": rows, "defer": defer, "max_error": None if me is None else py_str_number(me),
+                            "base": bt, "hide": hide}
+
+
 def build_question(qid, q, state_text):
     t = q.get("type")
-    if t not in ("choice", "noul", "score"):
+    if t not in ("choice", "noul", "score", "multi", "act"):
         raise RefError(f"question {qid}: type {t!r} is outside this reference")
+    if q.get("evidence") not in (None, False, 0, "", [], {}):
+        raise RefError(f"question {qid}: evidence is outside this reference")
     instr = q.get("instructions")
     qtext = "" if instr is None else text(instr)
     lang = "pl" if any(c in DIACRITICS for c in state_text + qtext) else "en"
@@ -136,28 +274,18 @@ def build_question(qid, q, state_text):
         raise RefError(f"question {qid}: option_keys {ok!r}")
     hide = ok == "hide"
     legend = None
+    if t == "multi":
+        spec, branches = build_multi(qid, q, lang, qtext)
+        return {"question": qid, "type": t, "lang": lang, "keys": ["true", "false"], "options": branches[0]["options"],
+                "qtext": qtext, "legend": None, "multi": spec, "branches": branches}
+    if t == "act":
+        bt, keys, opts, spec = build_act(qid, q, lang, hide)
+        return {"question": qid, "type": t, "lang": lang, "keys": keys, "options": opts, "qtext": qtext,
+                "legend": None, "act": spec, "tkey": bt}
     if t == "choice":
-        crit = q.get("criteria")
-        if isinstance(crit, list):
-            d = {}
-            for s in crit:
-                if not isinstance(s, str):
-                    raise RefError(f"question {qid}: non-string list criterion")
-                d.setdefault(s, None)  # duplicates collapse, first position kept
-            crit = d
-        if not isinstance(crit, dict) or not crit:
-            raise RefError(f"question {qid}: choice criteria")
-        keys, opts = named_options(crit, hide)
+        keys, opts = choice_options(qid, q.get("criteria"), hide)
     elif t == "noul":
-        crit = q.get("criteria")
-        if crit is None:
-            crit = {}
-        if not isinstance(crit, dict):
-            raise RefError(f"question {qid}: noul criteria")
-        yes, no = YESNO[lang]
-        keys = ["true", "false"]
-        opts = [yes if crit.get("true") is None else text(crit["true"]),
-                no if crit.get("false") is None else text(crit["false"])]
+        keys, opts = noul_options(qid, q.get("criteria"), lang)
     else:
         f = q.get("criteria")
         if f is None:
@@ -175,6 +303,13 @@ def build_question(qid, q, state_text):
         raise RefError(f"question {qid}: {len(keys)} options are outside this reference")
     return {"question": qid, "type": t, "lang": lang, "keys": keys, "options": opts,
             "qtext": qtext, "legend": legend}
+
+
+def readouts(it):
+    """The letter readouts of a question: its multi branches, or itself (2..10 options)."""
+    if "branches" in it:
+        return it["branches"]
+    return [it] if "orders" in it else []
 
 
 def render_prompt(bos, lang, state_text, qtext, options, perm):
@@ -202,11 +337,12 @@ def plan_request(md, body_text):
     questions = []
     for qid, q in req["questions"].items():
         it = build_question(qid, q, state_text)
-        k = len(it["keys"])
-        if k >= 2:
-            perms = [list(range(k)), list(range(k - 1, -1, -1))]
-            it["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, it["lang"], state_text, it["qtext"],
-                                                                 it["options"], p)} for p in perms]
+        for ro in it.get("branches", [it]):
+            k = len(ro["keys"])
+            if k >= 2:
+                perms = [list(range(k)), list(range(k - 1, -1, -1))]
+                ro["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, ro["lang"], state_text, ro["qtext"],
+                                                                     ro["options"], p)} for p in perms]
         questions.append(it)
     return questions
 
@@ -228,14 +364,15 @@ def tokenize_plans(md, plans):
     texts = []
     for qs in plans:
         for it in qs:
-            for o in it.get("orders", []):
-                texts.append(o["prompt"])
+            for ro in readouts(it):
+                for o in ro["orders"]:
+                    texts.append(o["prompt"])
     # 01 §5: letter ids from the first prompt with k options (plan order), P + L per letter
     first = {}
     for qs in plans:
         for it in qs:
-            if "orders" in it:
-                first.setdefault(len(it["keys"]), it["orders"][0]["prompt"])
+            for ro in readouts(it):
+                first.setdefault(len(ro["keys"]), ro["orders"][0]["prompt"])
     probe = []
     for k, p in sorted(first.items()):
         probe += [p] + [p + L for L in LETTERS[:k]]
@@ -259,10 +396,11 @@ def tokenize_plans(md, plans):
     i = 0
     for qs in plans:
         for it in qs:
-            for o in it.get("orders", []):
-                o["input_ids"] = ids[i]
-                o["letter_ids"] = letters[len(it["keys"])]
-                i += 1
+            for ro in readouts(it):
+                for o in ro["orders"]:
+                    o["input_ids"] = ids[i]
+                    o["letter_ids"] = letters[len(ro["keys"])]
+                    i += 1
 
 
 # ---------------------------------------------------------------- decision math (float64)
@@ -322,7 +460,7 @@ def decide_item(it, temps):
         for j in range(k):
             acc[j] += canon[j]
     p_avg = [a / len(it["orders"]) for a in acc]
-    T = temps.get(it["type"], 1.0)
+    T = temps.get(it.get("tkey", it["type"]), 1.0)  # multi branch: noul; act: its base (01 §8)
     p_cal = p_avg if T == 1.0 else softmax([math.log(max(v, 1e-12)) / T for v in p_avg])
     it["p_avg"], it["p_cal"], it["T"] = p_avg, p_cal, T
     return p_cal
@@ -352,33 +490,112 @@ def forward(md, plans):
         m = torch_ref.Llama(md.path)
         for qs in plans:
             for it in qs:
-                for o in it.get("orders", []):
-                    lg = m.logits_last(o["input_ids"], o["letter_ids"]).numpy().astype(np.float32)
-                    o["logits"] = [float(v) for v in lg]
+                for ro in readouts(it):
+                    for o in ro["orders"]:
+                        lg = m.logits_last(o["input_ids"], o["letter_ids"]).numpy().astype(np.float32)
+                        o["logits"] = [float(v) for v in lg]
+
+
+def round6(x):
+    """round(x * 1e6) / 1e6 with halves away from zero (C round, not Python's)."""
+    y = x * 1e6
+    a = abs(y)
+    f = math.floor(a)
+    r = f + 1.0 if a - f >= 0.5 else f
+    return math.copysign(r, y) / 1e6
+
+
+def multi_answer(it, p_yes):
+    """03 §1.4."""
+    spec = it["multi"]
+    n = len(p_yes)
+    order = sorted(range(n), key=lambda i: -p_yes[i])  # Python's sort is stable
+    sel = [i for i in order if p_yes[i] >= spec["threshold"]]
+    if spec["max"] is not None:
+        sel = sel[:max(0, spec["max"])]
+    if spec["min"] is not None and len(sel) < spec["min"]:
+        sel = order[:max(0, spec["min"])]
+    c = 1.0
+    for i in range(n):
+        c *= p_yes[i] if i in sel else 1.0 - p_yes[i]
+    return {"type": "multi", "selected": [spec["labels"][i] for i in sel],
+            "probabilities": {k: v for k, v in zip(spec["labels"], p_yes)},
+            "threshold": spec["threshold"], "set_confidence": c}
+
+
+class Refusal(Exception):
+    pass
+
+
+def act_answer(md, it, p):
+    """03 §2.4-§2.6; raises Refusal when max_error refuses without a defer action."""
+    spec, keys = it["act"], it["keys"]
+    exp = []
+    for _, row in spec["rows"]:
+        e = 0.0
+        for z in range(len(keys)):
+            e += p[z] * row[z]
+        exp.append(e)
+    best = 0
+    for i in range(1, len(exp)):
+        if exp[i] < exp[best]:
+            best = i
+    conf = max(p)
+    ans = {"type": "act", "action": spec["rows"][best][0],
+           "expected_costs": {},
+           "answer": keys[argmax(p)], "probabilities": {k: v for k, v in zip(keys, p)}, "confidence": conf}
+    for (a, _), e in zip(spec["rows"], exp):
+        ans["expected_costs"][a] = round6(e)  # dict: a repeated name keeps its first place, last value
+    if spec["max_error"] is not None:
+        thr = md.thresholds.get(spec["max_error"])
+        if thr is None:
+            ans["max_error"] = "no certified threshold for this target"
+        elif conf < thr and ans["action"] != spec["defer"]:
+            if spec["defer"] is None:
+                raise Refusal(it["question"])
+            ans["refused"] = ans["action"]
+            ans["action"] = spec["defer"]
+    ans["calibration"] = "validated" if md.calibrated and (spec["base"] == "noul" or spec["hide"]) else "unvalidated"
+    return ans
 
 
 def respond(md, qs):
     answers, tokens, branches = {}, 0, 0
     for it in qs:
-        if "orders" in it:
-            p = decide_item(it, md.temps)
-            tokens += sum(len(o["input_ids"]) for o in it["orders"])
+        ros = readouts(it)
+        ps = []
+        for ro in ros:
+            ps.append(decide_item(ro, md.temps))
+            tokens += sum(len(o["input_ids"]) for o in ro["orders"])
             branches += 1
-        else:
-            p = [1.0]  # single option: answered without the model (02 §4.6)
+        if "multi" in it:
+            answers[it["question"]] = multi_answer(it, [p[0] for p in ps])
+            continue
+        p = ps[0] if ps else [1.0]  # single option: answered without the model (02 §4.6)
+        if "act" in it:
+            try:
+                answers[it["question"]] = act_answer(md, it, p)
+            except Refusal as r:
+                return {"status": 422, "body": {"detail": [{"type": "value_error", "loc": ["body", "questions", str(r)],
+                        "msg": 'max_error needs a defer action ("defer"/"human" or defer_action)'}]}}
+            continue
         answers[it["question"]] = answer(it, p)
     return {"model": md.name, "answers": answers,
             "usage": {"input_tokens": tokens, "output_tokens": 0, "questions": len(qs), "branches": branches}}
 
 
-def detail(it):
-    out = {"item": {k: it[k] for k in ("question", "type", "lang", "keys", "options")}}
-    if "orders" in it:
-        out["orders"] = [{k: o[k] for k in ("perm", "prompt", "input_ids", "letter_ids", "logits", "q") if k in o}
-                         for o in it["orders"]]
-        for k in ("p_avg", "p_cal", "T"):
-            if k in it:
-                out[k] = it[k]
+def detail_items(it):
+    """One prepare-like element per readout (a multi question gives one per label)."""
+    out = []
+    for ro in readouts(it) or [it]:
+        d = {"item": {k: ro[k] for k in ("question", "type", "lang", "keys", "options")}}
+        if "orders" in ro:
+            d["orders"] = [{k: o[k] for k in ("perm", "prompt", "input_ids", "letter_ids", "logits", "q") if k in o}
+                           for o in ro["orders"]]
+            for k in ("p_avg", "p_cal", "T"):
+                if k in ro:
+                    d[k] = ro[k]
+        out.append(d)
     return out
 
 
@@ -391,7 +608,7 @@ def run(model_dir, bodies, with_detail=False, with_forward=True):
     res = []
     for qs in plans:
         r = respond(md, qs) if with_forward else None
-        res.append({"response": r, "items": [detail(it) for it in qs]} if with_detail else r)
+        res.append({"response": r, "items": [d for it in qs for d in detail_items(it)]} if with_detail else r)
     return res
 
 

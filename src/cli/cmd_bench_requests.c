@@ -107,7 +107,11 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
         int64_t f0 = run->forward_tokens;
         rc = bs_runner_run(run, &pp, 1, e);
         answer->len = 0;
-        if (rc == 0) rc = bs_plan_answer(&plan, m, -1, answer, e);
+        /* an act refusal (03 §2.5) is that request's answer: its 422 body */
+        int rf = rc == 0 ? bs_plan_refusal(&plan, m, &rep, e) : 0;
+        if (rf < 0) rc = rf;
+        else if (rf > 0) bs_buf_put(answer, rep.body.data, rep.body.len);
+        else if (rc == 0) rc = bs_plan_answer(&plan, m, -1, answer, e);
         *usage = plan.usage;
         usage->computed_tokens = run->forward_tokens - f0;
     }

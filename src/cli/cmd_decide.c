@@ -132,6 +132,19 @@ int cmd_decide(int argc, char **argv) {
     int frc = bs_runner_run(&run, &pp, 1, &e);
     bs_runner_free(&run);
     bs_prefix_set_free(&pinned);
+    if (frc >= 0) { /* 03 §2.5: an act refusal without a defer action is the request's error body */
+        bs_reply refusal;
+        bs_reply_init(&refusal);
+        int rf = bs_plan_refusal(&plan, &m, &refusal, &e);
+        if (rf > 0) {
+            fwrite(refusal.body.data, 1, refusal.body.len, stdout);
+            fputc('\n', stdout);
+            status = 2;
+        }
+        bs_reply_free(&refusal);
+        if (rf > 0) goto done;
+        if (rf < 0) frc = rf;
+    }
     if (frc < 0 || bs_plan_answer(&plan, &m, -1, &out, &e) < 0) {
         fprintf(stderr, "basal decide: %s\n", e.msg);
         goto done;
@@ -172,7 +185,17 @@ static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
 static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, bs_err *e) {
     const bs_question *q = &r->questions[it->question];
     bs_buf_puts(b, "{\"item\":{\"question\":");
-    bs_resp_string(b, q->id.s, q->id.len);
+    if (q->multi) { /* a multi branch is the item "<question>#<label index>" (04 §3 P2) */
+        bs_buf qn;
+        bs_buf_init(&qn);
+        bs_buf_put(&qn, q->id.s, q->id.len);
+        bs_buf_printf(&qn, "#%zu", it->branch);
+        bs_resp_string(b, qn.data ? qn.data : "", qn.len);
+        if (qn.oom) b->oom = 1;
+        bs_buf_free(&qn);
+    } else {
+        bs_resp_string(b, q->id.s, q->id.len);
+    }
     bs_buf_printf(b, ",\"type\":\"%s\",\"lang\":\"%s\",\"keys\":", bs_qtype_name(q->type), bs_lang_name(q->lang));
     put_texts(b, q->keys, q->n_options);
     bs_buf_puts(b, ",\"options\":");

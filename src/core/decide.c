@@ -151,3 +151,69 @@ double bs_score_confidence(const double *p, int k) {
 }
 
 double bs_max_p(const double *p, int k) { return p[bs_argmax(p, k)]; }
+
+/* ---- multi and act (03 §1.4, §2.4–§2.5) ---- */
+
+typedef struct { double p; size_t i; } ranked;
+
+/* P descending, then label order: qsort becomes the stable sort of 03 §1.4. */
+static int ranked_cmp(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+double bs_multi_select(const double *p, size_t n, double threshold, int has_max, long long max, int has_min,
+                       long long min, size_t *order, size_t *sel, size_t *n_sel, unsigned char *mark, int *rc) {
+    *rc = 0;
+    *n_sel = 0;
+    ranked *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r) {
+        *rc = BS_ENOMEM;
+        return 0.0;
+    }
+    for (size_t i = 0; i < n; i++) r[i] = (ranked){p[i], i};
+    qsort(r, n, sizeof *r, ranked_cmp);
+    for (size_t i = 0; i < n; i++) order[i] = r[i].i;
+    free(r);
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[order[i]] >= threshold) sel[ns++] = order[i];
+    if (has_max) {
+        size_t keep = max <= 0 ? 0 : (unsigned long long)max < ns ? (size_t)max : ns;
+        ns = keep;
+    }
+    if (has_min && (long long)ns < min) {
+        size_t take = min <= 0 ? 0 : (unsigned long long)min < n ? (size_t)min : n;
+        for (size_t i = 0; i < take; i++) sel[i] = order[i];
+        ns = take;
+    }
+    memset(mark, 0, n);
+    for (size_t i = 0; i < ns; i++) mark[sel[i]] = 1;
+    double c = 1.0;
+    for (size_t i = 0; i < n; i++) c *= mark[i] ? p[i] : 1.0 - p[i];
+    *n_sel = ns;
+    return c;
+}
+
+size_t bs_act_expected(const double *costs, size_t n_actions, const double *p, size_t k, double *expected) {
+    size_t best = 0;
+    for (size_t a = 0; a < n_actions; a++) {
+        double s = 0.0;
+        for (size_t z = 0; z < k; z++) s += p[z] * costs[a * k + z];
+        expected[a] = s;
+        if (s < expected[best]) best = a;
+    }
+    return best;
+}
+
+double bs_round6(double x) { return round(x * 1e6) / 1e6; }
+
+int bs_calibration_threshold(const bs_calibration *c, const char *key, double *confidence) {
+    for (int i = 0; i < c->n_thresholds; i++)
+        if (!strcmp(c->thresholds[i].key, key)) {
+            *confidence = c->thresholds[i].confidence;
+            return 1;
+        }
+    return 0;
+}

@@ -4,6 +4,7 @@
 #ifndef BS_DECIDE_H
 #define BS_DECIDE_H
 
+#include <stddef.h>
 #include "basal.h"
 
 typedef enum { BS_TYPE_CHOICE = 0, BS_TYPE_NOUL, BS_TYPE_SCORE, BS_TYPE_MULTI, BS_TYPE_ACT, BS_N_TYPES } bs_type_key;
@@ -41,5 +42,23 @@ double bs_choice_confidence(const double *p, int k);   /* (p[m] - 1/k) / (1 - 1/
 double bs_score_value(const double *p, int k);         /* sum i * p[i] */
 double bs_score_confidence(const double *p, int k);    /* max(0, 1 - D/U) */
 double bs_max_p(const double *p, int k);               /* /v1/basal confidence */
+
+/* multi (03 §1.4): order = label indices by P descending, stable (n entries);
+ * sel[0..*n_sel) = the selected labels in that order (threshold, then the
+ * first max(0, max) when has_max, then the first max(0, min) of order when
+ * fewer than min are selected); mark[i] = 1 for a selected label. Returns
+ * set_confidence, the product in label order of P or 1 - P, from 1.0.
+ * BS_ENOMEM is reported through *rc (0 on success). */
+double bs_multi_select(const double *p, size_t n, double threshold, int has_max, long long max, int has_min,
+                       long long min, size_t *order, size_t *sel, size_t *n_sel, unsigned char *mark, int *rc);
+
+/* act (03 §2.4): expected[a] = sum over outcomes z (in order) of p[z] * costs[a*k + z],
+ * float64; returns the first action with the minimal expected cost. */
+size_t bs_act_expected(const double *costs, size_t n_actions, const double *p, size_t k, double *expected);
+/* round(x * 1e6) / 1e6, halves away from zero (C round). */
+double bs_round6(double x);
+/* The certified confidence of CALIBRATION.json thresholds[key] (03 §2.5);
+ * 0 when there is none. */
+int bs_calibration_threshold(const bs_calibration *c, const char *key, double *confidence);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/pyjson.h"
+#include "core/respjson.h"
 
 void bs_reply_init(bs_reply *r) {
     r->status = 0;
@@ -54,6 +55,21 @@ void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t
     else bs_reply_basal(r, 422, msg.data ? msg.data : "", msg.len);
     if (msg.oom) r->body.oom = 1;
     bs_buf_free(&msg);
+}
+
+void bs_reply_act_refusal(bs_reply *r, bs_dialect d, const char *qid, size_t qid_len) {
+    static const char msg[] = "max_error needs a defer action (\"defer\"/\"human\" or defer_action)";
+    if (d == BS_DIALECT_BASAL) {
+        bs_reply_basal(r, 422, msg, sizeof msg - 1);
+        return;
+    }
+    r->status = 422;
+    r->body.len = 0;
+    bs_buf_puts(&r->body, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\",\"questions\",");
+    bs_resp_string(&r->body, qid, qid_len);
+    bs_buf_puts(&r->body, "],\"msg\":");
+    bs_resp_string(&r->body, msg, sizeof msg - 1);
+    bs_buf_puts(&r->body, "}]}");
 }
 
 void bs_reply_auth(bs_reply *r, bs_dialect d, int status) {

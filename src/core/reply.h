@@ -35,6 +35,11 @@ void bs_reply_fatal(bs_reply *r, const char *msg);
 #define BS_MSG_ENGINE_STOPPED "engine stopped"
 /* Step 7: /v1/systemone 400 api_usage_error, /v1/basal 422 "Unknown model: <m>". */
 void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t len);
+/* 03 §2.5 / 02 §4.5: an act decision refused by max_error without a defer
+ * action fails the whole request: /v1/systemone 422 {"detail":[{"type":
+ * "value_error","loc":["body","questions",q],"msg":…}]}, /v1/basal 422
+ * {"error":msg}. */
+void bs_reply_act_refusal(bs_reply *r, bs_dialect d, const char *qid, size_t qid_len);
 /* 02 §2: 403 (missing key) or 401 (wrong key). */
 void bs_reply_auth(bs_reply *r, bs_dialect d, int status);
 /* 02 §6: 529 (the caller adds Retry-After). */

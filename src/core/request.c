@@ -2,9 +2,8 @@
  * (spec 02 §3–§5, 01 §2.6–§2.8). The two dialects share the top level and the
  * named-option texts; their per-question rules differ (strict pydantic-style
  * schema with every error collected, versus upstream's lenient parsing with
- * one error per question). multi and act are recognised but their builders
- * are a later issue: such questions pass validation and are refused at the
- * capability step. */
+ * one error per question). multi and act (03 §1–§2) share one builder for
+ * both dialects. */
 #include "core/request.h"
 
 #include <stdint.h>
@@ -463,6 +462,294 @@ static int so_score(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
     return 0;
 }
 
+/* ---- multi and act (03 §1–§2), shared by both dialects ---- */
+
+/* A number field's value as a double (the literal's nearest double). */
+static double number_of(const bj_value *v) { return strtod(v->str, NULL); }
+
+/* Rust's `x.trunc() as i64`: toward zero, saturating, NaN -> 0. */
+static long long trunc_saturate(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775807.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (long long)x;
+}
+
+/* 03 §1.2: threshold, then max, then min: present, not null, not a number. */
+static int multi_number(vctx *c, const bj_value *qo, vloc L, const char *field, const bj_value **out) {
+    const bj_value *v = bj_get(qo, field);
+    *out = NULL;
+    if (is_null(v)) return 1;
+    if (v->type != BJ_NUMBER) {
+        char msg[48];
+        int n = snprintf(msg, sizeof msg, "%s must be a number", field);
+        verrs_add(&c->errs, VE_SCHEMA, "float_type", vloc_cstr(L, field), msg, (size_t)n, NULL, 0, NULL);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static void multi_spec_free(bs_multi_spec *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_labels; i++) {
+        if (m->label_keys) free(m->label_keys[i].s);
+        if (m->labels) free(m->labels[i].s);
+    }
+    free(m->label_keys);
+    free(m->labels);
+    free(m);
+}
+
+static void act_spec_free(bs_act_spec *a) {
+    if (!a) return;
+    for (size_t i = 0; a->actions && i < a->n_actions; i++) free(a->actions[i].s);
+    free(a->actions);
+    free(a->costs);
+    free(a->defer.s);
+    free(a->max_error);
+    free(a);
+}
+
+/* 03 §1.1–§1.3: labels from an object {key: description} or a list of key
+ * strings; the branch options are the default yes/no texts. */
+static int ext_multi(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
+    const bj_value *crit = bj_get(qo, "criteria");
+    vloc LC = vloc_cstr(L, "criteria");
+    if (!is_null(crit) && crit->type != BJ_OBJECT && crit->type != BJ_ARRAY) {
+        verrs_addc(&c->errs, VE_SCHEMA, "dict_type", LC, "multi criteria must be an object or a list", NULL, 0, NULL);
+        return 0;
+    }
+    if (crit && crit->type == BJ_ARRAY)
+        for (size_t i = 0; i < crit->n; i++)
+            if (crit->items[i]->type != BJ_STRING) { /* the first bad element only */
+                verrs_addc(&c->errs, VE_SCHEMA, "string_type", vloc_idx_str(LC, i), "labels must be strings", NULL,
+                           0, NULL);
+                return 0;
+            }
+    if (is_null(crit) || crit->n == 0) {
+        verrs_addc(&c->errs, VE_SCHEMA, "missing", LC, "multi needs criteria", NULL, 0, NULL);
+        return 0;
+    }
+    const bj_value *th, *mx, *mn;
+    if (!multi_number(c, qo, L, "threshold", &th) || !multi_number(c, qo, L, "max", &mx) ||
+        !multi_number(c, qo, L, "min", &mn))
+        return 0;
+    bs_multi_spec *m = calloc(1, sizeof *m);
+    if (!m) return -1;
+    q->multi = m;
+    m->threshold = th ? number_of(th) : 0.5;
+    if ((m->has_max = mx != NULL)) m->max = trunc_saturate(number_of(mx));
+    if ((m->has_min = mn != NULL)) m->min = trunc_saturate(number_of(mn));
+    if (crit->type == BJ_ARRAY) {
+        strset st = { 0 };
+        int rc = 0;
+        for (size_t i = 0; i < crit->n && rc == 0; i++) {
+            bs_text t;
+            rc = text_dup(&t, crit->items[i]->str, crit->items[i]->len) < 0 || strset_add(&st, &t) < 0 ? -1 : 0;
+        }
+        if (rc == 0) {
+            m->label_keys = calloc(st.n, sizeof *m->label_keys);
+            m->labels = calloc(st.n, sizeof *m->labels);
+            if (!m->label_keys || !m->labels) rc = -1;
+        }
+        for (size_t i = 0; rc == 0 && i < st.n; i++) {
+            m->n_labels = i + 1;
+            m->label_keys[i] = st.items[i];
+            st.items[i].s = NULL;
+            if (text_dup(&m->labels[i], m->label_keys[i].s, m->label_keys[i].len) < 0) rc = -1;
+        }
+        strset_free(&st);
+        if (rc < 0) return -1;
+    } else {
+        m->label_keys = calloc(crit->n, sizeof *m->label_keys);
+        m->labels = calloc(crit->n, sizeof *m->labels);
+        if (!m->label_keys || !m->labels) return -1;
+        for (size_t i = 0; i < crit->n; i++) {
+            m->n_labels = i + 1;
+            if (text_dup(&m->label_keys[i], crit->keys[i], crit->key_lens[i]) < 0) return -1;
+            int rc = is_null(crit->items[i]) ? text_dup(&m->labels[i], crit->keys[i], crit->key_lens[i])
+                                              : text_of(&m->labels[i], crit->items[i]);
+            if (rc < 0) return -1;
+        }
+    }
+    return yes_no(q, NULL, NULL);
+}
+
+static int all_yes_no_keys(const bj_value *obj) {
+    for (size_t i = 0; i < obj->n; i++) {
+        size_t n = obj->key_lens[i];
+        const char *k = obj->keys[i];
+        if (!((n == 4 && !memcmp(k, "true", 4)) || (n == 5 && !memcmp(k, "false", 5)))) return 0;
+    }
+    return 1;
+}
+
+/* "costs[<a>] must give a cost for every outcome [<o1>, <o2>, …]" with Rust
+ * debug quoting (03 §2.3). */
+static void act_row_error(vctx *c, const bs_question *q, vloc LC, const char *a, size_t an) {
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_buf_puts(&b, "costs[");
+    bs_quote_debug(&b, a, an);
+    bs_buf_puts(&b, "] must give a cost for every outcome [");
+    for (size_t j = 0; j < q->n_options; j++) {
+        if (j) bs_buf_puts(&b, ", ");
+        bs_quote_debug(&b, q->keys[j].s, q->keys[j].len);
+    }
+    bs_buf_putc(&b, ']');
+    if (b.oom) c->oom = 1;
+    else verrs_add(&c->errs, VE_SCHEMA, "value_error", vloc_str(LC, a, an), b.data, b.len, NULL, 0, NULL);
+    bs_buf_free(&b);
+}
+
+static void cost_error(vctx *c, vloc l) {
+    verrs_addc(&c->errs, VE_SCHEMA, "float_type", l, "cost must be a number", NULL, 0, NULL);
+}
+
+/* 03 §2.3: the short form {wrong, defer} or the full form {action: {outcome:
+ * cost}}. Returns 1 when the table is valid, 0 after an error, -1 on OOM. */
+static int act_costs(vctx *c, bs_question *q, const bj_value *qo, vloc L, bs_act_spec *a) {
+    const bj_value *costs = bj_get(qo, "costs");
+    vloc LC = vloc_cstr(L, "costs");
+    size_t k = q->n_options;
+    if (!costs || costs->type != BJ_OBJECT || costs->n == 0) {
+        verrs_addc(&c->errs, VE_SCHEMA, "missing", LC, "act needs costs", NULL, 0, NULL);
+        return 0;
+    }
+    const bj_value *wrong = bj_get(costs, "wrong"), *defer = bj_get(costs, "defer");
+    size_t named = (wrong != NULL) + (defer != NULL);
+    if (named == costs->n && !(wrong && wrong->type == BJ_OBJECT)) { /* short form */
+        if (!wrong || wrong->type != BJ_NUMBER) {
+            cost_error(c, vloc_cstr(LC, "wrong"));
+            return 0;
+        }
+        if (defer && defer->type != BJ_NUMBER) {
+            cost_error(c, vloc_cstr(LC, "defer"));
+            return 0;
+        }
+        double w = number_of(wrong);
+        a->n_actions = k + (defer != NULL);
+        a->actions = calloc(a->n_actions, sizeof *a->actions);
+        a->costs = calloc(a->n_actions * k, sizeof *a->costs);
+        if (!a->actions || !a->costs) return -1;
+        for (size_t y = 0; y < k; y++) {
+            if (text_dup(&a->actions[y], q->keys[y].s, q->keys[y].len) < 0) return -1;
+            for (size_t z = 0; z < k; z++) a->costs[y * k + z] = z == y ? 0.0 : w;
+        }
+        if (defer) {
+            if (text_dup(&a->actions[k], "defer", 5) < 0 || text_dup(&a->defer, "defer", 5) < 0) return -1;
+            for (size_t z = 0; z < k; z++) a->costs[k * k + z] = number_of(defer);
+        }
+        return 1;
+    }
+    /* full form: rows in request order, each exactly the outcomes */
+    a->actions = calloc(costs->n, sizeof *a->actions);
+    a->costs = calloc(costs->n * (k ? k : 1), sizeof *a->costs);
+    if (!a->actions || !a->costs) return -1;
+    for (size_t i = 0; i < costs->n; i++) {
+        const bj_value *row = costs->items[i];
+        const char *an = costs->keys[i];
+        size_t al = costs->key_lens[i];
+        int ok = row->type == BJ_OBJECT && row->n == k;
+        for (size_t z = 0; ok && z < k; z++) {
+            int found = 0;
+            for (size_t j = 0; j < row->n && !found; j++)
+                found = row->key_lens[j] == q->keys[z].len && !memcmp(row->keys[j], q->keys[z].s, q->keys[z].len);
+            ok = found;
+        }
+        if (!ok) {
+            act_row_error(c, q, LC, an, al);
+            return 0;
+        }
+        for (size_t z = 0; z < k; z++) {
+            size_t j = 0;
+            while (row->key_lens[j] != q->keys[z].len || memcmp(row->keys[j], q->keys[z].s, q->keys[z].len)) j++;
+            if (row->items[j]->type != BJ_NUMBER) {
+                cost_error(c, vloc_str(vloc_str(LC, an, al), row->keys[j], row->key_lens[j]));
+                return 0;
+            }
+            a->costs[i * k + z] = number_of(row->items[j]);
+        }
+        a->n_actions = i + 1;
+        if (text_dup(&a->actions[i], an, al) < 0) return -1;
+    }
+    const bj_value *da = bj_get(qo, "defer_action");
+    if (da && da->type == BJ_STRING && da->len > 0) {
+        if (text_dup(&a->defer, da->str, da->len) < 0) return -1;
+    } else {
+        static const char *const names[2] = { "defer", "human" };
+        for (int n = 0; n < 2 && !a->defer.s; n++)
+            for (size_t i = 0; i < a->n_actions; i++)
+                if (a->actions[i].len == strlen(names[n]) && !memcmp(a->actions[i].s, names[n], a->actions[i].len)) {
+                    if (text_dup(&a->defer, names[n], strlen(names[n])) < 0) return -1;
+                    break;
+                }
+    }
+    return 1;
+}
+
+/* 03 §2.5 rule 1: Python str() of the max_error number. An integer literal as
+ * written (json.loads gives an int; "-0" is 0), otherwise repr of the double. */
+static int max_error_key(const bj_value *v, char **out) {
+    bs_buf b;
+    bs_buf_init(&b);
+    if (!strpbrk(v->str, ".eE")) bs_buf_puts(&b, strcmp(v->str, "-0") ? v->str : "0");
+    else bj_fmt_pyfloat(number_of(v), &b);
+    bs_buf_putc(&b, 0);
+    if (b.oom) {
+        bs_buf_free(&b);
+        return -1;
+    }
+    *out = b.data; /* ownership moves to the spec */
+    return 0;
+}
+
+/* 03 §2.1–§2.5: the readout base (noul, or choice/score with the choice rules
+ * C1–C6), then the costs, then max_error; the first failure only. */
+static int ext_act(vctx *c, bs_question *q, const bj_value *qo, vloc L) {
+    const bj_value *crit = bj_get(qo, "criteria"), *base = bj_get(qo, "base");
+    int noul = (crit && crit->type == BJ_OBJECT && all_yes_no_keys(crit)) || is_str(base, "noul") ||
+               (is_null(crit) && !base);
+    size_t start = c->errs.n;
+    bs_qtype bt = BS_Q_NOUL;
+    if (noul) {
+        /* a criteria that is not an object is dropped; N1 cannot apply */
+        int rc = !is_null(crit) && crit->type != BJ_OBJECT ? yes_no(q, NULL, NULL) : so_noul(c, q, qo, L);
+        if (rc < 0) return -1;
+    } else {
+        if (base && base->type == BJ_STRING && !is_str(base, "choice") && !is_str(base, "score")) {
+            bs_buf b;
+            bs_buf_init(&b);
+            bs_buf_puts(&b, "unsupported act base ");
+            bs_quote_debug(&b, base->str, base->len);
+            if (b.oom) c->oom = 1;
+            else verrs_add(&c->errs, VE_SCHEMA, "literal_error", vloc_cstr(L, "base"), b.data, b.len, NULL, 0, NULL);
+            bs_buf_free(&b);
+            return 0;
+        }
+        bt = is_str(base, "score") ? BS_Q_SCORE : BS_Q_CHOICE;
+        if (so_choice(c, q, qo, L) < 0) return -1;
+    }
+    if (c->errs.n > start || !q->keys) return 0;
+    bs_act_spec *a = calloc(1, sizeof *a);
+    if (!a) return -1;
+    q->act = a;
+    a->base = bt;
+    int rc = act_costs(c, q, qo, L, a);
+    if (rc <= 0) return rc;
+    const bj_value *me = bj_get(qo, "max_error");
+    if (!is_null(me)) {
+        if (me->type != BJ_NUMBER) {
+            verrs_addc(&c->errs, VE_SCHEMA, "float_type", vloc_cstr(L, "max_error"), "max_error must be a number",
+                       NULL, 0, NULL);
+            return 0;
+        }
+        if (max_error_key(me, &a->max_error) < 0) return -1;
+    }
+    return 0;
+}
+
 static int so_question(vctx *c, bs_question *q, const bj_value *qo) {
     if (qo->type != BJ_OBJECT) { /* Q1 */
         verrs_addc(&c->errs, VE_SCHEMA, "model_attributes_type", qloc(q, NULL),
@@ -526,11 +813,8 @@ static int so_question(vctx *c, bs_question *q, const bj_value *qo) {
         return so_noul(c, q, qo, L);
     case BS_Q_CHOICE: return so_choice(c, q, qo, L);
     case BS_Q_SCORE: return so_score(c, q, qo, L);
-    case BS_Q_MULTI:
-    case BS_Q_ACT:
-        /* Extension point (03 §1–§2): their builders and validation rules
-         * come with the multi/act issue; step 9 refuses them until then. */
-        return 0;
+    case BS_Q_MULTI: return ext_multi(c, q, qo, L);
+    case BS_Q_ACT: return ext_act(c, q, qo, L);
     }
     return 0;
 }
@@ -575,8 +859,15 @@ static int ba_question(vctx *c, bs_question *q, const bj_value *qo) {
     }
     const bj_value *crit = bj_get(qo, "criteria");
     switch (q->type) {
-    case BS_Q_MULTI:
-    case BS_Q_ACT: return 0; /* extension point, refused at step 9 for now */
+    /* multi and act use the /v1/systemone builders (02 §5.1); act then
+     * takes the 2..10 rule below, multi has none. */
+    case BS_Q_MULTI: return ext_multi(c, q, qo, qloc(q, "multi"));
+    case BS_Q_ACT: {
+        size_t start = c->errs.n;
+        if (ext_act(c, q, qo, qloc(q, "act")) < 0) return -1;
+        if (c->errs.n > start) return 0;
+        break;
+    }
     case BS_Q_NOUL: {
         const bj_value *side[2] = { NULL, NULL };
         if (bs_json_truthy(crit)) {
@@ -756,6 +1047,8 @@ void bs_request_free(bs_request *r) {
         free(q->keys);
         free(q->options);
         free(q->legend);
+        multi_spec_free(q->multi);
+        act_spec_free(q->act);
     }
     free(r->questions);
     free(r->state.s);
@@ -817,11 +1110,18 @@ int bs_request_check_capability(const bs_request *r, const bs_caps *caps, bs_rep
     for (size_t i = 0; i < r->n_questions; i++) {
         const bs_question *q = &r->questions[i];
         vloc L = vloc_str(vloc_cstr(B, "questions"), q->id.s, q->id.len);
-        if (q->type == BS_Q_MULTI || q->type == BS_Q_ACT) {
+        if (q->type == BS_Q_ACT && q->n_options == 1) { /* 02 §4.4 */
+            verrs_addc(&errs, VE_SCHEMA, "unsupported_single_option", vloc_cstr(L, "criteria"),
+                       "act with a single option/level is not supported yet: its expected behaviour is unresolved",
+                       NULL, 0, NULL);
+        } else if (q->type == BS_Q_ACT && q->n_options > BS_MAX_LETTER_OPTIONS) {
             bs_buf b;
             bs_buf_init(&b);
-            bs_buf_printf(&b, "%s questions are not supported by this server yet", bs_qtype_name(q->type));
-            if (!b.oom) verrs_add(&errs, VE_SCHEMA, "unsupported_feature", L, b.data, b.len, NULL, 0, NULL);
+            bs_buf_printf(&b, "%zu options: the letter readout of the model reads 2..10; only choice questions take "
+                              "more (the grouped 11..255 strategy)", q->n_options);
+            if (!b.oom)
+                verrs_add(&errs, VE_SCHEMA, "unsupported_option_count", vloc_cstr(L, "criteria"), b.data, b.len,
+                          NULL, 0, NULL);
             else errs.oom = 1;
             bs_buf_free(&b);
         } else if (q->n_options > BS_MAX_LETTER_OPTIONS) {

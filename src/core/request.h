@@ -27,6 +27,29 @@ const char *bs_qtype_name(bs_qtype t);
 #define BS_MAX_CHOICE_OPTIONS 255
 #define BS_MAX_SCORE_LEVELS 10
 
+/* multi (03 §1): the labels and the selection rule. Each label is a yes/no
+ * readout with the question's default yes/no options (keys/options of the
+ * question hold true/false and Tak/Nie or Yes/No). */
+typedef struct bs_multi_spec {
+    size_t n_labels;
+    bs_text *label_keys;   /* criteria keys in order (duplicates of a list collapsed) */
+    bs_text *labels;       /* label texts: the key for a null description, else text(description) */
+    double threshold;      /* default 0.5 */
+    int has_max, has_min;
+    long long max, min;    /* truncated toward zero, saturated like Rust's `as i64` */
+} bs_multi_spec;
+
+/* act (03 §2): the cost table over the base readout's outcomes (the
+ * question's keys), the defer action and the error target. */
+typedef struct bs_act_spec {
+    bs_qtype base;         /* BS_Q_NOUL, BS_Q_CHOICE or BS_Q_SCORE (calibration key) */
+    size_t n_actions;
+    bs_text *actions;      /* action names in row order */
+    double *costs;         /* [n_actions][n_options], row-major */
+    bs_text defer;         /* defer action name; defer.s == NULL: none */
+    char *max_error;       /* Python str() of max_error (the CALIBRATION.json key); NULL: absent */
+} bs_act_spec;
+
 typedef struct bs_question {
     bs_text id;            /* the questions key, echoed in answers */
     bs_qtype type;
@@ -43,6 +66,8 @@ typedef struct bs_question {
      * /v1/basal legends are the shown texts (options). */
     const bj_value **legend;
     const bj_value *raw;   /* the question object in the body (type-specific extensions) */
+    bs_multi_spec *multi;  /* type multi: the labels; else NULL */
+    bs_act_spec *act;      /* type act: the costs; else NULL */
 } bs_question;
 
 typedef struct bs_request {

@@ -1,6 +1,7 @@
 /* Validation errors and their reply bodies (spec 02 §4.3–§4.4, §5.2). */
 #include "core/request_err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/respjson.h"
@@ -30,6 +31,12 @@ vloc vloc_idx(vloc l, size_t i) {
         l.s[l.n].is_idx = 1;
         l.n++;
     }
+    return l;
+}
+
+vloc vloc_idx_str(vloc l, size_t i) {
+    l = vloc_idx(l, i);
+    if (l.n > 0 && l.s[l.n - 1].is_idx) l.s[l.n - 1].is_idx = 2;
     return l;
 }
 
@@ -110,7 +117,11 @@ int verrs_has_schema(const verrs *l) {
 }
 
 static void put_seg(bs_buf *b, const vseg *s) {
-    if (s->is_idx) bs_resp_size(b, s->idx);
+    if (s->is_idx == 2) {
+        char d[24];
+        int n = snprintf(d, sizeof d, "%zu", s->idx);
+        bs_resp_string(b, d, (size_t)n);
+    } else if (s->is_idx) bs_resp_size(b, s->idx);
     else bs_resp_string(b, s->s, s->len);
 }
 

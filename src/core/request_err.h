@@ -16,7 +16,7 @@ typedef struct vseg {
     const char *s;
     size_t len;
     size_t idx;
-    int is_idx;
+    int is_idx;   /* 1: idx as a JSON integer; 2: idx as a JSON string ("0", multi labels) */
 } vseg;
 
 /* A loc under construction, passed by value. typeseg is the question type
@@ -32,6 +32,8 @@ vloc vloc_body(void);
 vloc vloc_str(vloc l, const char *s, size_t n);
 vloc vloc_cstr(vloc l, const char *s);
 vloc vloc_idx(vloc l, size_t i);
+/* An array index written as a string segment (multi label locations, 02 §4.3). */
+vloc vloc_idx_str(vloc l, size_t i);
 
 typedef enum {
     VE_SCHEMA,    /* 422 list entry */

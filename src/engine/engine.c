@@ -245,6 +245,16 @@ static void admit_and_run(lane *L) {
         /* 02 §4.6: handler arrival to response construction, rounded to 0.01 ms */
         double latency = round((bs_now_ms() - j->arrival_ms) * 100.0) / 100.0;
         bs_err ae = {0};
+        bs_reply refusal;
+        bs_reply_init(&refusal);
+        int rf = bs_plan_refusal(j->plan, en->m, &refusal, &ae);
+        if (rf != 0) { /* 03 §2.5: an act refusal without a defer action fails the request */
+            if (rf > 0) complete_reply(en, j, &refusal);
+            else complete_internal(en, j, ae.msg);
+            bs_reply_free(&refusal);
+            continue;
+        }
+        bs_reply_free(&refusal);
         j->reply.len = 0;
         if (bs_plan_answer(j->plan, en->m, latency, &j->reply, &ae) < 0) {
             complete_internal(en, j, ae.msg);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/answer_ext.h"
 #include "core/decide.h"
 #include "core/facts.h"
 #include "core/respjson.h"
@@ -95,6 +96,22 @@ static int too_many_tokens(bs_reply *rep, bs_dialect d, const bs_plan_limits *li
     return over_limit(rep, d, "request_too_long", msg);
 }
 
+/* Items of one question: a multi question has one per label (04 §3 P2). */
+static size_t question_items(const bs_question *q) {
+    if (q->n_options < 2) return 0;
+    return q->multi ? q->multi->n_labels : 1;
+}
+
+/* The question text of an item: the instructions, or for a multi branch the
+ * instructions with the label suffix of 03 §1.3 (built into tmp). */
+static bs_text item_question(const bs_question *q, size_t branch, bs_buf *tmp) {
+    if (!q->multi) return q->instructions;
+    tmp->len = 0;
+    bs_prompt_multi_question(tmp, q->lang, &q->instructions, &q->multi->labels[branch]);
+    bs_text t = {tmp->data ? tmp->data : (char *)"", tmp->len};
+    return t;
+}
+
 /* The items of a validated request (04 §3); p->req is set. */
 static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, const bs_plan_limits *lim,
                       int want_state_len, bs_reply *rep, bs_err *e) {
@@ -105,38 +122,51 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
     bs_trie_counter tc;
     bs_tc_init(&tc);
     int64_t max_tokens = lim ? lim->max_request_tokens : 0;
+    bs_buf qtmp;
+    bs_buf_init(&qtmp);
     p->usage.questions = r->n_questions;
-    p->items = calloc(r->n_questions ? r->n_questions : 1, sizeof *p->items);
-    if (!p->items) return bs_fail(e, BS_ENOMEM, "out of memory");
+    size_t cap = 0;
+    for (size_t qi = 0; qi < r->n_questions; qi++) cap += question_items(&r->questions[qi]);
+    p->items = calloc(cap ? cap : 1, sizeof *p->items);
+    if (!p->items) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto fail;
+    }
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
-        if (q->n_options < 2) continue; /* answered without the model */
+        size_t nb = question_items(q);
+        if (nb == 0) continue; /* answered without the model */
         if (q->n_options > BS_MAX_LETTER_OPTIONS) {
             rc = bs_fail(e, BS_EINTERNAL, "question with %zu options reached planning", q->n_options);
             goto fail;
         }
-        bs_item *it = &p->items[p->n_items++];
-        it->question = qi;
-        it->k = q->n_options;
-        size_t longest = 0;
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            bs_order *od = &it->orders[o];
-            bs_prompt_perm(it->k, o, od->perm);
-            if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &q->instructions,
-                                      q->options, od->perm, it->k, e)) < 0)
+        size_t first = p->n_items, longest = 0;
+        for (size_t br = 0; br < nb; br++) { /* a multi question: one yes/no item per label */
+            bs_item *it = &p->items[p->n_items++];
+            it->question = qi;
+            it->branch = br;
+            it->k = q->n_options;
+            bs_text qtext = item_question(q, br, &qtmp);
+            if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            for (int o = 0; o < BS_N_ORDERS; o++) {
+                bs_order *od = &it->orders[o];
+                bs_prompt_perm(it->k, o, od->perm);
+                if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &qtext,
+                                          q->options, od->perm, it->k, e)) < 0)
+                    goto fail;
+                if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+                size_t n = 0;
+                if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
+                    goto fail;
+                od->n_ids = (int32_t)n;
+                p->usage.input_tokens += n;
+                if (n > longest) longest = n;
+            }
+            /* Every question re-tokenizes the whole prompt: bound that work too. */
+            if (max_tokens && (int64_t)p->usage.input_tokens > BS_INPUT_TOKENS_FACTOR * max_tokens) {
+                rc = too_many_tokens(rep, r->dialect, lim);
                 goto fail;
-            if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
-            size_t n = 0;
-            if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
-                goto fail;
-            od->n_ids = (int32_t)n;
-            p->usage.input_tokens += n;
-            if (n > longest) longest = n;
-        }
-        /* Every question re-tokenizes the whole prompt: bound that work too. */
-        if (max_tokens && (int64_t)p->usage.input_tokens > BS_INPUT_TOKENS_FACTOR * max_tokens) {
-            rc = too_many_tokens(rep, r->dialect, lim);
-            goto fail;
+            }
         }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
@@ -145,22 +175,26 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
             bs_unsupported_add(&too_long, "prompt_too_long", q->id.s, q->id.len, msg);
             continue;
         }
-        const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
-        int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
-        if (bs_tc_insert(&tc, pr, ln, BS_N_ORDERS) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
-        if (max_tokens && tc.tokens > max_tokens) {
-            rc = too_many_tokens(rep, r->dialect, lim);
-            goto fail;
-        }
-        if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
-        int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
-        if (lr < 0) { rc = lr; goto fail; }
-        if (lr == 1) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", it->k);
-            bs_reply_internal(rep, r->dialect, msg);
-            rc = BS_EINVAL;
-            goto fail;
+        for (size_t i = first; i < p->n_items; i++) {
+            bs_item *it = &p->items[i];
+            const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
+            int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
+            if (bs_tc_insert(&tc, pr, ln, BS_N_ORDERS) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            if (max_tokens && tc.tokens > max_tokens) {
+                rc = too_many_tokens(rep, r->dialect, lim);
+                goto fail;
+            }
+            if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
+            int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
+            if (lr < 0) { rc = lr; goto fail; }
+            if (lr == 1) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)",
+                         it->k);
+                bs_reply_internal(rep, r->dialect, msg);
+                rc = BS_EINVAL;
+                goto fail;
+            }
         }
     }
     p->usage.branches = p->n_items;
@@ -171,6 +205,7 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
         rc = BS_EINVAL;
     }
 fail:
+    bs_buf_free(&qtmp);
     bs_tc_free(&tc);
     bs_unsupported_free(&too_long);
     return rc;
@@ -332,6 +367,59 @@ static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const doub
     bs_buf_putc(b, '}');
 }
 
+/* The calibration key of a question's readouts (01 §8): a multi branch is a
+ * yes/no readout, act uses its base. */
+static bs_type_key question_type_key(const bs_question *q) {
+    if (q->multi) return BS_TYPE_NOUL;
+    if (q->act) return type_key(q->act->base);
+    return type_key(q->type);
+}
+
+/* 01 §6–§8: the final distribution of one item (canonical order). */
+static int item_distribution(const bs_item *it, const bs_question *q, const bs_basal_model *m, double *pf,
+                             bs_err *e) {
+    double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
+    int rc;
+    if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
+    if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
+    int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
+    for (size_t i = 0; i < it->k; i++) {
+        perm0[i] = (int)it->orders[0].perm[i];
+        perm1[i] = (int)it->orders[1].perm[i];
+    }
+    const double *qs[2] = {q0, q1};
+    const int *perms[2] = {perm0, perm1};
+    bs_average_orders(qs, perms, 2, (int)it->k, avg);
+    double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
+    bs_calibrate(avg, (int)it->k, temp, pf);
+    return BS_OK;
+}
+
+int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e) {
+    const bs_request *r = p->req;
+    size_t item = 0;
+    for (size_t qi = 0; qi < r->n_questions; qi++) {
+        const bs_question *q = &r->questions[qi];
+        size_t ni = question_items(q);
+        if (!q->act || ni == 0) {
+            item += ni;
+            continue;
+        }
+        if (item >= p->n_items || p->items[item].question != qi)
+            return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
+        double pf[BS_MAX_LETTER_OPTIONS];
+        int rc = item_distribution(&p->items[item++], q, m, pf, e);
+        if (rc < 0) return rc;
+        int fails = 0;
+        if ((rc = bs_answer_act(NULL, q, &m->calib, pf, &fails, e)) < 0) return rc;
+        if (!fails) continue;
+        bs_reply_act_refusal(rep, r->dialect, q->id.s, q->id.len);
+        if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
 int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e) {
     const bs_request *r = p->req;
     size_t branches = 0, item = 0;
@@ -341,34 +429,45 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
         double pf[BS_MAX_LETTER_OPTIONS] = {1.0};
+        size_t ni = question_items(q);
         if (qi) bs_buf_putc(out, ',');
         bs_resp_string(out, q->id.s, q->id.len);
         bs_buf_putc(out, ':');
-        if (q->n_options >= 2) {
-            if (item >= p->n_items || p->items[item].question != qi)
-                return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
-            const bs_item *it = &p->items[item++];
-            double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
-            int rc;
-            if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
-            if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
-            int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
-            for (size_t i = 0; i < it->k; i++) {
-                perm0[i] = (int)it->orders[0].perm[i];
-                perm1[i] = (int)it->orders[1].perm[i];
+        if (item + ni > p->n_items || (ni && p->items[item].question != qi))
+            return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
+        int rc;
+        if (q->multi) { /* one yes/no readout per label; P = element 0 */
+            double *pyes = malloc((ni ? ni : 1) * sizeof *pyes);
+            if (!pyes) return bs_fail(e, BS_ENOMEM, "out of memory");
+            for (size_t b = 0; b < ni; b++) {
+                if ((rc = item_distribution(&p->items[item + b], q, m, pf, e)) < 0) {
+                    free(pyes);
+                    return rc;
+                }
+                pyes[b] = pf[0];
             }
-            const double *qs[2] = {q0, q1};
-            const int *perms[2] = {perm0, perm1};
-            bs_average_orders(qs, perms, 2, (int)it->k, avg);
-            double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, type_key(q->type));
-            bs_calibrate(avg, (int)it->k, temp, pf);
+            rc = bs_answer_multi(out, q, pyes, e);
+            free(pyes);
+            if (rc < 0) return rc;
+            item += ni;
+            branches += ni;
+            continue;
+        }
+        if (ni) {
+            if ((rc = item_distribution(&p->items[item++], q, m, pf, e)) < 0) return rc;
             branches++;
+        }
+        if (q->act) {
+            int fails = 0;
+            if ((rc = bs_answer_act(out, q, &m->calib, pf, &fails, e)) < 0) return rc;
+            if (fails) return bs_fail(e, BS_EINTERNAL, "act refusal without a defer action reached the answer");
+            continue;
         }
         put_answer(out, q, r->dialect, pf);
         bs_ev_answer(out, p, qi);
     }
     if (branches != p->usage.branches)
-        return bs_fail(e, BS_EINTERNAL, "plan answers %zu questions by the model, planned %zu", branches,
+        return bs_fail(e, BS_EINTERNAL, "plan answers %zu readouts by the model, planned %zu", branches,
                        p->usage.branches);
     bs_buf_printf(out, "},\"usage\":{\"input_tokens\":%zu,\"output_tokens\":0,\"questions\":%zu,\"branches\":%zu",
                   p->usage.input_tokens, p->usage.questions, p->usage.branches);

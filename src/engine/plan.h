@@ -35,6 +35,7 @@ typedef struct bs_order {
 
 typedef struct bs_item {
     size_t question;     /* index into the request's questions */
+    size_t branch;       /* multi: the label index (item "<question>#<branch>", 04 §3 P2); else 0 */
     size_t k;            /* options */
     int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
@@ -46,7 +47,8 @@ typedef struct bs_item {
 typedef struct bs_usage {
     size_t input_tokens;     /* sum of every order prompt's length */
     size_t questions;        /* questions in the request */
-    size_t branches;         /* questions the model answered (the others need no forward) */
+    size_t branches;         /* readouts the model computed: one per question with 2..10 options,
+                                one per multi label (02 §4.6) */
     int64_t computed_tokens; /* tokens the forwards of its batch computed (the whole batch's: shared
                                 prefixes are computed once for all its requests); 0 until it ran */
 } bs_usage;
@@ -99,5 +101,12 @@ int64_t bs_plan_cost(const bs_plan *p);
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
  * leaves usage.latency_ms out (the `decide` form). */
 int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e);
+
+/* 03 §2.5: an act question whose max_error refusal has no defer action fails
+ * the whole request. Returns 1 with rep filled (422 {"detail":[value_error at
+ * ["body","questions",q]]} or /v1/basal {"error":…}; the first such question),
+ * 0 when the plan can be answered, or a negative code. Call after the forward
+ * and before bs_plan_answer (which fails on such a plan). */
+int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e);
 
 #endif

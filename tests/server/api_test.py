@@ -2,7 +2,10 @@
 06 §4). Oracles: the spec's exact bodies, CPython's json module (decode
 error messages and positions), the TypeSafe OpenAPI document (jsonschema,
 Draft 2020-12), `basal decide` for the answers, and the server's own answers
-to the same requests sent alone (batch invariance)."""
+to the same requests sent alone (batch invariance). The multi and act section
+checks the error rows of spec 03 §1.2 and §2 on both endpoints, the TypeSafe
+answers of a mixed request against the schema, and batch invariance of multi
+and act requests under 32 clients."""
 import json
 import os
 import re
@@ -439,6 +442,181 @@ def main_server():
     finally:
         code = srv.stop()
     C.eq(code, 0, "main server exits 0 on SIGTERM")
+
+
+# ---------------------------------------------------------------------------
+# multi and act (spec 03 §1-§2) on both endpoints
+
+REFUND_COSTS = {"approve": {"true": 0, "false": 1240}, "reject": {"true": 300, "false": 0},
+                "human": {"true": 15, "false": 15}}
+TOPICS = {"login": "Problem z logowaniem do bankowości", "card": "Zablokowana karta płatnicza",
+          "address": "Zmiana adresu", "loan": "Wniosek kredytowy"}
+DEFER_MSG = 'max_error needs a defer action ("defer"/"human" or defer_action)'
+
+
+def ext_error(qid, typ, rest, kind, msg):
+    return {"type": kind, "loc": ["body", "questions", qid, typ] + rest, "msg": msg}
+
+
+def test_multi_act_errors(srv, seen):
+    """Every validation error row of 03 §1.2 and §2 (status, type, loc, msg, no input), both endpoints."""
+    cases = [
+        ({"type": "multi", "criteria": 5}, "multi", ["criteria"], "dict_type", "multi criteria must be an object or a list"),
+        ({"type": "multi", "criteria": ["a", None]}, "multi", ["criteria", "1"], "string_type", "labels must be strings"),
+        ({"type": "multi", "criteria": {}}, "multi", ["criteria"], "missing", "multi needs criteria"),
+        ({"type": "multi", "criteria": ["a"], "threshold": "high"}, "multi", ["threshold"], "float_type",
+         "threshold must be a number"),
+        ({"type": "multi", "criteria": ["a"], "max": [2], "min": "x"}, "multi", ["max"], "float_type", "max must be a number"),
+        ({"type": "multi", "criteria": ["a"], "min": True}, "multi", ["min"], "float_type", "min must be a number"),
+        ({"type": "act", "criteria": ["a", "b"], "base": "rank", "costs": {"wrong": 1}}, "act", ["base"], "literal_error",
+         'unsupported act base "rank"'),
+        ({"type": "act", "instructions": "x"}, "act", ["costs"], "missing", "act needs costs"),
+        ({"type": "act", "costs": {"defer": 2}}, "act", ["costs", "wrong"], "float_type", "cost must be a number"),
+        ({"type": "act", "costs": {"wrong": 2, "defer": "x"}}, "act", ["costs", "defer"], "float_type",
+         "cost must be a number"),
+        ({"type": "act", "costs": {"go": {"true": 1, "false": False}}}, "act", ["costs", "go", "false"], "float_type",
+         "cost must be a number"),
+        ({"type": "act", "costs": {"go": {"true": 1}}}, "act", ["costs", "go"], "value_error",
+         'costs["go"] must give a cost for every outcome ["true", "false"]'),
+        ({"type": "act", "costs": {"wrong": 1}, "max_error": "0.01"}, "act", ["max_error"], "float_type",
+         "max_error must be a number"),
+    ]
+    for q, typ, rest, kind, msg in cases:
+        what = f"{typ} error {msg}"
+        expect(srv, SO, body({"q": q}), 422, dumps({"detail": [ext_error("q", typ, rest, kind, msg)]}), f"{SO} {what}",
+               seen=seen)
+        expect(srv, BA, body({"q": q}), 422, dumps({"error": msg}), f"{BA} {what}", seen=seen)
+    # capability (02 §4.4) on /v1/systemone, the 2..10 rule on /v1/basal
+    one = {"type": "act", "criteria": {"billing": None}, "costs": {"wrong": 1}}
+    eleven = {"type": "act", "criteria": [str(i) for i in range(11)], "costs": {"wrong": 1}}
+    expect(srv, SO, body({"q": one, "r": eleven}), 422, dumps({"error": "unsupported", "detail": [
+        {"type": "unsupported_single_option", "loc": ["body", "questions", "q", "criteria"],
+         "msg": "act with a single option/level is not supported yet: its expected behaviour is unresolved"},
+        {"type": "unsupported_option_count", "loc": ["body", "questions", "r", "criteria"],
+         "msg": "11 options: the letter readout of the model reads 2..10; only choice questions take more "
+                "(the grouped 11..255 strategy)"}]}), "act capability errors", seen=seen)
+    expect(srv, BA, body({"q": one}), 422, dumps({"error": 'question "q": 1 options (supported: 2..10)'}),
+           "/v1/basal act with one option", seen=seen)
+    # T11 and the usage error of a choice base
+    expect(srv, SO, body({"q": {"type": "multi", "criteria": ["a"], "evidence": True}}), 422,
+           dumps({"detail": [{"type": "value_error", "loc": ["body", "questions", "q", "evidence"],
+                              "msg": "evidence is not supported for multi"}]}), "multi with evidence", seen=seen)
+    expect(srv, SO, body({"q": {"type": "act", "criteria": [], "costs": {"wrong": 1}}}), 400,
+           dumps({"detail": "Choice question must have at least one choice: q"}), "act with an empty choice base", seen=seen)
+    # the act refusal fails the whole request (tiny-bias certifies 0.05 at confidence 0.93; p is near 0.5)
+    refusal = body({"ok": {"type": "noul", "instructions": "Czy zwrot?"},
+                    "a": {"type": "act", "instructions": "Czy zwrot?",
+                          "costs": {"approve": {"true": 0, "false": 1}, "reject": {"true": 1, "false": 0}},
+                          "max_error": 0.05}})
+    expect(srv, SO, refusal, 422, dumps({"detail": [{"type": "value_error", "loc": ["body", "questions", "a"],
+                                                     "msg": DEFER_MSG}]}), "act refusal without defer", seen=seen)
+    expect(srv, BA, refusal, 422, dumps({"error": DEFER_MSG}), "/v1/basal act refusal without defer", seen=seen)
+
+
+def typesafe_only(obj):
+    """The response with only the answers of TypeSafe types (multi/act are extensions, 03 §6)."""
+    out = dict(obj)
+    out["answers"] = {k: v for k, v in obj["answers"].items() if v.get("type") in ("choice", "noul", "score")}
+    return out
+
+
+def test_multi_act_answers(srv, seen):
+    qs = {"c": {"type": "choice", "instructions": "Temat?", "criteria": {"billing": None, "shipping": None}},
+          "m": {"type": "multi", "instructions": "Których tematów dotyczy zgłoszenie?", "criteria": TOPICS, "max": 2},
+          "a": {"type": "act", "instructions": "Czy wniosek spełnia warunki zwrotu?",
+                "criteria": {"true": "Spełnia", "false": "Nie spełnia"}, "costs": REFUND_COSTS, "max_error": 0.05},
+          "n": {"type": "noul", "instructions": "Czy chodzi o płatność?"},
+          "b": {"type": "act", "instructions": "Dział?", "criteria": ["karty", "online", "kredyty"],
+                "costs": {"wrong": 4, "defer": 1}, "max_error": 0.01},
+          "s": {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "wysoka"]}}
+    st, h, raw = srv.post(SO, body(qs))
+    if not C.eq(st, 200, f"multi/act request: status ({raw[:300]!r})"):
+        return
+    check_v1_headers(h, "multi/act request", seen)
+    obj = json.loads(raw)
+    valid(V_RESPONSE, typesafe_only(obj), "multi/act request: TypeSafe answers")
+    ref = decide(body(qs))
+    C.ok(ref is not None and without_latency(json.loads(raw, object_pairs_hook=list)) == without_latency(ref),
+         "multi/act request: answer equals `basal decide`")
+    ans = obj["answers"]
+    C.eq(list(ans), ["c", "m", "a", "n", "b", "s"], "answers in request order")
+    C.eq(list(ans["m"]), ["type", "selected", "probabilities", "threshold", "set_confidence"], "multi answer keys")
+    C.eq(list(ans["m"]["probabilities"]), list(TOPICS), "multi probabilities in label order")
+    C.ok(len(ans["m"]["selected"]) <= 2, "multi max 2")
+    C.eq(list(ans["a"]), ["type", "action", "expected_costs", "answer", "probabilities", "confidence", "calibration"],
+         "act answer keys (action already the defer action: no refusal)")
+    C.eq(ans["a"]["action"], "human", "act: human has the minimal expected cost at p near 0.5")
+    C.eq(ans["a"]["calibration"], "validated", "noul base on a calibrated model is validated")
+    C.eq(list(ans["b"]), ["type", "action", "expected_costs", "answer", "probabilities", "confidence", "max_error",
+                          "calibration"], "act without a certified threshold: max_error note")
+    C.eq((ans["b"]["max_error"], ans["b"]["calibration"]), ("no certified threshold for this target", "unvalidated"),
+         "act choice base: note and unvalidated")
+    C.eq((obj["usage"]["questions"], obj["usage"]["branches"]), (6, 4 + 5), "usage: 4 labels + 5 other readouts")
+    # /v1/basal: the same multi and act objects; the TypeSafe types in the upstream forms
+    st, h, rawb = srv.post(BA, body(qs))
+    if C.eq(st, 200, "/v1/basal multi/act status"):
+        ob = json.loads(rawb)
+        for q in ("m", "a", "b"):
+            C.eq(ob["answers"][q], obj["answers"][q], f"/v1/basal {q} answer equals /v1/systemone's")
+        C.eq(list(ob["answers"]["n"]), ["type", "noul", "probabilities", "confidence"], "/v1/basal noul keys")
+
+
+def multi_act_requests(n):
+    out = []
+    for i in range(n):
+        state = f"Zgłoszenie {i}: " + "Klient pisze, że karta została zablokowana i prosi o zwrot. " * (1 + i % 3)
+        k = i % 4
+        if k == 0:
+            q = {"m": {"type": "multi", "instructions": f"Tematy {i}?", "criteria": TOPICS, "min": 1}}
+        elif k == 1:
+            q = {"a": {"type": "act", "instructions": "Czy zwrot?", "costs": REFUND_COSTS, "max_error": 0.1}}
+        elif k == 2:
+            q = {"m": {"type": "multi", "criteria": ["karta", "zwrot", "adres"]},
+                 "c": {"type": "choice", "instructions": "Temat?", "criteria": ["karta", "zwrot", "inne"]}}
+        else:
+            q = {"a": {"type": "act", "instructions": "Dział?", "criteria": {"x": "Karty", "y": "Zwroty"},
+                       "costs": {"wrong": 3, "defer": 1}, "option_keys": "hide"},
+                 "m": {"type": "multi", "instructions": "Dział?", "criteria": {"x": "Karty", "y": "Zwroty"}}}
+        out.append((SO if i % 3 else BA, body(q, state=state)))
+    return out
+
+
+def test_multi_act_concurrency(srv):
+    """32 clients with multi/act requests: byte-identical to each request alone (04 batch invariance)."""
+    reqs = multi_act_requests(32)
+    alone = [srv.post(p, b) for p, b in reqs]
+    C.ok(all(st == 200 for st, _, _ in alone), f"multi/act alone: all 200 {[st for st, _, _ in alone]}")
+    batched = False
+    for attempt in range(3):
+        together = run_parallel(lambda pb: srv.post(*pb), reqs)
+        errs = [r for r in together if not isinstance(r, tuple)]
+        if not C.ok(not errs, f"multi/act 32 clients: client errors {errs[:2]}"):
+            return
+        same = all(strip_latency(t[2]) == strip_latency(a[2]) and t[0] == a[0] for t, a in zip(together, alone))
+        C.ok(same, "multi/act 32 clients: bodies identical to the same requests alone (except latency_ms)")
+        if not same:
+            for t, a in zip(together, alone):
+                if strip_latency(t[2]) != strip_latency(a[2]):
+                    print("  alone:   ", a[2][:400], "\n  together:", t[2][:400])
+                    break
+            return
+        if max(int(t[1].get("x-basal-batch-requests", "0")) for t in together) > 1:
+            batched = True
+            break
+    C.ok(batched, "multi/act 32 clients were batched together at least once")
+
+
+def multi_act_server():
+    seen = set()
+    srv = Server(["--model", fixture("tiny-bias")])
+    try:
+        test_multi_act_errors(srv, seen)
+        test_multi_act_answers(srv, seen)
+        test_multi_act_concurrency(srv)
+    finally:
+        code = srv.stop()
+    C.eq(code, 0, "multi/act server exits 0 on SIGTERM")
+
 
 
 def metrics_server():
@@ -977,7 +1155,8 @@ def evidence_server(tmp):
 def main():
     import tempfile
     tmp = tempfile.mkdtemp(prefix="basal-serve-test-")
-    sections = [("endpoints, errors, answers", main_server), ("metrics and concurrency", metrics_server),
+    sections = [("endpoints, errors, answers", main_server), ("multi and act", multi_act_server),
+                ("metrics and concurrency", metrics_server),
                 ("body limit", small_limit_server), ("authentication", auth_server), ("overload", overload_server),
                 ("SIGTERM", sigterm_server), ("disconnects", disconnect_server),
                 ("slot release on disconnect", early_release_server),
