@@ -264,8 +264,8 @@ def build_question(qid, q, state_text):
     t = q.get("type")
     if t not in ("choice", "noul", "score", "multi", "act"):
         raise RefError(f"question {qid}: type {t!r} is outside this reference")
-    if q.get("evidence") not in (None, False, 0, "", [], {}):
-        raise RefError(f"question {qid}: evidence is outside this reference")
+    # "evidence" never changes a decision (03 §4); its spans are
+    # tools/evidence_ref.py's, which builds its prompts with this module
     instr = q.get("instructions")
     qtext = "" if instr is None else text(instr)
     lang = "pl" if any(c in DIACRITICS for c in state_text + qtext) else "en"
