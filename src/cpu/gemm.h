@@ -17,13 +17,18 @@ typedef struct bs_wmat {
     int n, k;
 } bs_wmat;
 
-typedef enum { BS_KERNEL_GENERIC = 0, BS_KERNEL_AVX2 = 1 } bs_kernel;
+/* Kernel families of the CPU backend (GEMM, attention, element-wise). All
+ * give bitwise the same f32 results; they differ only in speed. */
+typedef enum { BS_KERNEL_GENERIC = 0, BS_KERNEL_AVX2 = 1, BS_KERNEL_AVX512 = 2 } bs_kernel;
 
-/* Chooses the kernel once per process (AVX2+FMA when the CPU has both, unless
- * BASAL_CPU=generic). Later calls return the same choice. */
+/* Chooses the family once per process: the widest the CPU supports
+ * (AVX-512F, else AVX2+FMA, else portable); BASAL_CPU=generic|avx2|avx512
+ * caps the choice. Later calls return the same choice. */
 bs_kernel bs_gemm_kernel(void);
 const char *bs_gemm_kernel_name(bs_kernel k);
-/* For tests only: force a kernel before the first product (returns the old one). */
+/* Whether this CPU (and OS) can run family k. */
+int bs_kernel_supported(bs_kernel k);
+/* For tests and benchmarks: switch to family k if supported (returns the old one). */
 bs_kernel bs_gemm_force_kernel(bs_kernel k);
 
 /* y (row stride ldy) = x (row stride ldx) * w^T for m rows. */
