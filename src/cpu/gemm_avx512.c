@@ -2,10 +2,13 @@
  *
  * Blocking for Sapphire Rapids / Zen 4 class cores (48 or 32 KiB L1d, 1-2
  * MiB L2): a 14 x 32 register tile (28 zmm accumulators, two weight vectors
- * per k step, x broadcast from memory); KC = 256 deep blocks, so a 32 x 256
- * weight strip (32 KiB) stays in L1 while 14-row panels of x stream past it
- * from L2. Packed x rows are KC + 16 floats apart: with a 1 KiB stride the
- * 14 rows of a panel would fall into 4 of the 64 L1 sets.
+ * per k step, x broadcast from memory; alone in L1 it runs at 97% of the
+ * FMA peak on Sapphire Rapids). KC = 512 deep blocks: the 32 x 512 weight
+ * strip (64 KiB) and the 14-row panel of x (28 KiB) stream from L2, which
+ * keeps up, while y is loaded and stored half as often as with KC = 256
+ * (measured: 0.80-0.88 -> 0.87-0.93 of OpenBLAS at M = 2048, 1 thread).
+ * Packed x rows are KC + 16 floats apart, so the 14 rows of a panel do not
+ * fall into a few L1 sets.
  *
  * Arithmetic: each output is the single chain acc = fma(x[m][k], w[n][k],
  * acc) for k in order, as in the portable and AVX2 families (zmm lanes are
@@ -20,7 +23,7 @@
 #include "core/util.h"
 #include "cpu/vmath.h"
 
-enum { MR = 14, NR = 32, KC = 256, MC = 140, NC_MAX = 1024, LDA = KC + 16 };
+enum { MR = 14, NR = 32, KC = 512, MC = 140, NC_MAX = 1024, LDA = KC + 16 };
 _Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR && (int)KC <= (int)BS_GEMM_MAX_KC &&
                    (int)LDA <= (int)BS_GEMM_MAX_LDA,
                "AVX-512 blocking exceeds the driver's limits");

@@ -17,7 +17,7 @@
 #include "cpu/gemm.h"
 
 /* Limits of every family (the out-of-memory path packs on the stack). */
-enum { BS_GEMM_MAX_MR = 14, BS_GEMM_MAX_NR = 32, BS_GEMM_MAX_KC = 256, BS_GEMM_MAX_LDA = 272 };
+enum { BS_GEMM_MAX_MR = 14, BS_GEMM_MAX_NR = 32, BS_GEMM_MAX_KC = 512, BS_GEMM_MAX_LDA = 528 };
 
 /* One tile: R rows of packed x at a (row stride lda of the family) times a
  * packed strip b, depth kc, into a full nr-column tile c (row stride ldc).
