@@ -549,6 +549,45 @@ void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, fl
     gemm_with(impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
 }
 
+int bs_gemm_bf16_hw_supported(void) {
+#ifdef BS_X86
+    __builtin_cpu_init();
+    return bs_kernel_supported(BS_KERNEL_AVX512) && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+/* -1: follow the f32 family (the instruction when it is avx512 and the CPU
+ * has it); 0 / 1: forced by a test. */
+static atomic_int bf16_forced = -1;
+
+static int bf16_use_hw(void) {
+    int f = atomic_load(&bf16_forced);
+    if (f >= 0) return f;
+    return bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported();
+}
+
+int bs_gemm_force_bf16_hw(int hw) {
+    int old = bf16_use_hw();
+    atomic_store(&bf16_forced, hw && bs_gemm_bf16_hw_supported() ? 1 : 0);
+    return old;
+}
+
+static const bs_gemm_impl *bf16_impl(void) {
+#ifdef BS_X86
+    if (bf16_use_hw()) return &bs_gemm_impl_avx512bf16;
+#endif
+    return &bs_gemm_impl_bf16_portable;
+}
+
+const char *bs_gemm_bf16_kernel_name(void) { return bf16_impl()->name; }
+
+void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
+                  int ldy) {
+    gemm_with(mode == BS_COMPUTE_BF16 ? bf16_impl() : impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
+}
+
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {
     /* Eight interleaved partial sums combined in a fixed tree: the order depends
      * only on k. */

@@ -31,8 +31,24 @@ int bs_kernel_supported(bs_kernel k);
 /* For tests and benchmarks: switch to family k if supported (returns the old one). */
 bs_kernel bs_gemm_force_kernel(bs_kernel k);
 
-/* y (row stride ldy) = x (row stride ldx) * w^T for m rows. */
+/* y (row stride ldy) = x (row stride ldx) * w^T for m rows (f32 compute). */
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);
+
+/* Compute modes of the CPU GEMM (dtype): f32 (exact widening of the stored
+ * weights, today's default), or bf16 (x and w rounded to bf16, products
+ * accumulated in f32 in VDPBF16PS order: gemm_bf16.c). Each mode gives the
+ * same bits on every CPU, and is batch-invariant. */
+typedef enum { BS_COMPUTE_F32 = 0, BS_COMPUTE_BF16 = 1 } bs_compute;
+void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
+                  int ldy);
+/* Whether the CPU has AVX512-BF16 (VDPBF16PS). */
+int bs_gemm_bf16_hw_supported(void);
+/* The bf16 kernel in use: "avx512-bf16" (the instruction, when the CPU has it
+ * and the f32 family is avx512) or "bf16-portable" (the exact emulation). */
+const char *bs_gemm_bf16_kernel_name(void);
+/* For tests: use the hardware bf16 kernel (hw = 1, if supported) or the
+ * emulation (hw = 0); returns whether the hardware kernel was in use. */
+int bs_gemm_force_bf16_hw(int hw);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

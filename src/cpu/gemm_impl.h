@@ -13,6 +13,7 @@
 #define BS_GEMM_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cpu/gemm.h"
 
@@ -49,6 +50,16 @@ typedef struct bs_gemm_impl {
 
 /* f32 kernels of the AVX-512 family (gemm_avx512.c; x86 only). */
 extern const bs_gemm_impl bs_gemm_impl_avx512;
+
+/* bf16 compute mode (gemm_bf16.c): the exact portable emulation, and the
+ * AVX512-BF16 kernels (x86 only). */
+extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
+extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
+/* One VDPBF16PS lane step (gemm_bf16.c): acc with the pair of x (element k
+ * in the low half) times the pair of w; _hw runs the instruction itself
+ * (only where bs_gemm_bf16_hw_supported()). */
+float bs_bf16_pair_step(float acc, uint32_t xpair, uint32_t wpair);
+float bs_bf16_pair_step_hw(float acc, uint32_t xpair, uint32_t wpair);
 
 /* The portable weight packing for any strip width: dst[kk][nr] in f32. */
 void bs_gemm_pack_b_portable(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
