@@ -11,7 +11,11 @@
  *    instruction itself, one lane step at a time, for sampled outputs; the
  *    hardware kernel and the emulation bitwise equal on the same inputs;
  *    batch invariance (every M, row offsets, 1/2/3 threads) and f32, bf16 and
- *    f16 storage of the same values equal, within the mode. */
+ *    f16 storage of the same values equal, within the mode.
+ * 3. The AMX kernels (opt-in, BASAL_BF16=amx), where the CPU and OS allow
+ *    AMX: the float64 bound and batch invariance within themselves; how many
+ *    outputs differ from the pair-step kernels is printed (TDPBF16PS is not
+ *    the VDPBF16PS step sequence: gemm_amx.c). */
 #include <stdint.h>
 
 #include "check.h"
@@ -115,7 +119,8 @@ static float chain_hw(const float *x, const uint16_t *wb, int k) {
 static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
     const shape shapes[] = {{37, 53}, {64, 512}, {5, 300}, {130, 517}, {48, 1040}, {200, 64}};
     enum { NS = sizeof shapes / sizeof *shapes };
-    int hw = bs_gemm_bf16_hw_supported(), m_max = SANITIZED ? 70 : 300;
+    int hw = bs_gemm_bf16_hw_supported(), amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
+    long amx_differ = 0, amx_total = 0;
     for (size_t s = 0; s < NS; s++) {
         int n = shapes[s].n, k = shapes[s].k, mm = m_max;
         rng = 0x1234567ull + s;
@@ -130,12 +135,13 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
         }
         for (int i = 0; i < mm * k; i++) x[i] = frand() * (i % 7 == 0 ? 30.0f : 1.0f);
         bs_wmat wf = {BS_F32, w, n, k}, wbf = {BS_BF16, wb, n, k}, whf = {BS_F16, wh, n, k};
-        for (int fam = 0; fam < (hw ? 2 : 1); fam++) {
-            bs_gemm_force_bf16_hw(fam == 0 ? 0 : 1);
+        for (int fam = 0; fam < 1 + hw + amx; fam++) {
+            bs_gemm_force_bf16_hw(fam);
+            CHECK_STR(bs_gemm_bf16_kernel_name(), fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : "amx-bf16");
             for (int i = 0; i < mm; i++)
                 bs_gemm_mode(NULL, BS_COMPUTE_BF16, x + (size_t)i * k, k, 1, &wf, solo + (size_t)i * n, n);
-            if (fam == 0) {
-                memcpy(ref_em, solo, (size_t)mm * n * 4);
+            if (fam == 0 || fam == 2) {
+                if (fam == 0) memcpy(ref_em, solo, (size_t)mm * n * 4);
                 /* float64 of the rounded inputs: within the f32 accumulation error */
                 int badref = 0;
                 for (int i = 0; i < (mm < 40 ? mm : 40); i++)
@@ -148,10 +154,14 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
                         badref += fabs(solo[(size_t)i * n + j] - r) > mag * k * 1.2e-7 + 1e-30;
                     }
                 CHECK_INT(badref, 0);
+                if (fam == 2) {
+                    for (int i = 0; i < mm * n; i++) amx_differ += ubits(solo[i]) != ubits(ref_em[i]);
+                    amx_total += (long)mm * n;
+                }
             } else {
                 CHECK(memcmp(solo, ref_em, (size_t)mm * n * 4) == 0); /* instruction kernel == emulation */
             }
-            if (hw) { /* sampled outputs against the instruction's own chain */
+            if (hw && fam < 2) { /* sampled outputs against the instruction's own chain */
                 int badhw = 0;
                 for (int t = 0; t < 50; t++) {
                     int i = (int)(xr() % (uint64_t)mm), j = (int)(xr() % (uint64_t)n);
@@ -181,7 +191,11 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
         }
         free(w); free(x); free(wb); free(wh); free(solo); free(y); free(ref_em);
     }
-    printf("bf16 GEMM checked (%s)\n", hw ? "emulation and avx512-bf16" : "emulation only");
+    printf("bf16 GEMM checked (%s)\n", amx ? "emulation, avx512-bf16 and amx-bf16" : hw ? "emulation and avx512-bf16" : "emulation only");
+    if (amx)
+        printf("amx-bf16: %ld of %ld outputs (%.1f%%) differ from the VDPBF16PS pair steps (a separate mode)\n",
+               amx_differ, amx_total, 100.0 * (double)amx_differ / (double)amx_total);
+    bs_gemm_force_bf16_hw(hw);
 }
 
 int main(void) {

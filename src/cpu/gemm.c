@@ -287,11 +287,11 @@ UKR_AVX2(6)
 
 static const bs_gemm_impl impl_generic = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a, pack_b_generic,
-    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic"};
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", 0};
 #ifdef BS_X86
 static const bs_gemm_impl impl_avx2 = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a_avx2, pack_b_avx2,
-    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma"};
+    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", 0};
 #endif
 
 /* A rectangle of source lines (a block of x, or the rows of a weight strip)
@@ -357,8 +357,10 @@ static void run_strip(const gemm_job *j, const float *ap, int mc, const float *b
             }
             stage_next = !first && next_full;
         }
-        pf_issue(pfa);
-        if (pfw) pf_issue(pfw);
+        if (!j->impl->no_prefetch) {
+            pf_issue(pfa);
+            if (pfw) pf_issue(pfw);
+        }
         if (!first && !*staged) {
             memset(stage, 0, (size_t)mr * nr * sizeof(float));
             for (int i = 0; i < r; i++) memcpy(stage + i * nr, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
@@ -496,7 +498,7 @@ static void scratch_give_back(float *f) {
 
 /* Out of memory: the product cannot fail, so it runs serially, one strip per
  * task, one panel of rows per block, on the stack (the same arithmetic). */
-enum { SMALL_FLOATS = BS_GEMM_MAX_MR * BS_GEMM_MAX_LDA + BS_GEMM_MAX_NR * BS_GEMM_MAX_KC + 16 };
+enum { SMALL_FLOATS = BS_GEMM_SMALL_FLOATS };
 static __attribute__((noinline)) void gemm_serial_small(gemm_job *j) {
     float stack[SMALL_FLOATS] __attribute__((aligned(64)));
     for (int pass = 0; pass < 2; pass++) {
@@ -558,25 +560,44 @@ int bs_gemm_bf16_hw_supported(void) {
 #endif
 }
 
-/* -1: follow the f32 family (the instruction when it is avx512 and the CPU
- * has it); 0 / 1: forced by a test. */
-static atomic_int bf16_forced = -1;
+/* The bf16 kernel: 0 the portable emulation, 1 AVX512-BF16, 2 AMX (its own
+ * bits: only when BASAL_BF16=amx asks for it, gemm_amx.c). By default the
+ * instruction when the f32 family is avx512 and the CPU has it. -1: not
+ * chosen yet. */
+static atomic_int bf16_kernel = -1;
 
-static int bf16_use_hw(void) {
-    int f = atomic_load(&bf16_forced);
-    if (f >= 0) return f;
-    return bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported();
+static int bf16_supported(int k) {
+    if (k == 1) return bs_gemm_bf16_hw_supported();
+    if (k == 2) return bs_gemm_bf16_hw_supported() && bs_gemm_amx_available();
+    return k == 0;
 }
 
-int bs_gemm_force_bf16_hw(int hw) {
-    int old = bf16_use_hw();
-    atomic_store(&bf16_forced, hw && bs_gemm_bf16_hw_supported() ? 1 : 0);
+static int bf16_choice(void) {
+    int k = atomic_load(&bf16_kernel);
+    if (k >= 0) return k;
+    const char *env = getenv("BASAL_BF16");
+    k = bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported() ? 1 : 0;
+    if (k == 1 && env && !strcmp(env, "amx") && bf16_supported(2)) k = 2;
+    int expected = -1;
+    atomic_compare_exchange_strong(&bf16_kernel, &expected, k);
+    return atomic_load(&bf16_kernel);
+}
+
+int bs_gemm_force_bf16_hw(int k) {
+    int old = bf16_choice();
+    if (bf16_supported(k)) atomic_store(&bf16_kernel, k);
     return old;
 }
 
 static const bs_gemm_impl *bf16_impl(void) {
 #ifdef BS_X86
-    if (bf16_use_hw()) return &bs_gemm_impl_avx512bf16;
+    switch (bf16_choice()) {
+#if defined(__x86_64__)
+    case 2: return &bs_gemm_impl_amx;
+#endif
+    case 1: return &bs_gemm_impl_avx512bf16;
+    default: break;
+    }
 #endif
     return &bs_gemm_impl_bf16_portable;
 }

@@ -44,11 +44,13 @@ void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m
 /* Whether the CPU has AVX512-BF16 (VDPBF16PS). */
 int bs_gemm_bf16_hw_supported(void);
 /* The bf16 kernel in use: "avx512-bf16" (the instruction, when the CPU has it
- * and the f32 family is avx512) or "bf16-portable" (the exact emulation). */
+ * and the f32 family is avx512), "bf16-portable" (the exact emulation, the
+ * same bits), or "amx-bf16" (AMX tiles: other bits, only when the
+ * environment has BASAL_BF16=amx and the CPU and OS allow AMX). */
 const char *bs_gemm_bf16_kernel_name(void);
-/* For tests: use the hardware bf16 kernel (hw = 1, if supported) or the
- * emulation (hw = 0); returns whether the hardware kernel was in use. */
-int bs_gemm_force_bf16_hw(int hw);
+/* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX) if this
+ * CPU can run it; returns the previous one. */
+int bs_gemm_force_bf16_hw(int k);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

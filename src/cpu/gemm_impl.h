@@ -17,8 +17,10 @@
 
 #include "cpu/gemm.h"
 
-/* Limits of every family (the out-of-memory path packs on the stack). */
-enum { BS_GEMM_MAX_MR = 14, BS_GEMM_MAX_NR = 32, BS_GEMM_MAX_KC = 512, BS_GEMM_MAX_LDA = 528 };
+/* Limits of every family. The out-of-memory path packs one panel of x and
+ * one strip on the stack: mr * lda + b_floats <= BS_GEMM_SMALL_FLOATS (each
+ * family asserts it). */
+enum { BS_GEMM_MAX_MR = 32, BS_GEMM_MAX_NR = 32, BS_GEMM_SMALL_FLOATS = 24576 };
 
 /* One tile: R rows of packed x at a (row stride lda of the family) times a
  * packed strip b, depth kc, into a full nr-column tile c (row stride ldc).
@@ -46,6 +48,7 @@ typedef struct bs_gemm_impl {
     void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
     bs_ukr_fn ukr[BS_GEMM_MAX_MR + 1]; /* by number of rows */
     const char *name;
+    int no_prefetch; /* 1: the driver does not prefetch the next blocks between tiles */
 } bs_gemm_impl;
 
 /* f32 kernels of the AVX-512 family (gemm_avx512.c; x86 only). */
@@ -55,6 +58,11 @@ extern const bs_gemm_impl bs_gemm_impl_avx512;
  * AVX512-BF16 kernels (x86 only). */
 extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
 extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
+/* The AMX-BF16 kernels (gemm_amx.c; x86-64 only): a separate, opt-in mode
+ * whose bits differ from the two above. bs_gemm_amx_available asks the
+ * kernel for the tile state once. */
+extern const bs_gemm_impl bs_gemm_impl_amx;
+int bs_gemm_amx_available(void);
 /* One VDPBF16PS lane step (gemm_bf16.c): acc with the pair of x (element k
  * in the low half) times the pair of w; _hw runs the instruction itself
  * (only where bs_gemm_bf16_hw_supported()). */
