@@ -11,6 +11,7 @@
 #              about 7 minutes on 2 cores; needs a 32k-position model)
 # Peak RSS of each run comes from /usr/bin/time -v.
 # Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k]
+# DTYPE=bf16 runs `single` in the bf16 compute mode (BASAL_BF16=amx: its AMX kernel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -30,7 +31,7 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
     build/bench/gemm_bench --reps 5 --m 300,2048 | tee "$out/gemm.txt"
 fi
 if [ "$what" = all ] || [ "$what" = single ]; then
-    timed single "$B" bench --model "$M" --lat-n "${LAT_N:-5}" --state-tokens 250 --throughput-items "${TP_ITEMS:-16}" \
+    timed single "$B" bench --model "$M" ${DTYPE:+--dtype "$DTYPE"} --lat-n "${LAT_N:-5}" --state-tokens 250 --throughput-items "${TP_ITEMS:-16}" \
         --out "$out/single.json"
     echo "single: peak RSS $(peak single)" | tee -a "$out/summary.txt"
 fi

@@ -71,7 +71,10 @@ typedef struct {
 /* --pad: row strides of x and y 16 floats wider than K and N (shows the cost
  * of strides that are multiples of 4 KiB) */
 static int pad;
-static void run_ours(const call *c) { bs_gemm(c->pool, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad); }
+/* --compute bf16: our columns run the bf16 compute mode (its kernel: the
+ * default choice, or BASAL_BF16=amx) */
+static bs_compute compute = BS_COMPUTE_F32;
+static void run_ours(const call *c) { bs_gemm_mode(c->pool, compute, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad); }
 static void run_blas(const call *c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, c->n, c->k, 1.0f, c->x, c->k + pad,
                 c->wf, c->k, 0.0f, c->y, c->n + pad);
@@ -110,7 +113,7 @@ static void measure(int nv, run_fn const *fn, const call *const *c, int reps, do
 static void usage(void) {
     fprintf(stderr,
             "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
-            "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list]\n"
+            "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16]\n"
             "       gemm_bench --probe [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n");
 }
 
@@ -206,6 +209,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--cputime")) use_cputime = 1;
         else if (!strcmp(a, "--best")) use_best = 1;
         else if (!strcmp(a, "--pad")) pad = 16;
+        else if (!strcmp(a, "--compute") && v) { compute = !strcmp(v, "bf16") ? BS_COMPUTE_BF16 : BS_COMPUTE_F32; i++; }
         else if (!strcmp(a, "--ours")) probe_ours = 1;
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < NSHAPES; s++)
@@ -217,8 +221,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nsel; i++)
         if (sel[i] < 0 || sel[i] >= NSHAPES) { usage(); return 2; }
     if (reps < 1) reps = 1;
-    printf("# kernel %s; %s; core %s; OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s\n",
-           bs_gemm_kernel_name(bs_gemm_kernel()), openblas_get_config(), openblas_get_corename(),
+    printf("# kernel %s, compute %s%s; %s; core %s; OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s\n",
+           bs_gemm_kernel_name(bs_gemm_kernel()), compute == BS_COMPUTE_BF16 ? "bf16 with " : "f32",
+           compute == BS_COMPUTE_BF16 ? bs_gemm_bf16_kernel_name() : "", openblas_get_config(), openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
            getenv("OPENBLAS_THREAD_TIMEOUT"));
     if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);

@@ -91,7 +91,7 @@ jcase good 0 'd["ok"] and has("models", "ok", "basal-tiny: " + E["DIR"] + " (3 l
     and has("port", "ok", "127.0.0.1:" + E["PORT"]) and len(checks("memory")) == 1
     and checks("memory")[0]["level"] == "ok" and has("build", "ok", "0.1.0")
     and has("configuration", "info", "--model") and has("disk", "ok", E["DIR"])
-    and (has("os/cpu", "ok", "CPU kernel: avx2-fma") or has("os/cpu", "info", "CPU kernel: generic"))
+    and (has("os/cpu", "ok", "CPU kernel: avx2-fma") or has("os/cpu", "ok", "CPU kernel: avx512") or has("os/cpu", "info", "CPU kernel: generic"))
     and [c["area"] for c in d["checks"]] == sorted((c["area"] for c in d["checks"]),
         key=["build", "os/cpu", "memory", "gpu", "configuration", "models", "disk", "port"].index)' \
     --model "$src" --addr "127.0.0.1:$PORT"

@@ -2,9 +2,11 @@
  * two-pass softmax, and its invariance: a (query, head) output is bitwise the
  * same whatever block it is computed in (alone, or among other queries that
  * start before or after it) and however its key sequence is split into
- * segments (cached prefix, ancestor ranges, own block). Both kernel families;
- * head sizes with and without a 16-wide tail, GQA ratios 1, 2, 6 and 7, key
- * counts below, at and across the 64-ordinal tiles. */
+ * segments (cached prefix, ancestor ranges, own block). Every kernel family
+ * the CPU supports (portable, AVX2, AVX-512), each against the reference and
+ * bitwise against the portable family on the same inputs; head sizes with
+ * and without a 16-wide tail, GQA ratios 1, 2, 6 and 7, key counts below, at
+ * and across the 64-ordinal tiles. */
 #include <stdint.h>
 
 #include "check.h"
@@ -101,13 +103,27 @@ static void expect_same(const char *what, const case_t *c, const float *a, const
     CHECK_INT(diff, 0);
 }
 
+/* The whole-prompt outputs of the first family run (the portable one), per
+ * case, for the comparison across families. */
+enum { NCASES = 8 };
+static float *first_family[NCASES];
+static int case_no;
+
 static void one_case(int hd, int nkv, int rep, int n, float qscale) {
     case_t c;
+    rng = 0x2545F4914F6CDD1Dull + (uint64_t)case_no; /* the same inputs for every family */
     make_case(&c, hd, nkv, rep, n, qscale);
     size_t qd = (size_t)nkv * rep * hd;
     float *all = malloc(n * qd * 4), *got = malloc(n * qd * 4);
     run(&c, 0, n, NULL, 0, all); /* the whole prompt as one unit */
     check_reference(&c, all);
+    if (!first_family[case_no]) {
+        first_family[case_no] = malloc(n * qd * 4);
+        memcpy(first_family[case_no], all, n * qd * 4);
+    } else {
+        expect_same("this family vs the portable one", &c, all, first_family[case_no], n);
+    }
+    case_no++;
 
     /* every query alone, keys cut into up to 8 random segments */
     for (int t = 0; t < n; t++) {
@@ -134,6 +150,7 @@ static void one_case(int hd, int nkv, int rep, int n, float qscale) {
 }
 
 static void all_cases(void) {
+    case_no = 0;
     one_case(128, 2, 6, 200, 1.0f); /* mini's shape: 12 heads over 2 kv heads */
     one_case(128, 1, 7, 130, 3.0f);
     one_case(16, 2, 2, 150, 1.0f);
@@ -145,11 +162,22 @@ static void all_cases(void) {
 
 int main(void) {
     bs_kernel native = bs_gemm_kernel();
-    printf("native kernel %s\n", bs_attn_kernel_name(128));
-    all_cases();
-    bs_gemm_force_kernel(BS_KERNEL_GENERIC);
-    printf("forced kernel %s\n", bs_attn_kernel_name(128));
-    all_cases();
+    const bs_kernel fams[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2, BS_KERNEL_AVX512};
+    int ran = 0;
+    for (int f = 0; f < 3; f++) {
+        if (!bs_kernel_supported(fams[f])) {
+            printf("family %s not supported by this CPU: skipped\n", bs_gemm_kernel_name(fams[f]));
+            continue;
+        }
+        bs_gemm_force_kernel(fams[f]);
+        printf("family %s: kernels %s (hd 128), %s (hd 24)\n", bs_gemm_kernel_name(fams[f]),
+               bs_attn_kernel_name(128), bs_attn_kernel_name(24));
+        all_cases();
+        ran++;
+    }
+    printf("%d families compared bitwise\n", ran);
+    CHECK(ran >= 1);
     bs_gemm_force_kernel(native);
+    for (int i = 0; i < NCASES; i++) free(first_family[i]);
     return check_report("test_attention");
 }

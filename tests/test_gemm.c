@@ -2,9 +2,13 @@
  * §13.2 A1, §18 item 6): a row's output is bitwise the same for any number of
  * rows (every M from 1 to 64 and larger M that need several row blocks and
  * row-split tasks), any row offset, 1, 2 or 3 threads, and f32, bf16 or f16
- * storage of the same values. Both kernels (portable and AVX2) are checked on
- * shapes that reach every edge: N below, at and not a multiple of the 16-wide
- * strip; K below, at and not a multiple of the 256-deep block (and of 8). */
+ * storage of the same values. Every kernel family the CPU supports (portable,
+ * AVX2, AVX-512) is checked on shapes that reach every edge: N below, at and
+ * not a multiple of the 16- and 32-wide strips; K below, at and not a
+ * multiple of the 256-deep block (and of 8); M over every tile height (6 and
+ * 14 rows). The families must give the same bits as each other (spec 05
+ * §13.2: an answer is the same on every CPU): each family's rows are
+ * compared bitwise with the portable family's on the same inputs. */
 #include <stdint.h>
 
 #include "check.h"
@@ -106,18 +110,22 @@ int main(void) {
      * (< KC, not a multiple of 8), 256 (= KC), 300, 517 and 520 (several
      * blocks: start values of a tile pass through y and the kernels' stage). */
     const shape shapes[] = {{37, 53}, {64, 256}, {5, 300}, {130, 517}, {48, 520}, {200, 64}};
+    _Static_assert(sizeof shapes / sizeof *shapes == 6, "NSHAPES");
     /* every M up to 64, then M beyond one row block (MC = 144) and beyond
      * one row-split task; fewer under the sanitizers */
     const int big_full[] = {100, 300, 517, 1000}, big_asan[] = {37, 64, 100, 300};
     const int *big = SANITIZED ? big_asan : big_full;
     int every = SANITIZED ? 24 : 64, nbig = 4, m_max = SANITIZED ? 303 : 1003;
-    const bs_kernel kernels[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2};
-    int have_avx2 = bs_gemm_kernel() == BS_KERNEL_AVX2;
-    for (int ki = 0; ki < 2; ki++) {
-        if (kernels[ki] == BS_KERNEL_AVX2 && !have_avx2) {
-            fprintf(stderr, "AVX2/FMA not available: skipping that kernel\n");
+    const bs_kernel kernels[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2, BS_KERNEL_AVX512};
+    enum { NSHAPES = 6 };
+    float *portable[NSHAPES] = {0}; /* the portable family's rows, per shape */
+    int portable_rows[NSHAPES] = {0}, families = 0;
+    for (int ki = 0; ki < 3; ki++) {
+        if (!bs_kernel_supported(kernels[ki])) {
+            fprintf(stderr, "kernel %s not supported by this CPU: skipped\n", bs_gemm_kernel_name(kernels[ki]));
             continue;
         }
+        families++;
         bs_gemm_force_kernel(kernels[ki]);
         CHECK_INT(bs_gemm_kernel(), kernels[ki]);
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -125,6 +133,7 @@ int main(void) {
             /* The sanitized portable kernel is slow: M up to 70 there (the
              * driver's large-M paths, shared by both kernels, run with AVX2). */
             int mm = kernels[ki] == BS_KERNEL_GENERIC && SANITIZED ? 70 : m_max;
+            rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)s; /* the same inputs for every family */
             int nb = mm < m_max ? 2 : nbig;
             float *w = malloc((size_t)n * k * sizeof(float));
             uint16_t *wb = malloc((size_t)n * k * sizeof(uint16_t));
@@ -153,6 +162,19 @@ int main(void) {
             check_invariance(pool2, &wbf, x, solo, mm, every, big, nb, y);
             check_strides(pool2, &wbf, x, solo, mr);
 
+            /* the same bits as the portable family, row by row */
+            if (kernels[ki] == BS_KERNEL_GENERIC) {
+                portable[s] = malloc((size_t)mm * n * sizeof(float));
+                memcpy(portable[s], solo, (size_t)mm * n * sizeof(float));
+                portable_rows[s] = mm;
+            } else if (portable[s]) {
+                int rows = mm < portable_rows[s] ? mm : portable_rows[s], differ = 0;
+                for (int i = 0; i < rows; i++)
+                    differ += memcmp(solo + (size_t)i * n, portable[s] + (size_t)i * n, (size_t)n * sizeof(float)) != 0;
+                if (differ) fprintf(stderr, "  %s vs portable: N=%d K=%d: %d of %d rows differ\n",
+                                    bs_gemm_kernel_name(kernels[ki]), n, k, differ, rows);
+                CHECK_INT(differ, 0);
+            }
             /* the fixed-order dot product of the lm_head rows: close to the GEMM */
             float d = bs_dot_row(x, &wf, 0);
             CHECK_NEAR(d, solo[0], 1e-4 * (1 + fabs(solo[0])));
@@ -185,6 +207,9 @@ int main(void) {
         }
         fprintf(stderr, "kernel %s checked\n", bs_gemm_kernel_name(kernels[ki]));
     }
+    for (int i = 0; i < NSHAPES; i++) free(portable[i]);
+    fprintf(stderr, "%d kernel families compared bitwise\n", families);
+    CHECK(families >= 1);
     /* f16 conversions against known bit patterns (IEEE 754 binary16) */
     CHECK_INT(bs_f32_to_f16(1.0f), 0x3c00);
     CHECK_INT(bs_f32_to_f16(-2.0f), 0xc000);

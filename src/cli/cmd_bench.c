@@ -113,7 +113,7 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
 typedef void (*set_threads_fn)(int);
 
 /* GFLOP/s of y[M,N] = x[M,K] w[N,K]^T: best of 3 after a warm-up. */
-static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas) {
+static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_compute mode) {
     float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *y = malloc((size_t)M * N * 4);
     if (!x || !w || !y) { free(x); free(w); free(y); return 0; }
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
@@ -123,7 +123,7 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas) {
     for (int r = 0; r < 4; r++) {
         double t0 = bs_now_ms();
         if (blas) blas(101, 111, 112, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N); /* row-major, x * w^T */
-        else bs_gemm(pool, x, K, M, &wm, y, N);
+        else bs_gemm_mode(pool, mode, x, K, M, &wm, y, N);
         double t = bs_now_ms() - t0;
         if (r > 0 && t < best) best = t;
     }
@@ -219,14 +219,16 @@ int cmd_bench(int argc, char **argv) {
      * backend only: it says nothing about a GPU) */
     int H = m.cfg.hidden, I = m.cfg.inter;
     const bs_backend *be = m.model.backend;
-    double ours = be ? 0 : gemm_gflops(pool, 300, I, H, NULL), blas = 0;
+    double ours = be ? 0 : gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_F32), blas = 0;
+    int bf16 = !be && m.model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
+    double ours_bf16 = bf16 ? gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_BF16) : 0;
     void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib) {
         sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
         set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
         if (f && st) {
             st(bs_pool_size(pool));
-            blas = gemm_gflops(pool, 300, I, H, f);
+            blas = gemm_gflops(pool, 300, I, H, f, BS_COMPUTE_F32);
         }
         dlclose(lib);
     }
@@ -241,17 +243,19 @@ int cmd_bench(int argc, char **argv) {
     double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
     bs_buf_printf(&rep,
                   "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
+                  "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
                   "\"state_tokens\":%d,\"n\":%d,"
                   "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
                   "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"%s\","
                   "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
-                  "\"openblas_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
-                  m.name, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()), state_tokens, n, L, l1, l2,
+                  "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
+                  m.name, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
+                  bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n, L, l1, l2,
                   p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
                   batching, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
-                  prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas,
+                  prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas, ours_bf16,
                   blas > 0 ? flop_per_dec / (blas * 1e9) * 1000.0 : 0.0);
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
     bs_buf_puts(&rep, "],\"lat1_ms_all\":[");
@@ -260,6 +264,10 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, dec/s %.3f; forward %.1f GFLOP/s "
                     "(GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f GFLOP/s)\n",
             l2, p95, l1, dec_sorted[1], total_gf, gemm_gf, ours, blas);
+    if (!be) fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), ours);
+    if (bf16)
+        fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
+                bs_gemm_bf16_kernel_name(), ours_bf16, ours > 0 ? ours_bf16 / ours : 0.0);
     if (out_path) {
         bs_buf_putc(&rep, '\n');
         if (bs_write_file(out_path, rep.data, rep.len, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }

@@ -243,7 +243,7 @@ static void check_cpu(report_t *r) {
     bs_kernel k = bs_gemm_kernel();
     const char *env = getenv("BASAL_CPU");
     if (k != BS_KERNEL_GENERIC)
-        add(r, A_CPU, L_OK, NULL, "CPU kernel: %s", bs_gemm_kernel_name(k));
+        add(r, A_CPU, L_OK, NULL, "CPU kernel: %s%s%s", bs_gemm_kernel_name(k), env ? "; BASAL_CPU=" : "", env ? env : "");
     else if (env && !strcmp(env, "generic"))
         add(r, A_CPU, L_INFO, NULL, "CPU kernel: %s (portable; forced by BASAL_CPU=generic)", bs_gemm_kernel_name(k));
     else
@@ -366,6 +366,10 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
     out->wbytes = bytes;
     add(r, A_MODELS, L_OK, NULL, "%s: %s (%d layers, %d hidden, %s, %.2f GiB weights)", b.name, out->dir,
         b.cfg.n_layers, b.cfg.hidden, dtypes, (double)bytes / GIB);
+    if (!cuda) /* spec 05 §5 as amended by issue 16: the CPU compute mode of this model */
+        add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
+            mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 GEMM inputs, f32 accumulation" : "f32 compute",
+            mc->dtype && !strcmp(mc->dtype, "bf16") ? bs_gemm_bf16_kernel_name() : bs_gemm_kernel_name(bs_gemm_kernel()));
     if (b.cfg.decoy_rope_theta)
         add(r, A_MODELS, L_INFO, NULL,
             "%s: config.json has a top-level rope_theta that differs from rope_parameters.rope_theta; "

@@ -29,7 +29,8 @@ typedef struct attn_kernels {
     const char *name;
 } attn_kernels;
 
-/* ---- portable: plain f32 arithmetic, no contraction ---- */
+/* ---- portable: the vector kernels' arithmetic (fmaf, bs_exp_neg_scalar),
+ * so that every family gives the same bits ---- */
 
 static void scores_generic(const float *const *qp, int nr, const float *kt, int hd, float scale, float *s) {
     for (int r = 0; r < nr; r++) {
@@ -37,7 +38,7 @@ static void scores_generic(const float *const *qp, int nr, const float *kt, int 
         for (int d = 0; d < hd; d++) {
             float qd = qp[r][d];
             const float *kd = kt + (size_t)d * TILE;
-            for (int j = 0; j < TILE; j++) acc[j] = acc[j] + qd * kd[j];
+            for (int j = 0; j < TILE; j++) acc[j] = fmaf(qd, kd[j], acc[j]);
         }
         for (int j = 0; j < TILE; j++) s[(size_t)r * TILE + j] = acc[j] * scale;
     }
@@ -57,9 +58,10 @@ static float row_max_generic(const float *s, int n, float m) {
 static float exp_sum_generic(float *s, int n, float mx) {
     float part[8] = {0};
     for (int j = 0; j < n; j++) {
-        s[j] = expf(s[j] - mx);
+        s[j] = bs_exp_neg_scalar(s[j] - mx);
         part[j & 7] = part[j & 7] + s[j];
     }
+    /* the vector kernels' fixed tree (hsum8) */
     return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
@@ -70,7 +72,7 @@ static void accum_generic(float *const *op, const float *c, int nr, const float 
         const float *pr = p + (size_t)r * TILE;
         for (int d = 0; d < hd; d++) o[d] = o[d] * c[r];
         for (int j = 0; j < n; j++)
-            for (int d = 0; d < hd; d++) o[d] = o[d] + pr[j] * vp[j][d];
+            for (int d = 0; d < hd; d++) o[d] = fmaf(pr[j], vp[j][d], o[d]);
     }
 }
 
@@ -238,11 +240,137 @@ AVX2 static void accum_avx2(float *const *op, const float *c, int nr, const floa
 }
 
 static const attn_kernels avx2 = {scores_avx2, gather_avx2, row_max_avx2, exp_sum_avx2, accum_avx2, "avx2-fma"};
+
+/* ---- AVX-512F, for hd a multiple of 16: the AVX2 kernels' arithmetic on
+ * wider registers (each lane is an independent output); the gather and the
+ * row max are shared with AVX2 (exact whatever the width) ---- */
+
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define AVX512_INLINE __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline
+
+/* NR rows x 64 keys (the whole tile): each score one FMA chain over d. */
+AVX512_INLINE void scores_tile512(const float *const *qp, int NR, const float *kt, int hd, float scale, float *s) {
+    __m512 acc[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const float *kd = kt + (size_t)d * TILE;
+        __m512 k0 = _mm512_loadu_ps(kd), k1 = _mm512_loadu_ps(kd + 16);
+        __m512 k2 = _mm512_loadu_ps(kd + 32), k3 = _mm512_loadu_ps(kd + 48);
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) {
+            __m512 b = _mm512_set1_ps(qp[r][d]);
+            acc[r][0] = _mm512_fmadd_ps(b, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(b, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(b, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(b, k3, acc[r][3]);
+        }
+    }
+    __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(s + (size_t)r * TILE + 16 * c, _mm512_mul_ps(acc[r][c], sc));
+}
+
+_Static_assert(TILE == 64, "scores_tile512 covers a 64-key tile");
+
+AVX512 static void scores_avx512(const float *const *qp, int nr, const float *kt, int hd, float scale, float *s) {
+    for (int r0 = 0; r0 < nr; r0 += 6) {
+        float *sr = s + (size_t)r0 * TILE;
+        switch (nr - r0 < 6 ? nr - r0 : 6) {
+        case 6: scores_tile512(qp + r0, 6, kt, hd, scale, sr); break;
+        case 5: scores_tile512(qp + r0, 5, kt, hd, scale, sr); break;
+        case 4: scores_tile512(qp + r0, 4, kt, hd, scale, sr); break;
+        case 3: scores_tile512(qp + r0, 3, kt, hd, scale, sr); break;
+        case 2: scores_tile512(qp + r0, 2, kt, hd, scale, sr); break;
+        default: scores_tile512(qp + r0, 1, kt, hd, scale, sr); break;
+        }
+    }
+}
+
+/* The AVX2 sums exactly: partial sum l (of 8) adds the keys j = l mod 8 in
+ * order, so each 16-key vector adds its low half, then its high half. Lanes
+ * past n hold -inf (exp = +0), and adding +0 to a partial sum (never -0)
+ * leaves it unchanged, as the AVX2 kernel's skipped or padded lanes do. */
+AVX512 static float exp_sum_avx512(float *s, int n, float mx) {
+    __m512 m = _mm512_set1_ps(mx), ninf = _mm512_set1_ps(-INFINITY);
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = bs_exp_neg_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, k, s + j), m));
+        _mm512_mask_storeu_ps(s + j, k, e);
+        acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+        acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    }
+    return hsum8(acc);
+}
+
+/* NR rows x NC*16 output dims: o = o*c, then one FMA chain over the keys. */
+AVX512_INLINE void accum_tile512(float *const *op, const float *c, int NR, int NC, const float *p,
+                                 const float *const *vp, int n, int d0) {
+    __m512 acc[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++) {
+        __m512 cr = _mm512_set1_ps(c[r]);
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) acc[r][k] = _mm512_mul_ps(_mm512_loadu_ps(op[r] + d0 + 16 * k), cr);
+    }
+    for (int j = 0; j < n; j++) {
+        __m512 v[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) v[k] = _mm512_loadu_ps(vp[j] + d0 + 16 * k);
+#pragma GCC unroll 6
+        for (int r = 0; r < NR; r++) {
+            __m512 b = _mm512_set1_ps(p[(size_t)r * TILE + j]);
+#pragma GCC unroll 4
+            for (int k = 0; k < NC; k++) acc[r][k] = _mm512_fmadd_ps(b, v[k], acc[r][k]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NC; k++) _mm512_storeu_ps(op[r] + d0 + 16 * k, acc[r][k]);
+}
+
+#define ACCUM512_ROWS(NR)                                                                          \
+    case NR:                                                                                       \
+        switch (nc) {                                                                              \
+        case 4: accum_tile512(op + r0, c + r0, NR, 4, p + (size_t)r0 * TILE, vp, n, d0); break;     \
+        case 3: accum_tile512(op + r0, c + r0, NR, 3, p + (size_t)r0 * TILE, vp, n, d0); break;     \
+        case 2: accum_tile512(op + r0, c + r0, NR, 2, p + (size_t)r0 * TILE, vp, n, d0); break;     \
+        default: accum_tile512(op + r0, c + r0, NR, 1, p + (size_t)r0 * TILE, vp, n, d0); break;    \
+        }                                                                                          \
+        break;
+
+/* d outermost: a 64-wide column strip of the V tile (16 KB) stays in L1
+ * while every row group uses it. */
+AVX512 static void accum_avx512(float *const *op, const float *c, int nr, const float *p, const float *const *vp,
+                                int n, int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        int nc = (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4;
+        for (int r0 = 0; r0 < nr; r0 += 6) {
+            switch (nr - r0 < 6 ? nr - r0 : 6) {
+            ACCUM512_ROWS(6)
+            ACCUM512_ROWS(5)
+            ACCUM512_ROWS(4)
+            ACCUM512_ROWS(3)
+            ACCUM512_ROWS(2)
+            ACCUM512_ROWS(1)
+            }
+        }
+    }
+}
+
+static const attn_kernels avx512 = {scores_avx512, gather_avx2, row_max_avx2, exp_sum_avx512, accum_avx512,
+                                    "avx512"};
 #endif
 
 static const attn_kernels *kernels_for(int hd) {
 #ifdef BS_X86
-    if (bs_gemm_kernel() == BS_KERNEL_AVX2 && hd % 8 == 0) return &avx2;
+    bs_kernel k = bs_gemm_kernel();
+    if (k == BS_KERNEL_AVX512 && hd % 16 == 0) return &avx512;
+    if (k >= BS_KERNEL_AVX2 && hd % 8 == 0) return &avx2;
 #endif
     (void)hd;
     return &generic;

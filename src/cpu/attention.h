@@ -13,8 +13,10 @@
  * o = o*c then one FMA chain over the tile's keys in ordinal order. Every
  * step depends only on the query's own prompt, never on the block it was
  * computed in, the other units of the forward, or the thread: bitwise batch
- * invariance. The portable and the AVX2 kernels differ from each other; the
- * process picks one once (with the GEMM kernel). */
+ * invariance. The portable, AVX2 and AVX-512 kernels perform the same
+ * arithmetic per output (fmaf, one exp approximation lane by lane, the same
+ * partial-sum tree), so they give the same bits; the process picks one once
+ * (with the GEMM kernel). */
 #ifndef BS_ATTENTION_H
 #define BS_ATTENTION_H
 
@@ -52,7 +54,8 @@ int bs_attn_block_queries(int rep);
 size_t bs_attn_scratch_bytes(int hd, int rep);
 /* Computes a block; scratch is bs_attn_scratch_bytes(hd, rep) bytes, 64-byte aligned. */
 void bs_attn_run(const bs_attn_block *b, void *scratch);
-/* The kernel family chosen for head size hd ("avx2-fma" or "generic"). */
+/* The kernel family chosen for head size hd ("avx512", "avx2-fma" or "generic";
+ * all give the same bits). */
 const char *bs_attn_kernel_name(int hd);
 
 #endif

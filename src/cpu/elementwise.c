@@ -6,11 +6,12 @@
 #include "cpu/gemm.h"
 #include "cpu/vmath.h"
 
+/* The vector kernels' arithmetic lane by lane (vmath.h): the same bits. */
 static void silu_mul_generic(float *g, const float *u, const float *bg, const float *bu, int n) {
     for (int i = 0; i < n; i++) {
         float gv = bg ? g[i] + bg[i] : g[i];
         float uv = bu ? u[i] + bu[i] : u[i];
-        g[i] = gv / (1.0f + expf(-gv)) * uv;
+        g[i] = bs_silu_mul_scalar(gv, uv);
     }
 }
 
@@ -46,11 +47,38 @@ __attribute__((target("avx2,fma"))) static void silu_mul_avx2(float *g, const fl
         memcpy(g + i, tg, (size_t)(n - i) * sizeof *g);
     }
 }
+
+BS_AVX512_INLINE __m512 silu_mul16(__m512 gv, __m512 uv) {
+    __m512 e = bs_exp_neg_avx512(_mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(gv), _mm512_set1_epi32((int)0x80000000u))));
+    __mmask16 neg = _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 num = _mm512_mask_mul_ps(gv, neg, gv, e);
+    __m512 s = _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    return _mm512_mul_ps(s, uv);
+}
+
+/* 16 lanes with the AVX2 version's arithmetic; the tail through a masked
+ * load (inactive lanes are 0 and never stored). */
+__attribute__((target("avx512f,avx2,fma"))) static void silu_mul_avx512(float *g, const float *u, const float *bg,
+                                                                        const float *bu, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
+        if (bg) gv = _mm512_add_ps(gv, _mm512_maskz_loadu_ps(m, bg + i));
+        if (bu) uv = _mm512_add_ps(uv, _mm512_maskz_loadu_ps(m, bu + i));
+        _mm512_mask_storeu_ps(g + i, m, silu_mul16(gv, uv));
+    }
+}
 #endif
 
 void bs_silu_mul(float *g, const float *u, const float *bg, const float *bu, int n) {
 #if defined(__x86_64__) || defined(__i386__)
-    if (bs_gemm_kernel() == BS_KERNEL_AVX2) {
+    bs_kernel k = bs_gemm_kernel();
+    if (k == BS_KERNEL_AVX512) {
+        silu_mul_avx512(g, u, bg, bu, n);
+        return;
+    }
+    if (k == BS_KERNEL_AVX2) {
         silu_mul_avx2(g, u, bg, bu, n);
         return;
     }

@@ -1,7 +1,7 @@
-/* Element-wise kernels of the forward pass with an AVX2 and a portable
- * version, chosen once per process with the GEMM kernel. Every output element
- * depends only on its own inputs (and its index within a row), never on the
- * number of rows: batch invariant. */
+/* Element-wise kernels of the forward pass with AVX-512, AVX2 and portable
+ * versions, chosen once per process with the GEMM kernel; all three give the
+ * same bits (vmath.h). Every output element depends only on its own inputs,
+ * never on the number of rows or the row length: batch invariant. */
 #ifndef BS_ELEMENTWISE_H
 #define BS_ELEMENTWISE_H
 

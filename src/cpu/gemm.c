@@ -1,11 +1,13 @@
 #include "cpu/gemm.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
+#include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -14,8 +16,8 @@
 #define BS_X86 1
 #endif
 
-/* Blocking (Goto/BLIS scheme, with x as the broadcast operand), sized for a
- * 32 KiB L1 and 512 KiB L2 per core:
+/* Blocking of the portable and AVX2 families (Goto/BLIS scheme, with x as
+ * the broadcast operand), sized for a 32 KiB L1 and 512 KiB L2 per core:
  *  - register tile MR x NR (6 x 16: 12 ymm accumulators);
  *  - KC: depth of one packed block; a 16 x KC weight strip (16 KiB) stays in
  *    L1 while the MR-row panels of a row block stream past it;
@@ -26,14 +28,34 @@
  *    reused by every row block, and all rows or a share of them.
  * None of this changes a computed bit: each output is the single chain
  * acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in order (spec 05 §13.2
- * A1), whatever M, the row's tile, the task split or the thread count;
- * between K blocks the chain passes exactly through y (an f32 store and
- * reload). No split-K, and M = 1 takes the same path as any M. */
+ * A1), whatever M, the row's tile, the task split, the thread count or the
+ * kernel family (portable, AVX2, AVX-512: see gemm_impl.h); between K
+ * blocks the chain passes exactly through y (an f32 store and reload). No
+ * split-K, and M = 1 takes the same path as any M. */
 enum { MR = 6, NR = 16, KC = 256, MC = 144, NC_MAX = 1024 };
 
 static atomic_int chosen_kernel = -1;
 static atomic_int have_f16c = 0;
 
+int bs_gemm_have_f16c(void) {
+    bs_gemm_kernel();
+    return atomic_load(&have_f16c);
+}
+
+int bs_kernel_supported(bs_kernel k) {
+    if (k == BS_KERNEL_GENERIC) return 1;
+#ifdef BS_X86
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (k == BS_KERNEL_AVX2) return avx2;
+    /* __builtin_cpu_supports also checks that the OS saves the zmm state */
+    if (k == BS_KERNEL_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
+#endif
+    return 0;
+}
+
+/* BASAL_CPU=generic|avx2|avx512 caps the choice (a family the CPU lacks
+ * falls back to the best one below it); unset or anything else: the best. */
 static bs_kernel detect_kernel(void) {
     const char *env = getenv("BASAL_CPU");
 #ifdef BS_X86
@@ -42,10 +64,11 @@ static bs_kernel detect_kernel(void) {
     unsigned a, b, c, d;
     atomic_store(&have_f16c, __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1) ? 1 : 0);
 #endif
-    if (env && !strcmp(env, "generic")) return BS_KERNEL_GENERIC;
-#ifdef BS_X86
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return BS_KERNEL_AVX2;
-#endif
+    bs_kernel cap = BS_KERNEL_AVX512;
+    if (env && !strcmp(env, "generic")) cap = BS_KERNEL_GENERIC;
+    else if (env && !strcmp(env, "avx2")) cap = BS_KERNEL_AVX2;
+    for (int k = cap; k > BS_KERNEL_GENERIC; k--)
+        if (bs_kernel_supported((bs_kernel)k)) return (bs_kernel)k;
     return BS_KERNEL_GENERIC;
 }
 
@@ -61,12 +84,16 @@ bs_kernel bs_gemm_kernel(void) {
 
 bs_kernel bs_gemm_force_kernel(bs_kernel k) {
     bs_kernel old = bs_gemm_kernel(); /* also runs the CPU detection once */
-    atomic_store(&chosen_kernel, (int)k);
+    if (bs_kernel_supported(k)) atomic_store(&chosen_kernel, (int)k);
     return old;
 }
 
 const char *bs_gemm_kernel_name(bs_kernel k) {
-    return k == BS_KERNEL_AVX2 ? "avx2-fma" : "generic";
+    switch (k) {
+    case BS_KERNEL_AVX512: return "avx512";
+    case BS_KERNEL_AVX2: return "avx2-fma";
+    default: return "generic";
+    }
 }
 
 /* ---- packing --------------------------------------------------------------
@@ -82,12 +109,16 @@ static float widen(const bs_wmat *w, size_t idx) {
     }
 }
 
-static void pack_b_generic(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
-    int nv = w->n - n0 < NR ? w->n - n0 : NR;
-    for (int j = 0; j < NR; j++) {
+void bs_gemm_pack_b_portable(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr) {
+    int nv = w->n - n0 < nr ? w->n - n0 : nr;
+    for (int j = 0; j < nr; j++) {
         size_t base = (size_t)(n0 + j) * (size_t)w->k + (size_t)k0;
-        for (int kk = 0; kk < kc; kk++) dst[kk * NR + j] = j < nv ? widen(w, base + kk) : 0.0f;
+        for (int kk = 0; kk < kc; kk++) dst[kk * nr + j] = j < nv ? widen(w, base + kk) : 0.0f;
     }
+}
+
+static void pack_b_generic(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    bs_gemm_pack_b_portable(w, n0, k0, kc, dst, NR);
 }
 
 /* Rows of x for one block: ap[i][KC] <- x[i][k0..k0+kc). A fixed row stride
@@ -98,20 +129,11 @@ static void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap)
         memcpy(ap + (size_t)i * KC, x + (size_t)i * ldx + k0, (size_t)kc * sizeof(float));
 }
 
-/* ---- micro-kernels ------------------------------------------------------------
- * A micro-kernel computes one tile: R rows of packed x at a (row stride KC)
- * times a packed strip b, depth kc, into a full 16-column tile c (row stride
- * ldc). The tile starts from zero when first, else from its current value,
- * which the caller has placed in stage (16 floats per row). A kernel given a
- * next tile (next_rows rows at next, row stride ldc) copies it into stage
- * once its own start values are in registers, so that the next kernel never
- * loads y right after this one stored to it: rows of y that are a multiple
- * of 4 KiB apart (N = 1536, 2048, 2560) make such loads wait on the stores
- * (4K aliasing) and evict each other from one L1 set. pf: a tile to prefetch. */
-typedef void (*ukr_fn)(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
-                       const float *next, int next_rows, const float *pf);
+/* ---- micro-kernels (the contract: bs_ukr_fn in gemm_impl.h) ---------------- */
 
-/* acc = acc + x*w (two roundings; -ffp-contract=off keeps them apart). */
+/* acc = fma(x, w, acc): one rounding, as the vector kernels' FMA (fmaf is
+ * correctly rounded in C11 whether or not the CPU has the instruction), so
+ * the portable kernel gives the same bits as every vector family. */
 static inline __attribute__((always_inline)) void ukr_generic_body(const float *a, const float *b, int kc,
                                                                    float *c, int ldc, int first, float *stage,
                                                                    const float *next, int next_rows,
@@ -123,7 +145,7 @@ static inline __attribute__((always_inline)) void ukr_generic_body(const float *
         const float *bk = b + (size_t)kk * NR;
         for (int i = 0; i < R; i++) {
             float av = a[(size_t)i * KC + kk];
-            for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + av * bk[j];
+            for (int j = 0; j < NR; j++) acc[i][j] = fmaf(av, bk[j], acc[i][j]);
         }
     }
     for (int i = 0; i < next_rows; i++) memcpy(stage + i * NR, next + (size_t)i * ldc, NR * sizeof(float));
@@ -266,18 +288,13 @@ UKR_AVX2(6)
 
 /* ---- driver ---------------------------------------------------------------- */
 
-typedef struct {
-    void (*pack_a)(const float *x, int ldx, int rows, int k0, int kc, float *ap);
-    void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
-    ukr_fn ukr[MR + 1]; /* by number of rows */
-} gemm_impl;
-
-static const gemm_impl impl_generic = {
-    pack_a, pack_b_generic,
-    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}};
+static const bs_gemm_impl impl_generic = {
+    MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a, pack_b_generic,
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", 0};
 #ifdef BS_X86
-static const gemm_impl impl_avx2 = {
-    pack_a_avx2, pack_b_avx2, {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}};
+static const bs_gemm_impl impl_avx2 = {
+    MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a_avx2, pack_b_avx2,
+    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", 0};
 #endif
 
 /* A rectangle of source lines (a block of x, or the rows of a weight strip)
@@ -311,52 +328,55 @@ typedef struct {
     const bs_wmat *w;
     float *y;
     int ldy;
-    const gemm_impl *impl;
+    const bs_gemm_impl *impl;
     int row_groups, col_groups; /* task t covers row group t / col_groups, column group t % col_groups */
-    int panels, strips;         /* MR-row panels in M, NR-column strips in N */
-    float *scratch;             /* per thread: x block (MC x KC) then weight block */
+    int panels, strips;         /* mr-row panels in M, nr-column strips in N */
+    float *scratch;             /* per thread: x block (mc x lda) then weight block */
     size_t per_thread;          /* floats of scratch per thread */
     int mc_cap;                 /* rows per x block at most */
 } gemm_job;
 
-/* One strip (16 columns at n0) of one row block: mc rows of packed x at ap.
+/* One strip (nr columns at n0) of one row block: mc rows of packed x at ap.
  * *staged: stage already holds the first tile's start values (copied by the
  * kernel before); on return, whether it holds those of the next strip's
- * first tile (next_full: that strip exists and is 16 columns wide). */
+ * first tile (next_full: that strip exists and is nr columns wide). */
 static void run_strip(const gemm_job *j, const float *ap, int mc, const float *bs, int kc, float *cs, int nv,
                       int first, int next_full, float *stage, int *staged, pf_rect *pfa, pf_rect *pfw) {
-    for (int i0 = 0; i0 < mc; i0 += MR) {
-        int r = mc - i0 < MR ? mc - i0 : MR;
+    const int mr = j->impl->mr, nr = j->impl->nr, lda = j->impl->lda;
+    for (int i0 = 0; i0 < mc; i0 += mr) {
+        int r = mc - i0 < mr ? mc - i0 : mr;
         float *c = cs + (size_t)i0 * j->ldy;
         /* the next tile of this strip, else the first of the next strip */
         const float *next = NULL;
         int next_rows = 0, stage_next;
-        if (i0 + MR < mc) {
-            next = c + (size_t)MR * j->ldy;
-            next_rows = mc - i0 - MR < MR ? mc - i0 - MR : MR;
-            stage_next = !first && nv == NR;
+        if (i0 + mr < mc) {
+            next = c + (size_t)mr * j->ldy;
+            next_rows = mc - i0 - mr < mr ? mc - i0 - mr : mr;
+            stage_next = !first && nv == nr;
         } else {
             if (next_full) {
-                next = cs + NR;
-                next_rows = mc < MR ? mc : MR;
+                next = cs + nr;
+                next_rows = mc < mr ? mc : mr;
             }
             stage_next = !first && next_full;
         }
-        pf_issue(pfa);
-        if (pfw) pf_issue(pfw);
-        if (!first && !*staged) {
-            memset(stage, 0, MR * NR * sizeof(float));
-            for (int i = 0; i < r; i++) memcpy(stage + i * NR, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
+        if (!j->impl->no_prefetch) {
+            pf_issue(pfa);
+            if (pfw) pf_issue(pfw);
         }
-        if (nv == NR) {
-            j->impl->ukr[r](ap + (size_t)i0 * KC, bs, kc, c, j->ldy, first, stage, stage_next ? next : NULL,
+        if (!first && !*staged) {
+            memset(stage, 0, (size_t)mr * nr * sizeof(float));
+            for (int i = 0; i < r; i++) memcpy(stage + i * nr, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
+        }
+        if (nv == nr) {
+            j->impl->ukr[r](ap + (size_t)i0 * lda, bs, kc, c, j->ldy, first, stage, stage_next ? next : NULL,
                             stage_next ? next_rows : 0, next ? next : c);
         } else {
-            /* Last strip of a ragged N: the same kernel on a full 16-column
+            /* Last strip of a ragged N: the same kernel on a full nr-column
              * copy of the valid columns. */
-            float t[MR * NR];
-            j->impl->ukr[r](ap + (size_t)i0 * KC, bs, kc, t, NR, first, stage, NULL, 0, c);
-            for (int i = 0; i < r; i++) memcpy(c + (size_t)i * j->ldy, t + i * NR, (size_t)nv * sizeof(float));
+            float t[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
+            j->impl->ukr[r](ap + (size_t)i0 * lda, bs, kc, t, nr, first, stage, NULL, 0, c);
+            for (int i = 0; i < r; i++) memcpy(c + (size_t)i * j->ldy, t + i * nr, (size_t)nv * sizeof(float));
         }
         *staged = stage_next;
     }
@@ -365,72 +385,75 @@ static void run_strip(const gemm_job *j, const float *ap, int mc, const float *b
 static void gemm_task(void *arg, int task, int thread) {
     const gemm_job *j = arg;
     const bs_wmat *w = j->w;
+    const bs_gemm_impl *im = j->impl;
+    const int mr = im->mr, nr = im->nr, KCB = im->kc;
     float *ap = j->scratch + (size_t)thread * j->per_thread;
-    float *bp = ap + (size_t)j->mc_cap * KC;
+    float *bp = ap + (size_t)j->mc_cap * im->lda;
     int rg = task / j->col_groups, cg = task % j->col_groups;
     int s0 = (int)((long long)j->strips * cg / j->col_groups);
     int s1 = (int)((long long)j->strips * (cg + 1) / j->col_groups);
-    int ma = (int)((long long)j->panels * rg / j->row_groups) * MR;
-    int mb = (int)((long long)j->panels * (rg + 1) / j->row_groups) * MR;
+    int ma = (int)((long long)j->panels * rg / j->row_groups) * mr;
+    int mb = (int)((long long)j->panels * (rg + 1) / j->row_groups) * mr;
     if (mb > j->m) mb = j->m;
-    /* Row blocks of equal size (multiples of MR) rather than MC, MC, ..., rest:
+    /* Row blocks of equal size (multiples of mr) rather than mc, mc, ..., rest:
      * a small last block would stream every weight strip for a few rows. */
-    int mblocks = (mb - ma + MC - 1) / MC;
-    int mcb = ((mb - ma + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+    int mblocks = (mb - ma + im->mc - 1) / im->mc;
+    int mcb = ((mb - ma + mblocks - 1) / mblocks + mr - 1) / mr * mr;
     if (mcb > j->mc_cap) mcb = j->mc_cap;
     size_t esz = w->dtype == BS_F32 ? 4 : 2;
-    float stage[MR * NR] __attribute__((aligned(32)));
-    for (int k0 = 0; k0 < w->k; k0 += KC) {
-        int kc = w->k - k0 < KC ? w->k - k0 : KC, first = k0 == 0;
+    float stage[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
+    for (int k0 = 0; k0 < w->k; k0 += KCB) {
+        int kc = w->k - k0 < KCB ? w->k - k0 : KCB, first = k0 == 0;
         for (int m0 = ma; m0 < mb; m0 += mcb) {
             int mc = mb - m0 < mcb ? mb - m0 : mcb;
-            j->impl->pack_a(j->x + (size_t)m0 * j->ldx, j->ldx, mc, k0, kc, ap);
+            im->pack_a(j->x + (size_t)m0 * j->ldx, j->ldx, mc, k0, kc, ap);
             /* the x block packed next: the following row block, else the
              * first one of the next K block */
-            int nm0 = m0 + mcb < mb ? m0 + mcb : ma, nk0 = m0 + mcb < mb ? k0 : k0 + KC;
-            int nmc = mb - nm0 < mcb ? mb - nm0 : mcb, nkc = w->k - nk0 < KC ? w->k - nk0 : KC;
-            int panels = (mc + MR - 1) / MR;
+            int nm0 = m0 + mcb < mb ? m0 + mcb : ma, nk0 = m0 + mcb < mb ? k0 : k0 + KCB;
+            int nmc = mb - nm0 < mcb ? mb - nm0 : mcb, nkc = w->k - nk0 < KCB ? w->k - nk0 : KCB;
+            int panels = (mc + mr - 1) / mr;
             pf_rect pfa, pfw;
             int staged = 0; /* a chain of staged tiles stays within one row block */
             pf_init(&pfa, nk0 < w->k ? j->x + (size_t)nm0 * j->ldx + nk0 : NULL, (size_t)j->ldx * sizeof(float),
                     (size_t)nkc * sizeof(float), nmc, (s1 - s0) * panels);
             for (int s = s0; s < s1; s++) {
-                float *bs = bp + (size_t)(s - s0) * KC * NR;
-                int n0 = s * NR, nv = w->n - n0 < NR ? w->n - n0 : NR;
+                float *bs = bp + (size_t)(s - s0) * im->b_floats;
+                int n0 = s * nr, nv = w->n - n0 < nr ? w->n - n0 : nr;
                 float *cs = j->y + (size_t)m0 * j->ldy + n0;
                 pf_rect *pfwp = NULL;
                 /* The first row block packs each strip just before using it,
                  * while it is still in L1; later row blocks reuse it. */
                 if (m0 == ma) {
-                    j->impl->pack_b(w, n0, k0, kc, bs);
+                    im->pack_b(w, n0, k0, kc, bs);
                     /* the strip packed next: the following one, else the
                      * first one of the next K block */
-                    int pn0 = s + 1 < s1 ? n0 + NR : s0 * NR, pk0 = s + 1 < s1 ? k0 : k0 + KC;
-                    int pkc = w->k - pk0 < KC ? w->k - pk0 : KC, prow = w->n - pn0 < NR ? w->n - pn0 : NR;
+                    int pn0 = s + 1 < s1 ? n0 + nr : s0 * nr, pk0 = s + 1 < s1 ? k0 : k0 + KCB;
+                    int pkc = w->k - pk0 < KCB ? w->k - pk0 : KCB, prow = w->n - pn0 < nr ? w->n - pn0 : nr;
                     pf_init(&pfw, pk0 < w->k ? (const char *)w->data + ((size_t)pn0 * w->k + pk0) * esz : NULL,
                             (size_t)w->k * esz, (size_t)pkc * esz, prow, panels);
                     pfwp = &pfw;
                 }
-                int next_full = s + 1 < s1 && w->n - n0 - NR >= NR;
+                int next_full = s + 1 < s1 && w->n - n0 - nr >= nr;
                 run_strip(j, ap, mc, bs, kc, cs, nv, first, next_full, stage, &staged, &pfa, pfwp);
             }
         }
     }
 }
 
-/* Splits the outputs into tasks: column groups of at most NC_MAX columns and,
+/* Splits the outputs into tasks: column groups of at most nc_max columns and,
  * when there are few columns, row groups as well, so that no thread repacks
  * all of x for a narrow slice of w. Estimated packing work per thread (x
  * copies count 1 per element, weight widening and transposition 2) decides
  * among the divisors of the thread count. */
 static void plan_tasks(gemm_job *j, int nthreads) {
+    const int mr = j->impl->mr, nr = j->impl->nr, nc_max = j->impl->nc_max;
     long best = -1;
     for (int cgs = 1; cgs <= nthreads; cgs++) {
         if (nthreads % cgs) continue;
         int rgs = nthreads / cgs;
         if (rgs > j->panels || cgs > j->strips) continue;
-        int cols = (j->strips + cgs - 1) / cgs * NR, rows = (j->panels + rgs - 1) / rgs * MR;
-        int sub = (cols + NC_MAX - 1) / NC_MAX;
+        int cols = (j->strips + cgs - 1) / cgs * nr, rows = (j->panels + rgs - 1) / rgs * mr;
+        int sub = (cols + nc_max - 1) / nc_max;
         long cost = (long)sub * rows + 2L * cols;
         if (best < 0 || cost <= best) {
             best = cost;
@@ -445,7 +468,8 @@ static void plan_tasks(gemm_job *j, int nthreads) {
 }
 
 static size_t scratch_floats(const gemm_job *j) {
-    size_t s = (size_t)j->mc_cap * KC + (size_t)((j->strips + j->col_groups - 1) / j->col_groups) * KC * NR;
+    size_t s = (size_t)j->mc_cap * j->impl->lda +
+               (size_t)((j->strips + j->col_groups - 1) / j->col_groups) * j->impl->b_floats;
     return (s + 15) & ~(size_t)15; /* 64-byte multiples: each thread on its own lines */
 }
 
@@ -476,30 +500,45 @@ static void scratch_give_back(float *f) {
 }
 
 /* Out of memory: the product cannot fail, so it runs serially, one strip per
- * task, with small blocks on the stack (the same arithmetic). */
+ * task, one panel of rows per block, on the stack (the same arithmetic). */
+enum { SMALL_FLOATS = BS_GEMM_SMALL_FLOATS };
 static __attribute__((noinline)) void gemm_serial_small(gemm_job *j) {
-    float stack[(MR * 4 + NR) * KC];
-    j->mc_cap = MR * 4;
-    j->row_groups = 1;
-    j->col_groups = j->strips;
+    float stack[SMALL_FLOATS] __attribute__((aligned(64)));
+    for (int pass = 0; pass < 2; pass++) {
+        j->mc_cap = j->impl->mr;
+        j->panels = (j->m + j->impl->mr - 1) / j->impl->mr;
+        j->strips = (j->w->n + j->impl->nr - 1) / j->impl->nr;
+        j->row_groups = 1;
+        j->col_groups = j->strips;
+        j->per_thread = scratch_floats(j);
+        if (j->per_thread <= SMALL_FLOATS) break;
+        j->impl = &impl_generic; /* unreachable: every family asserts the limits */
+    }
     j->scratch = stack;
-    j->per_thread = scratch_floats(j);
     bs_pool_run(NULL, j->strips, gemm_task, j);
 }
 
-void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
+static const bs_gemm_impl *impl_for(bs_kernel k) {
+#ifdef BS_X86
+    if (k == BS_KERNEL_AVX512) return &bs_gemm_impl_avx512;
+    if (k == BS_KERNEL_AVX2) return &impl_avx2;
+#endif
+    (void)k;
+    return &impl_generic;
+}
+
+static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w,
+                      float *y, int ldy) {
     if (m <= 0 || w->n <= 0) return;
     if (w->k == 0) {
         for (int i = 0; i < m; i++) memset(y + (size_t)i * ldy, 0, (size_t)w->n * sizeof(float));
         return;
     }
-    gemm_job j = {x, ldx, m, w, y, ldy, &impl_generic, 1, 1, (m + MR - 1) / MR, (w->n + NR - 1) / NR, NULL, 0, MC};
-#ifdef BS_X86
-    if (bs_gemm_kernel() == BS_KERNEL_AVX2) j.impl = &impl_avx2;
-#endif
+    gemm_job j = {x, ldx, m, w, y, ldy, impl, 1, 1, (m + impl->mr - 1) / impl->mr,
+                  (w->n + impl->nr - 1) / impl->nr, NULL, 0, impl->mc};
     int nthreads = bs_pool_size(pool);
     plan_tasks(&j, nthreads);
-    int rows = (j.panels + j.row_groups - 1) / j.row_groups * MR;
+    int rows = (j.panels + j.row_groups - 1) / j.row_groups * impl->mr;
     if (rows < j.mc_cap) j.mc_cap = rows;
     j.per_thread = scratch_floats(&j);
     j.scratch = scratch_take((size_t)nthreads * j.per_thread);
@@ -509,6 +548,68 @@ void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, fl
         return;
     }
     gemm_serial_small(&j);
+}
+
+void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
+    gemm_with(impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
+}
+
+int bs_gemm_bf16_hw_supported(void) {
+#ifdef BS_X86
+    __builtin_cpu_init();
+    return bs_kernel_supported(BS_KERNEL_AVX512) && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+/* The bf16 kernel: 0 the portable emulation, 1 AVX512-BF16, 2 AMX (its own
+ * bits: only when BASAL_BF16=amx asks for it, gemm_amx.c). By default the
+ * instruction when the f32 family is avx512 and the CPU has it. -1: not
+ * chosen yet. */
+static atomic_int bf16_kernel = -1;
+
+static int bf16_supported(int k) {
+    if (k == 1) return bs_gemm_bf16_hw_supported();
+    if (k == 2) return bs_gemm_bf16_hw_supported() && bs_gemm_amx_available();
+    return k == 0;
+}
+
+static int bf16_choice(void) {
+    int k = atomic_load(&bf16_kernel);
+    if (k >= 0) return k;
+    const char *env = getenv("BASAL_BF16");
+    k = bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported() ? 1 : 0;
+    if (k == 1 && env && !strcmp(env, "amx") && bf16_supported(2)) k = 2;
+    int expected = -1;
+    atomic_compare_exchange_strong(&bf16_kernel, &expected, k);
+    return atomic_load(&bf16_kernel);
+}
+
+int bs_gemm_force_bf16_hw(int k) {
+    int old = bf16_choice();
+    if (bf16_supported(k)) atomic_store(&bf16_kernel, k);
+    return old;
+}
+
+static const bs_gemm_impl *bf16_impl(void) {
+#ifdef BS_X86
+    switch (bf16_choice()) {
+#if defined(__x86_64__)
+    case 2: return &bs_gemm_impl_amx;
+#endif
+    case 1: return &bs_gemm_impl_avx512bf16;
+    default: break;
+    }
+#endif
+    return &bs_gemm_impl_bf16_portable;
+}
+
+const char *bs_gemm_bf16_kernel_name(void) { return bf16_impl()->name; }
+
+void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
+                  int ldy) {
+    gemm_with(mode == BS_COMPUTE_BF16 ? bf16_impl() : impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
 }
 
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {

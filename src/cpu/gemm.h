@@ -17,17 +17,40 @@ typedef struct bs_wmat {
     int n, k;
 } bs_wmat;
 
-typedef enum { BS_KERNEL_GENERIC = 0, BS_KERNEL_AVX2 = 1 } bs_kernel;
+/* Kernel families of the CPU backend (GEMM, attention, element-wise). All
+ * give bitwise the same f32 results; they differ only in speed. */
+typedef enum { BS_KERNEL_GENERIC = 0, BS_KERNEL_AVX2 = 1, BS_KERNEL_AVX512 = 2 } bs_kernel;
 
-/* Chooses the kernel once per process (AVX2+FMA when the CPU has both, unless
- * BASAL_CPU=generic). Later calls return the same choice. */
+/* Chooses the family once per process: the widest the CPU supports
+ * (AVX-512F, else AVX2+FMA, else portable); BASAL_CPU=generic|avx2|avx512
+ * caps the choice. Later calls return the same choice. */
 bs_kernel bs_gemm_kernel(void);
 const char *bs_gemm_kernel_name(bs_kernel k);
-/* For tests only: force a kernel before the first product (returns the old one). */
+/* Whether this CPU (and OS) can run family k. */
+int bs_kernel_supported(bs_kernel k);
+/* For tests and benchmarks: switch to family k if supported (returns the old one). */
 bs_kernel bs_gemm_force_kernel(bs_kernel k);
 
-/* y (row stride ldy) = x (row stride ldx) * w^T for m rows. */
+/* y (row stride ldy) = x (row stride ldx) * w^T for m rows (f32 compute). */
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);
+
+/* Compute modes of the CPU GEMM (dtype): f32 (exact widening of the stored
+ * weights, today's default), or bf16 (x and w rounded to bf16, products
+ * accumulated in f32 in VDPBF16PS order: gemm_bf16.c). Each mode gives the
+ * same bits on every CPU, and is batch-invariant. */
+typedef enum { BS_COMPUTE_F32 = 0, BS_COMPUTE_BF16 = 1 } bs_compute;
+void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
+                  int ldy);
+/* Whether the CPU has AVX512-BF16 (VDPBF16PS). */
+int bs_gemm_bf16_hw_supported(void);
+/* The bf16 kernel in use: "avx512-bf16" (the instruction, when the CPU has it
+ * and the f32 family is avx512), "bf16-portable" (the exact emulation, the
+ * same bits), or "amx-bf16" (AMX tiles: other bits, only when the
+ * environment has BASAL_BF16=amx and the CPU and OS allow AMX). */
+const char *bs_gemm_bf16_kernel_name(void);
+/* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX) if this
+ * CPU can run it; returns the previous one. */
+int bs_gemm_force_bf16_hw(int k);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

@@ -1,8 +1,52 @@
-/* Vector math shared by the AVX2 kernels (attention, element-wise). Each
+/* Vector math shared by the kernels (attention, element-wise). Each
  * function depends only on its input lanes, so results never depend on the
- * batch. */
+ * batch, and the portable, AVX2 and AVX-512 versions of a function perform
+ * the same IEEE operations in the same order lane by lane (fmaf is the
+ * fused multiply-add, rintf under the default rounding mode is
+ * round-to-nearest-even like _MM_FROUND_TO_NEAREST_INT), so they give the
+ * same bits on every CPU. */
 #ifndef BS_VMATH_H
 #define BS_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* exp(x) for x <= 0 (or NaN), the portable twin of bs_exp_neg_avx2 below:
+ * x = n*ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r (relative
+ * error about 2e-7), 2^n through the exponent bits; below -87.3 the result
+ * is +0. max_ps(x, lo) returns lo when x is NaN, and so does this. */
+static inline float bs_exp_neg_scalar(float x) {
+    const float lo = -87.3f;
+    int under = x < lo;
+    x = x > lo ? x : lo;
+    float nf = rintf(x * 1.44269504088896341f);
+    float r = fmaf(-nf, 0.693359375f, x);
+    r = fmaf(-nf, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float r2 = r * r;
+    p = fmaf(p, r2, r + 1.0f);
+    /* n is in [-126, 0] here: the scale is a normal power of two */
+    uint32_t bits = (uint32_t)((int32_t)nf + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float y = p * scale;
+    return under ? 0.0f : y;
+}
+
+/* SiLU(g) * u lane by lane as the vector kernels compute it: the exponential
+ * only ever sees -|g|, where it is accurate and cannot overflow;
+ * SiLU(g) = g / (1 + e^-g) for g >= 0 and g e^g / (1 + e^g) for g < 0. */
+static inline float bs_silu_mul_scalar(float g, float u) {
+    float e = bs_exp_neg_scalar(-fabsf(g));
+    float num = g < 0.0f ? g * e : g;
+    return num / (1.0f + e) * u;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,6 +75,30 @@ BS_AVX2_INLINE __m256 bs_exp_neg_avx2(__m256 x) {
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf), _mm256_set1_epi32(127)), 23);
     __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_andnot_ps(under, y);
+}
+
+#define BS_AVX512_INLINE __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline
+
+/* bs_exp_neg_avx2 on 16 lanes: the same operations lane by lane. */
+BS_AVX512_INLINE __m512 bs_exp_neg_avx512(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.3f);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_ps(x, lo);
+    __m512 nf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nf), _mm512_set1_epi32(127)), 23);
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~under, y);
 }
 
 /* 8 x 8 transpose: r[i] holds row i (8 consecutive values); afterwards r[k]

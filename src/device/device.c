@@ -23,8 +23,16 @@ int bs_device_cuda_count(void) {
 #endif
 }
 
-static int cpu_dtype(const char *dtype, bs_err *e) {
-    if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "bf16") || !strcmp(dtype, "f32")) return BS_OK;
+/* CPU modes (issue 16, superseding spec 05 Q1): f32 and auto compute in f32
+ * (exact widening of any stored dtype); bf16 rounds the GEMM inputs to bf16
+ * (src/cpu/gemm_bf16.c), the same bits on every CPU. */
+static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
+    m->compute = BS_COMPUTE_F32;
+    if (dtype && !strcmp(dtype, "bf16")) {
+        m->compute = BS_COMPUTE_BF16;
+        return BS_OK;
+    }
+    if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "f32")) return BS_OK;
     if (!strcmp(dtype, "f16")) return bs_fail(e, BS_EUNSUP, "dtype f16 needs the CUDA backend; use bf16 or f32");
     return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
 }
@@ -41,7 +49,7 @@ int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, cons
         cuda = bs_device_cuda_count() > 0;
         if (!cuda) fprintf(stderr, "basal: no usable CUDA GPU; using the CPU backend\n");
     }
-    if (!cuda) return cpu_dtype(dtype, e);
+    if (!cuda) return cpu_dtype(m, dtype, e);
 #ifdef BS_HAVE_CUDA
     return bs_cuda_backend_create(m, dtype, gemm_table, e);
 #else

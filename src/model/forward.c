@@ -197,11 +197,12 @@ int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit
     return BS_OK;
 }
 
-/* bs_gemm, timed and counted when a profile is asked for. */
+/* The model's GEMM mode (f32, or bf16 inputs for dtype bf16), timed and
+ * counted when a profile is asked for. */
 static void gemm(const bs_model *m, bs_fwd_profile *pf, const float *x, int ldx, int rows, const bs_wmat *w,
                  float *y, int ldy) {
     double t0 = pf ? bs_now_ms() : 0;
-    bs_gemm(m->pool, x, ldx, rows, w, y, ldy);
+    bs_gemm_mode(m->pool, m->compute, x, ldx, rows, w, y, ldy);
     if (pf) {
         pf->gemm_ms += bs_now_ms() - t0;
         pf->gemm_flop += 2.0 * rows * (double)w->n * (double)w->k;

@@ -41,6 +41,7 @@ typedef struct bs_model {
     float *rope_cos, *rope_sin; /* [Pmax][hd/2], f64 angles rounded to f32 */
     bs_pool *pool;           /* borrowed; NULL = serial */
     bs_backend *backend;     /* owned; NULL = the CPU forward of forward.c */
+    bs_compute compute;      /* CPU GEMM inputs: f32 (default) or bf16 (dtype bf16, set by bs_device_attach) */
 } bs_model;
 
 /* Loads config.json and the weights of dir and checks the exact tensor set. */

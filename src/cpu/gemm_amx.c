@@ -1,0 +1,149 @@
+/* AMX-BF16 kernels for the bf16 compute mode (opt-in: BASAL_BF16=amx).
+ *
+ * TDPBF16PS does not compute the VDPBF16PS pair steps of gemm_bf16.c:
+ * measured on this Sapphire Rapids (tests/test_gemm_bf16.c prints it), its
+ * result for one k pair already differs from both pair orders in about 10%
+ * of random cases, and for 16 pairs per instruction in about 40%; it is
+ * closest to (but not) one rounding of the whole exact dot product. Its
+ * internal arithmetic is undocumented, so no other CPU can reproduce its bits:
+ * this is a separate mode, never chosen by dtype bf16 alone. Within it, each
+ * output is still computed by a fixed sequence that depends only on K: 16-pair
+ * (32-element) tile steps in k order, K blocks of KC through y, zero pairs
+ * padding the last step; each C row depends only on its own x row, so results
+ * are batch-invariant (tested) and thread-count independent.
+ *
+ * Tiles: C is 32 x 32 (four 16 x 16 f32 tiles), A two 16-row tiles of 16
+ * pairs, B two 16-pair tiles of 16 columns; the packed operands are those of
+ * the AVX512-BF16 kernels (x rows of pairs, weight strips [pair][32]). */
+#include "cpu/gemm_impl.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { MR = 32, NR = 32, KC = 512, MC = 256, NC = 1024, LDA = KC / 2 + 16, STEP_PAIRS = 16 };
+_Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR &&
+                   MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS && MC % MR == 0,
+               "AMX blocking exceeds the driver's limits");
+
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f")))
+
+/* 0: not asked yet, 1: usable, -1: absent or refused by the kernel. */
+static atomic_int amx_state;
+
+int bs_gemm_amx_available(void) {
+    int s = atomic_load(&amx_state);
+    if (s) return s > 0;
+    unsigned a, b, c, d;
+    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24));
+    /* Linux keeps the tile data state off until a process asks once:
+     * arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18). */
+    if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    atomic_store(&amx_state, ok ? 1 : -1);
+    return ok;
+}
+
+typedef struct __attribute__((packed)) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Every tile 16 rows x 64 bytes; loaded once per thread (nothing else in the
+ * process configures tiles). */
+static _Thread_local int thread_configured;
+
+static AMX_FN void configure(void) {
+    if (thread_configured) return;
+    tile_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        tc.colsb[t] = 64;
+        tc.rows[t] = 16;
+    }
+    _tile_loadconfig(&tc);
+    thread_configured = 1;
+}
+
+static int round_pairs(int kc) { return ((kc + 1) / 2 + STEP_PAIRS - 1) / STEP_PAIRS * STEP_PAIRS; }
+
+/* The AVX512-BF16 packing, then zero pairs up to a whole tile step. */
+static void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
+    bs_gemm_impl_avx512bf16.pack_a(x, ldx, rows, k0, kc, ap);
+    int p0 = (kc + 1) / 2, p1 = round_pairs(kc);
+    for (int i = 0; i < rows; i++) memset(ap + (size_t)i * LDA + p0, 0, (size_t)(p1 - p0) * 4);
+}
+
+static void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    bs_gemm_impl_avx512bf16.pack_b(w, n0, k0, kc, dst);
+    int p0 = (kc + 1) / 2, p1 = round_pairs(kc);
+    memset(dst + (size_t)p0 * NR, 0, (size_t)(p1 - p0) * NR * 4);
+}
+
+static AMX_FN void ukr_body(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
+                            const float *next, int next_rows, int R) {
+    configure();
+    if (first) {
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    } else {
+        _tile_loadd(0, stage, NR * 4);
+        _tile_loadd(1, stage + 16, NR * 4);
+        _tile_loadd(2, stage + 16 * NR, NR * 4);
+        _tile_loadd(3, stage + 16 * NR + 16, NR * 4);
+    }
+    for (int i = 0; i < next_rows; i++) memcpy(stage + i * NR, next + (size_t)i * ldc, NR * sizeof(float));
+    int steps = round_pairs(kc) / STEP_PAIRS;
+    for (int s = 0; s < steps; s++) {
+        const float *as = a + s * STEP_PAIRS, *bs = b + (size_t)s * STEP_PAIRS * NR;
+        _tile_loadd(4, as, LDA * 4);
+        _tile_loadd(5, as + 16 * LDA, LDA * 4);
+        _tile_loadd(6, bs, NR * 4);
+        _tile_loadd(7, bs + 16, NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    if (R == MR) {
+        _tile_stored(0, c, ldc * 4);
+        _tile_stored(1, c + 16, ldc * 4);
+        _tile_stored(2, c + (size_t)16 * ldc, ldc * 4);
+        _tile_stored(3, c + (size_t)16 * ldc + 16, ldc * 4);
+        return;
+    }
+    /* fewer rows: rows R..31 of the tiles came from stale packed rows and are dropped */
+    float t[MR * NR] __attribute__((aligned(64)));
+    _tile_stored(0, t, NR * 4);
+    _tile_stored(1, t + 16, NR * 4);
+    _tile_stored(2, t + 16 * NR, NR * 4);
+    _tile_stored(3, t + 16 * NR + 16, NR * 4);
+    for (int i = 0; i < R; i++) memcpy(c + (size_t)i * ldc, t + i * NR, NR * sizeof(float));
+}
+
+#define UKR(R)                                                                                      \
+    static void ukr_##R(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage, \
+                        const float *next, int next_rows, const float *pf) {                        \
+        (void)pf;                                                                                   \
+        ukr_body(a, b, kc, c, ldc, first, stage, next, next_rows, R);                               \
+    }
+UKR(1) UKR(2) UKR(3) UKR(4) UKR(5) UKR(6) UKR(7) UKR(8) UKR(9) UKR(10) UKR(11) UKR(12) UKR(13) UKR(14) UKR(15)
+UKR(16) UKR(17) UKR(18) UKR(19) UKR(20) UKR(21) UKR(22) UKR(23) UKR(24) UKR(25) UKR(26) UKR(27) UKR(28) UKR(29)
+UKR(30) UKR(31) UKR(32)
+
+const bs_gemm_impl bs_gemm_impl_amx = {
+    MR, NR, KC, MC, NC, LDA, (KC / 2) * NR, pack_a, pack_b,
+    {NULL, ukr_1, ukr_2, ukr_3, ukr_4, ukr_5, ukr_6, ukr_7, ukr_8, ukr_9, ukr_10, ukr_11, ukr_12, ukr_13, ukr_14,
+     ukr_15, ukr_16, ukr_17, ukr_18, ukr_19, ukr_20, ukr_21, ukr_22, ukr_23, ukr_24, ukr_25, ukr_26, ukr_27, ukr_28,
+     ukr_29, ukr_30, ukr_31, ukr_32},
+    "amx-bf16",
+    /* a tile takes ~0.6 us: spreading prefetches over the tiles costs more
+     * than it saves (measured) */
+    1};
+#else
+int bs_gemm_amx_available(void) { return 0; }
+#endif

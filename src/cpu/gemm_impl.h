@@ -1,0 +1,78 @@
+/* Internal interface between the GEMM driver (gemm.c) and its kernel
+ * families (portable and AVX2 in gemm.c, AVX-512 in gemm_avx512.c, bf16 in
+ * gemm_bf16.c). A family supplies its blocking, its packing of x and of the
+ * weights, and one micro-kernel per number of rows; the driver (task split,
+ * row and K blocks, strips, ragged edges) is shared.
+ *
+ * Every f32 family computes each output as the single chain
+ * acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in order; between K
+ * blocks the chain passes exactly through y (an f32 store and reload), so
+ * the blocking constants never change a bit and all f32 families give the
+ * same results. */
+#ifndef BS_GEMM_IMPL_H
+#define BS_GEMM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/gemm.h"
+
+/* Limits of every family. The out-of-memory path packs one panel of x and
+ * one strip on the stack: mr * lda + b_floats <= BS_GEMM_SMALL_FLOATS (each
+ * family asserts it). */
+enum { BS_GEMM_MAX_MR = 32, BS_GEMM_MAX_NR = 32, BS_GEMM_SMALL_FLOATS = 24576 };
+
+/* One tile: R rows of packed x at a (row stride lda of the family) times a
+ * packed strip b, depth kc, into a full nr-column tile c (row stride ldc).
+ * The tile starts from zero when first, else from its current value, which
+ * the caller has placed in stage (nr floats per row, 64-byte aligned). A
+ * kernel given a next tile (next_rows rows at next, row stride ldc) copies
+ * it into stage once its own start values are in registers, so that the
+ * next kernel never loads y right after this one stored to it: rows of y
+ * that are a multiple of 4 KiB apart (N = 1536, 2048, 2560) make such loads
+ * wait on the stores (4K aliasing) and evict each other from one L1 set.
+ * pf: a tile of y to prefetch. */
+typedef void (*bs_ukr_fn)(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
+                          const float *next, int next_rows, const float *pf);
+
+typedef struct bs_gemm_impl {
+    int mr, nr;     /* register tile */
+    int kc;         /* depth of one packed block */
+    int mc;         /* rows of x per packed block (a multiple of mr) */
+    int nc_max;     /* columns of one task's packed weights at most */
+    int lda;        /* floats from one packed x row to the next */
+    int b_floats;   /* floats of one packed strip (nr x kc at most) */
+    /* x rows [0, rows), depth k0..k0+kc-1, into ap (row i at ap + i*lda) */
+    void (*pack_a)(const float *x, int ldx, int rows, int k0, int kc, float *ap);
+    /* weight rows n0..n0+nr-1 (zero past N), depth k0..k0+kc-1, into dst */
+    void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
+    bs_ukr_fn ukr[BS_GEMM_MAX_MR + 1]; /* by number of rows */
+    const char *name;
+    int no_prefetch; /* 1: the driver does not prefetch the next blocks between tiles */
+} bs_gemm_impl;
+
+/* f32 kernels of the AVX-512 family (gemm_avx512.c; x86 only). */
+extern const bs_gemm_impl bs_gemm_impl_avx512;
+
+/* bf16 compute mode (gemm_bf16.c): the exact portable emulation, and the
+ * AVX512-BF16 kernels (x86 only). */
+extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
+extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
+/* The AMX-BF16 kernels (gemm_amx.c; x86-64 only): a separate, opt-in mode
+ * whose bits differ from the two above. bs_gemm_amx_available asks the
+ * kernel for the tile state once. */
+extern const bs_gemm_impl bs_gemm_impl_amx;
+int bs_gemm_amx_available(void);
+/* One VDPBF16PS lane step (gemm_bf16.c): acc with the pair of x (element k
+ * in the low half) times the pair of w; _hw runs the instruction itself
+ * (only where bs_gemm_bf16_hw_supported()). */
+float bs_bf16_pair_step(float acc, uint32_t xpair, uint32_t wpair);
+float bs_bf16_pair_step_hw(float acc, uint32_t xpair, uint32_t wpair);
+
+/* The portable weight packing for any strip width: dst[kk][nr] in f32. */
+void bs_gemm_pack_b_portable(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
+
+/* Whether the CPU has F16C (for the vector widening of f16 weights). */
+int bs_gemm_have_f16c(void);
+
+#endif

@@ -1,0 +1,106 @@
+"""Agreement of the CPU dtype bf16 mode with f32 (issue 16), measured like
+basal-rs's decision tables: generated /v1/systemone requests of every type
+the server decides (choice, noul, score; N of each, one question a request)
+are answered by two `basal serve` processes on the same fixture model, one
+with --dtype f32 and one with --dtype bf16. Reported per model: the share of
+identical decisions and the largest |difference| of a probability. Checked:
+wherever the f32 answer's top-two probability margin exceeds 0.05 the bf16
+decision is the same, and the two modes differ somewhere (bf16 is not f32
+under another name).
+
+Decision of a question: choice -> "choice"; score -> the level of highest
+probability; noul -> yes when "noul" >= 0.5 (its margin is |2*noul - 1|).
+usage: bf16_agreement_check.py [N per type] [fixture ...]"""
+import json
+import random
+import sys
+
+sys.path.insert(0, "tests/server")
+import srvlib  # noqa: E402
+
+WORDS = ("klient zamówienie paczka zwrot reklamacja karta przelew konto hasło logowanie kurier faktura "
+         "order refund parcel invoice account password login courier damaged screen payment delivery "
+         "pilne wczoraj dzisiaj nie działa proszę szybko problem błąd error urgent broken late").split()
+OPTS = ("Zwroty Wysyłka Płatności Reklamacje Kredyty Karty Logowanie Inne Returns Shipping Payments Other "
+        "Loans Cards Complaints Sales").split()
+LEVELS = [["niska", "średnia", "wysoka"], ["low", "medium", "high", "critical"], ["1", "2", "3", "4", "5"],
+          ["spokojny", "zły"]]
+
+
+def make_requests(n, seed):
+    rnd = random.Random(seed)
+    out = []
+    for i in range(3 * n):
+        state = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(5, 60)))
+        instr = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 8))) + "?"
+        kind = ("choice", "noul", "score")[i % 3]
+        if kind == "choice":
+            opts = rnd.sample(OPTS, rnd.randint(2, 6))
+            q = {"type": "choice", "instructions": instr, "criteria": {f"o{j}": o for j, o in enumerate(opts)}}
+        elif kind == "noul":
+            q = {"type": "noul", "instructions": instr}
+        else:
+            q = {"type": "score", "instructions": instr, "criteria": rnd.choice(LEVELS)}
+        out.append({"state": state, "questions": {"q": q}})
+    return out
+
+
+def decision(ans):
+    """(decision, top-two margin, {name: probability})"""
+    if ans["type"] == "noul":
+        p = ans["noul"]
+        return p >= 0.5, abs(2 * p - 1), {"yes": p}
+    probs = ans["probabilities"]
+    top = sorted(probs.values(), reverse=True)
+    best = max(probs, key=lambda k: probs[k])  # first key on ties, as the answer's own order
+    return (ans["choice"] if ans["type"] == "choice" else best), top[0] - top[1], probs
+
+
+def run_model(c, name, n):
+    d = srvlib.fixture(name)
+    servers = {dt: srvlib.Server(["--model", d, "--dtype", dt, "--threads", "2"]) for dt in ("f32", "bf16")}
+    try:
+        model = json.loads(servers["f32"].request("GET", "/v1/models")[2])["models"][0]["name"]
+        same = total = checked = 0
+        max_dp = 0.0
+        per_type = {}
+        for body in make_requests(n, seed=16):
+            body = dict(body, model=model)
+            got = {}
+            for dt, srv in servers.items():
+                st, _, raw = srv.post("/v1/systemone", body, timeout=120)
+                if not c.ok(st == 200, f"{name} {dt}: status {st}: {raw[:300]!r}"):
+                    return
+                got[dt] = json.loads(raw)["answers"]["q"]
+            d32, margin, p32 = decision(got["f32"])
+            d16, _, p16 = decision(got["bf16"])
+            t = got["f32"]["type"]
+            total += 1
+            same += d32 == d16
+            per_type.setdefault(t, [0, 0])
+            per_type[t][0] += d32 == d16
+            per_type[t][1] += 1
+            max_dp = max([max_dp] + [abs(p32[k] - p16[k]) for k in p32])
+            if margin > 0.05:
+                checked += 1
+                c.ok(d32 == d16, f"{name}: {t} decision {d32!r} (f32, margin {margin:.3f}) vs {d16!r} (bf16)")
+        types = ", ".join(f"{t} {a}/{b}" for t, (a, b) in per_type.items())
+        print(f"{name}: {same}/{total} identical decisions ({100.0 * same / total:.1f}%; {types}); "
+              f"max |dp| {max_dp:.4g}; {checked} with f32 margin > 0.05 all equal", flush=True)
+        c.ok(max_dp > 0, f"{name}: bf16 answers are bitwise the f32 ones (the mode is not applied)")
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    models = sys.argv[2:] or ["tiny-bias", "tiny-hd128", "tiny-gqa4"]
+    c = srvlib.Checks()
+    for name in models:
+        run_model(c, name, n)
+    return c.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+/* The bf16 compute mode of the GEMM (src/cpu/gemm_bf16.c).
+ *
+ * 1. The pair step, emulated in portable C, against the VDPBF16PS instruction
+ *    of this CPU (when it has AVX512-BF16), bit for bit, on random bit
+ *    patterns (NaN, inf, subnormal, huge), realistic magnitudes with
+ *    cancellation, and near-ties; the other orders of the two adds (even
+ *    element first, or both products summed first) must differ from the
+ *    instruction, which shows the comparison can tell them apart.
+ * 2. bs_gemm_mode(BF16): against float64 dot products of the bf16-rounded
+ *    inputs (f32 accumulation error bound); against chains of the
+ *    instruction itself, one lane step at a time, for sampled outputs; the
+ *    hardware kernel and the emulation bitwise equal on the same inputs;
+ *    batch invariance (every M, row offsets, 1/2/3 threads) and f32, bf16 and
+ *    f16 storage of the same values equal, within the mode.
+ * 3. The AMX kernels (opt-in, BASAL_BF16=amx), where the CPU and OS allow
+ *    AMX: the float64 bound and batch invariance within themselves; how many
+ *    outputs differ from the pair-step kernels is printed (TDPBF16PS is not
+ *    the VDPBF16PS step sequence: gemm_amx.c). */
+#include <stdint.h>
+
+#include "check.h"
+#include "core/util.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_impl.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t xr(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng;
+}
+static float frand(void) { return (float)((double)(xr() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+static float fbits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t ubits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static int same(float a, float b) { return (isnan(a) && isnan(b)) || ubits(a) == ubits(b); }
+
+/* Alternative orders, written here from the definitions, to show the test
+ * distinguishes them: even element first; the two products added exactly
+ * then rounded once (float64 is exact for these products and sums of
+ * normal-range values). No DAZ/FTZ: the random cases below are normal. */
+static float even_first(float acc, uint32_t x, uint32_t w) {
+    float t = fmaf(bs_bf16_to_f32((uint16_t)x), bs_bf16_to_f32((uint16_t)w), acc);
+    return fmaf(bs_bf16_to_f32((uint16_t)(x >> 16)), bs_bf16_to_f32((uint16_t)(w >> 16)), t);
+}
+static float one_rounding(float acc, uint32_t x, uint32_t w) {
+    double s = (double)bs_bf16_to_f32((uint16_t)x) * bs_bf16_to_f32((uint16_t)w) +
+               (double)bs_bf16_to_f32((uint16_t)(x >> 16)) * bs_bf16_to_f32((uint16_t)(w >> 16));
+    return (float)((double)acc + s);
+}
+
+static uint32_t bf16_of(float f) { return bs_f32_to_bf16(f); }
+
+static void check_step(void) {
+    if (!bs_gemm_bf16_hw_supported()) {
+        printf("no AVX512-BF16 on this CPU: the step is checked against the instruction elsewhere\n");
+        return;
+    }
+    long n = SANITIZED ? 200000 : 4000000, bad = 0, alt_even = 0, alt_one = 0, realistic = 0;
+    for (long it = 0; it < n; it++) {
+        uint32_t x, w;
+        float acc;
+        int kind = (int)(it % 4);
+        if (kind == 0) { /* any bit patterns: NaN, inf, subnormals, huge */
+            x = (uint32_t)xr(); w = (uint32_t)xr(); acc = fbits((uint32_t)xr());
+        } else if (kind == 3) { /* near ties: acc around 1, products of a few ulps */
+            x = bf16_of(ldexpf(1.0f, -24 + (int)(xr() % 3))) << 16 | bf16_of(ldexpf(1.0f, -25 + (int)(xr() % 3)));
+            w = 0x3f80u << 16 | ((xr() & 1) ? 0x3f80u : 0xbf80u);
+            acc = 1.0f + ldexpf((float)(xr() % 4), -23);
+        } else { /* realistic: magnitudes 2^-20..2^20, cancellation */
+            float e = ldexpf(1.0f, (int)(xr() % 40) - 20);
+            x = bf16_of(frand() * e) | bf16_of(frand() * e) << 16;
+            w = bf16_of(frand()) | bf16_of(frand()) << 16;
+            acc = frand() * e * (kind == 2 ? 1e-3f : 1.0f);
+        }
+        float hw = bs_bf16_pair_step_hw(acc, x, w), em = bs_bf16_pair_step(acc, x, w);
+        if (!same(hw, em)) {
+            if (bad++ < 5)
+                fprintf(stderr, "step differs: acc %a x %08x w %08x: instruction %a, emulation %a\n", acc, x, w, hw, em);
+        }
+        if (kind == 1 || kind == 2) {
+            realistic++;
+            alt_even += !same(hw, even_first(acc, x, w));
+            alt_one += !same(hw, one_rounding(acc, x, w));
+        }
+    }
+    printf("pair step: %ld cases, %ld differ from VDPBF16PS; on %ld realistic cases the even-first order "
+           "differs %ld times, one rounding %ld times\n", n, bad, realistic, alt_even, alt_one);
+    CHECK_INT(bad, 0);
+    CHECK(alt_even > realistic / 100);
+    CHECK(alt_one > realistic / 100);
+}
+
+typedef struct {
+    int n, k;
+} shape;
+
+/* The chain of one output computed with the instruction, one step at a time
+ * (a zero pair pads an odd K). */
+static float chain_hw(const float *x, const uint16_t *wb, int k) {
+    float acc = 0.0f;
+    for (int t = 0; t < k; t += 2) {
+        uint32_t xp = bf16_of(x[t]) | (t + 1 < k ? bf16_of(x[t + 1]) << 16 : 0u);
+        uint32_t wp = wb[t] | (t + 1 < k ? (uint32_t)wb[t + 1] << 16 : 0u);
+        acc = bs_bf16_pair_step_hw(acc, xp, wp);
+    }
+    return acc;
+}
+
+static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
+    const shape shapes[] = {{37, 53}, {64, 512}, {5, 300}, {130, 517}, {48, 1040}, {200, 64}};
+    enum { NS = sizeof shapes / sizeof *shapes };
+    int hw = bs_gemm_bf16_hw_supported(), amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
+    long amx_differ = 0, amx_total = 0;
+    for (size_t s = 0; s < NS; s++) {
+        int n = shapes[s].n, k = shapes[s].k, mm = m_max;
+        rng = 0x1234567ull + s;
+        float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)mm * k * 4);
+        uint16_t *wb = malloc((size_t)n * k * 2), *wh = malloc((size_t)n * k * 2);
+        float *solo = malloc((size_t)mm * n * 4), *y = malloc((size_t)mm * n * 4), *ref_em = malloc((size_t)mm * n * 4);
+        /* weights exactly representable in bf16 and in f16 (|w| < 1 with 8
+         * significant bits, not too small), so all three storages hold the same values */
+        for (int i = 0; i < n * k; i++) {
+            float v = (float)((int)(xr() % 255) - 127) / 128.0f;
+            wb[i] = bs_f32_to_bf16(v); w[i] = bs_bf16_to_f32(wb[i]); wh[i] = bs_f32_to_f16(w[i]);
+        }
+        for (int i = 0; i < mm * k; i++) x[i] = frand() * (i % 7 == 0 ? 30.0f : 1.0f);
+        bs_wmat wf = {BS_F32, w, n, k}, wbf = {BS_BF16, wb, n, k}, whf = {BS_F16, wh, n, k};
+        for (int fam = 0; fam < 1 + hw + amx; fam++) {
+            bs_gemm_force_bf16_hw(fam);
+            CHECK_STR(bs_gemm_bf16_kernel_name(), fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : "amx-bf16");
+            for (int i = 0; i < mm; i++)
+                bs_gemm_mode(NULL, BS_COMPUTE_BF16, x + (size_t)i * k, k, 1, &wf, solo + (size_t)i * n, n);
+            if (fam == 0 || fam == 2) {
+                if (fam == 0) memcpy(ref_em, solo, (size_t)mm * n * 4);
+                /* float64 of the rounded inputs: within the f32 accumulation error */
+                int badref = 0;
+                for (int i = 0; i < (mm < 40 ? mm : 40); i++)
+                    for (int j = 0; j < n; j++) {
+                        double r = 0, mag = 0;
+                        for (int t = 0; t < k; t++) {
+                            double p = (double)bs_bf16_to_f32(bs_f32_to_bf16(x[(size_t)i * k + t])) * w[(size_t)j * k + t];
+                            r += p; mag += fabs(p);
+                        }
+                        badref += fabs(solo[(size_t)i * n + j] - r) > mag * k * 1.2e-7 + 1e-30;
+                    }
+                CHECK_INT(badref, 0);
+                if (fam == 2) {
+                    for (int i = 0; i < mm * n; i++) amx_differ += ubits(solo[i]) != ubits(ref_em[i]);
+                    amx_total += (long)mm * n;
+                }
+            } else {
+                CHECK(memcmp(solo, ref_em, (size_t)mm * n * 4) == 0); /* instruction kernel == emulation */
+            }
+            if (hw && fam < 2) { /* sampled outputs against the instruction's own chain */
+                int badhw = 0;
+                for (int t = 0; t < 50; t++) {
+                    int i = (int)(xr() % (uint64_t)mm), j = (int)(xr() % (uint64_t)n);
+                    badhw += !same(chain_hw(x + (size_t)i * k, wb + (size_t)j * k, k), solo[(size_t)i * n + j]);
+                }
+                CHECK_INT(badhw, 0);
+            }
+            /* batch invariance within the mode; storages equal */
+            int mism = 0;
+            const int ms[] = {2, 5, 6, 13, 14, 15, 29, 64, 141, 300};
+            for (size_t q = 0; q < sizeof ms / sizeof *ms; q++) {
+                int m = ms[q];
+                if (m > mm) continue;
+                for (int off = 0; off < 3; off++) {
+                    int o = off == 2 ? mm - m : off;
+                    if (o + m > mm) continue;
+                    bs_pool *pl = off == 0 ? NULL : off == 1 ? pool2 : pool3;
+                    const bs_wmat *wm = off == 0 ? &wf : off == 1 ? &wbf : &whf;
+                    bs_gemm_mode(pl, BS_COMPUTE_BF16, x + (size_t)o * k, k, m, wm, y, n);
+                    int d = memcmp(y, solo + (size_t)o * n, (size_t)m * n * 4) != 0;
+                    if (d) fprintf(stderr, "  M=%d offset %d storage %d differs\n", m, o, off);
+                    mism += d;
+                }
+            }
+            if (mism) fprintf(stderr, "%s N=%d K=%d: %d batched cases differ from M=1\n", bs_gemm_bf16_kernel_name(), n, k, mism);
+            CHECK_INT(mism, 0);
+        }
+        free(w); free(x); free(wb); free(wh); free(solo); free(y); free(ref_em);
+    }
+    printf("bf16 GEMM checked (%s)\n", amx ? "emulation, avx512-bf16 and amx-bf16" : hw ? "emulation and avx512-bf16" : "emulation only");
+    if (amx)
+        printf("amx-bf16: %ld of %ld outputs (%.1f%%) differ from the VDPBF16PS pair steps (a separate mode)\n",
+               amx_differ, amx_total, 100.0 * (double)amx_differ / (double)amx_total);
+    bs_gemm_force_bf16_hw(hw);
+}
+
+int main(void) {
+    bs_pool *pool2 = bs_pool_create(2), *pool3 = bs_pool_create(3);
+    CHECK(pool2 && pool3);
+    check_step();
+    check_gemm(pool2, pool3);
+    bs_pool_destroy(pool2);
+    bs_pool_destroy(pool3);
+    return check_report("test_gemm_bf16");
+}
