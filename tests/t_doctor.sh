@@ -95,6 +95,14 @@ jcase good 0 'd["ok"] and has("models", "ok", "basal-tiny: " + E["DIR"] + " (3 l
     and [c["area"] for c in d["checks"]] == sorted((c["area"] for c in d["checks"]),
         key=["build", "os/cpu", "memory", "gpu", "configuration", "models", "disk", "port"].index)' \
     --model "$src" --addr "127.0.0.1:$PORT"
+# evidence_head.pt (03 §4): reported when present (with its d and k), its absence said
+jcase no-evidence-head 0 'd["ok"] and has("models", "info", "basal-tiny: no evidence_head.pt")' \
+    --model "$src" --addr "127.0.0.1:$PORT"
+d=$(copy with-head)
+$PY tools/make_evidence_head.py --hidden 64 --k 8 --seed 1 --out "$d/evidence_head.pt" >/dev/null
+export DIR3="$d"
+jcase evidence-head 0 'd["ok"] and has("models", "ok", "basal-tiny: evidence head evidence_head.pt (d 64, k 8)")' \
+    --model "$d" --addr "127.0.0.1:$PORT"
 # the same with a sharded checkpoint, and two models (weights summed)
 export DIR2="$FIXTURES/tiny-sharded"
 jcase sharded 0 'd["ok"] and has("models", "ok", E["DIR2"]) and has("models", "ok", E["DIR"])

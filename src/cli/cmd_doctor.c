@@ -24,6 +24,7 @@
 #include "cpu/gemm.h"
 #include "model/basal_model.h"
 #include "device/device.h"
+#include "model/evidence.h"
 #include "model/safetensors.h"
 #include "server/config.h"
 #include "server/modelref.h"
@@ -370,6 +371,13 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
         add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
             mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 GEMM inputs, f32 accumulation" : "f32 compute",
             mc->dtype && !strcmp(mc->dtype, "bf16") ? bs_gemm_bf16_kernel_name() : bs_gemm_kernel_name(bs_gemm_kernel()));
+    /* 03 §4: evidence spans need evidence_head.pt (a broken one already failed the load above) */
+    if (b.evidence)
+        add(r, A_MODELS, L_OK, NULL, "%s: evidence head %s (d %d, k %d): \"evidence\": true is answered", b.name,
+            BS_EVIDENCE_FILE, b.evidence->d, b.evidence->k);
+    else
+        add(r, A_MODELS, L_INFO, NULL, "%s: no %s: questions with \"evidence\": true get a 422", b.name,
+            BS_EVIDENCE_FILE);
     if (b.cfg.decoy_rope_theta)
         add(r, A_MODELS, L_INFO, NULL,
             "%s: config.json has a top-level rope_theta that differs from rope_parameters.rope_theta; "

@@ -1127,11 +1127,35 @@ def evidence_server(tmp):
         st, _, raw = srv.post(SO, body({"o": {"type": "choice", "instructions": "x", "criteria": ["jedyna"],
                                               "evidence": True}}))
         C.ok(st == 200 and "evidence" in json.loads(raw)["answers"]["o"], f"single option evidence: {raw[:200]!r}")
+        # evidence with facts "auto" (03 §4.6): spans lie in the state as sent (before the appended facts),
+        # on both endpoints, and the answer equals `basal decide`
+        fstate = "Budżet działu wynosi 50 000,00 zł, dotychczas wydano 41 250,00 zł. Stawka VAT 23%. Termin 14 dni."
+        fq = {"n": {"type": "noul", "instructions": "Czy budżet wystarczy?", "evidence": True},
+              "c": {"type": "choice", "instructions": "Temat?", "criteria": ["budżet", "termin"], "evidence": True}}
+        fb = body(fq, state=fstate, facts="auto")
+        for path in (SO, BA):
+            st, _, raw = srv.post(path, fb)
+            if not C.eq(st, 200, f"facts + evidence {path}: status ({raw[:300]!r})"):
+                continue
+            for qid, a in json.loads(raw)["answers"].items():
+                ev = a.get("evidence", [])
+                C.ok(1 <= len(ev) <= 3, f"facts + evidence {path} {qid}: 1..3 spans")
+                for sp in ev:
+                    C.ok(sp["end"] <= len(fstate) and fstate[sp["start"]:sp["end"]] == sp["text"],
+                         f"facts + evidence {path} {qid}: span {sp} inside the state as sent")
+            if path == SO:
+                r = subprocess.run([BASAL, "decide", "--model", d], input=json.dumps(fb).encode(),
+                                   capture_output=True, timeout=120 * SLOW)
+                ref = json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
+                C.ok(ref is not None and without_latency(json.loads(raw, object_pairs_hook=list)) == without_latency(ref),
+                     "facts + evidence: answer equals `basal decide`")
         # 32 concurrent clients, byte-identical to alone
         reqs = []
         for i, (p, b) in enumerate(varied_requests(32)):
             for qq in b["questions"].values():
                 qq["evidence"] = i % 5 != 4
+            if i % 4 == 1 and isinstance(b.get("state"), str):
+                b["facts"] = "auto"  # evidence with injected facts in the same batch
             reqs.append((p, b))
         alone = [srv.post(p, b) for p, b in reqs]
         C.ok(all(st == 200 and b"evidence" in raw for st, _, raw in alone[:4]), "evidence requests alone: 200")
