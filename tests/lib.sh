@@ -25,3 +25,23 @@ need() {
 }
 # The closing line tests/run.sh reads, and the exit status.
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
+
+# run_servers_py LIMIT LIMIT_ASAN SCRIPT [ARGS...]: runs a Python test that
+# starts `basal serve` processes (tests/server/srvlib.py registers each in
+# $SERVER_PIDS), bounded by LIMIT seconds (LIMIT_ASAN for a sanitizer build);
+# every server left behind is killed on exit. Its status is the script's, or a
+# failure line when it timed out.
+run_servers_py() {
+    local limit=$1 limit_asan=$2 script=$3
+    shift 3
+    case $BASAL in *asan*) limit=$limit_asan ;; esac
+    export SERVER_PIDS=$tmp/pids
+    : >"$SERVER_PIDS"
+    trap 'while read -r pid; do kill -9 "$pid" 2>/dev/null; done <"$SERVER_PIDS"; rm -rf "$tmp"' EXIT
+    BASAL=$BASAL FIXTURES=$FIXTURES SHARED=$SHARED TMPDIR=$tmp timeout -k 10 "$limit" "$PY" -B "$script" "$@"
+    local rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "$(basename "$0" .sh): timed out after $limit s"; echo "0 passed, 1 failed"; return 1
+    fi
+    return "$rc"
+}

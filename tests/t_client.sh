@@ -8,17 +8,4 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 need "$BASAL" "$FIXTURES/tiny-bias"
-export SERVER_PIDS=$tmp/pids
-: >"$SERVER_PIDS"
-cleanup() {
-    while read -r pid; do kill -9 "$pid" 2>/dev/null; done <"$SERVER_PIDS"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-limit=180
-case $BASAL in *asan*) limit=600 ;; esac
-BASAL=$BASAL FIXTURES=$FIXTURES SHARED=$SHARED TMPDIR=$tmp \
-    timeout -k 10 "$limit" "$PY" -B tests/server/client_test.py
-rc=$?
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "t_client: timed out after $limit s"; echo "0 passed, 1 failed"; exit 1; fi
-exit "$rc"
+run_servers_py 180 600 tests/server/client_test.py

@@ -6,17 +6,4 @@
 # and this wrapper bounds the whole run and kills any server left behind.
 set -u
 . "$(dirname "$0")/lib.sh"
-export SERVER_PIDS=$tmp/pids
-: >"$SERVER_PIDS"
-cleanup() {
-    while read -r pid; do kill -9 "$pid" 2>/dev/null; done <"$SERVER_PIDS"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-limit=180
-case $BASAL in *asan*) limit=600 ;; esac
-BASAL=$BASAL FIXTURES=${FIXTURES:-$root/build/fixtures} SHARED=${SHARED:-$root/../shared} \
-    timeout -k 10 "$limit" /usr/bin/python3 -B tests/server/http_attacks.py
-rc=$?
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "t_http_attacks: timed out after $limit s"; echo "0 passed, 1 failed"; exit 1; fi
-exit "$rc"
+run_servers_py 180 600 tests/server/http_attacks.py

@@ -11,15 +11,9 @@
 #     run. One run uses a fixed seed; one a new seed each time (printed, so a
 #     failure can be replayed with LARGE_CHOICE_SEED=<seed>).
 set -u
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-BUILD=${BUILD:-$root/build}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 REF=tools/large_choice_ref.py
 bin=$BUILD/tests/test_large_choice
-pass=0; fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 # numpy's BLAS threads only spin on the small matrices here
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 

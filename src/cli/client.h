@@ -42,9 +42,6 @@ int cl_input_next(cl_input *in, cl_record *rec, bs_err *e);
 /* Non-blank lines of a regular file (for the progress line's total), or -1. */
 long long cl_count_records(const char *source, cl_format format);
 
-/* Compact JSON (no spaces) of a parsed value; number literals and key order
- * as parsed, strings escaped as the server writes them (bj_put_string). */
-void cl_put_json(bs_buf *b, const bj_value *v);
 /* RFC 6901 pointer syntax check (each ~ followed by 0 or 1). */
 int cl_pointer_valid(const char *pointer);
 /* The value a JSON pointer names, or NULL. */

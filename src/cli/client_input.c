@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/client.h"
+#include "core/respjson.h"
 #include "core/utf8.h"
 
 int cl_input_open(cl_input *in, const char *source, cl_format format, size_t limit, bs_err *e) {
@@ -196,34 +197,6 @@ long long cl_count_records(const char *source, cl_format format) {
     n += !blank;
     fclose(f);
     return n;
-}
-
-void cl_put_json(bs_buf *b, const bj_value *v) {
-    switch (v->type) {
-    case BJ_NULL: bs_buf_puts(b, "null"); break;
-    case BJ_FALSE: bs_buf_puts(b, "false"); break;
-    case BJ_TRUE: bs_buf_puts(b, "true"); break;
-    case BJ_NUMBER: bs_buf_put(b, v->str, v->len); break;
-    case BJ_STRING: bj_put_string(b, v->str, v->len); break;
-    case BJ_ARRAY:
-        bs_buf_putc(b, '[');
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) bs_buf_putc(b, ',');
-            cl_put_json(b, v->items[i]);
-        }
-        bs_buf_putc(b, ']');
-        break;
-    case BJ_OBJECT:
-        bs_buf_putc(b, '{');
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) bs_buf_putc(b, ',');
-            bj_put_string(b, v->keys[i], v->key_lens[i]);
-            bs_buf_putc(b, ':');
-            cl_put_json(b, v->items[i]);
-        }
-        bs_buf_putc(b, '}');
-        break;
-    }
 }
 
 int cl_pointer_valid(const char *p) {

@@ -23,6 +23,7 @@
 #include "cli/bench_report.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "core/respjson.h"
 
 #ifndef BS_BUILD_CFLAGS
 #define BS_BUILD_CFLAGS "-O2 -ffp-contract=off -fno-fast-math"
@@ -152,7 +153,7 @@ static int load_workload(const char *path, const char *model, bm_workload *w, bm
                         continue;
                     }
                 }
-                cl_put_json(&b, req->items[i]);
+                bs_resp_value(&b, req->items[i]);
             }
             if (!have_model) {
                 bs_buf_puts(&b, req->n ? ",\"model\":" : "\"model\":");
@@ -512,7 +513,7 @@ static char *answers_of(const char *body, size_t len) {
     if (a && a->type == BJ_OBJECT) {
         bs_buf b;
         bs_buf_init(&b);
-        cl_put_json(&b, a);
+        bs_resp_value(&b, a);
         out = b.oom ? (bs_buf_free(&b), NULL) : b.data;
     }
     bj_free(v);

@@ -22,6 +22,7 @@
 #include "basal.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "core/respjson.h"
 
 #define CL_MAX_RESPONSE (16u << 20)
 #define CL_DEFAULT_URL "http://127.0.0.1:8000"
@@ -260,19 +261,19 @@ static void put_request(bs_buf *b, const bj_value *base, const bj_value *state, 
         bj_put_string(b, base->keys[i], base->key_lens[i]);
         bs_buf_putc(b, ':');
         if (state && key_is(base, i, "state")) {
-            cl_put_json(b, state);
+            bs_resp_value(b, state);
             have_state = 1;
         } else if (model && key_is(base, i, "model")) {
             bj_put_string(b, model, strlen(model));
             have_model = 1;
         } else {
-            cl_put_json(b, base->items[i]);
+            bs_resp_value(b, base->items[i]);
         }
     }
     int first = base->n == 0;
     if (state && !have_state) {
         bs_buf_puts(b, first ? "\"state\":" : ",\"state\":");
-        cl_put_json(b, state);
+        bs_resp_value(b, state);
         first = 0;
     }
     if (model && !have_model) {
@@ -366,7 +367,7 @@ static int classify(cl_slot *s, CURLcode rc, int need_answers) {
         }
         bs_buf b;
         bs_buf_init(&b);
-        cl_put_json(&b, v);
+        bs_resp_value(&b, v);
         bj_free(v);
         s->ok = 1;
         s->response = b.oom ? NULL : b.data;
@@ -381,7 +382,7 @@ static int classify(cl_slot *s, CURLcode rc, int need_answers) {
     if (parsed) {
         bs_buf b;
         bs_buf_init(&b);
-        cl_put_json(&b, v);
+        bs_resp_value(&b, v);
         bj_free(v);
         if (b.oom) bs_buf_free(&b);
         else s->detail = b.data;
@@ -458,7 +459,7 @@ static void slot_fill(cl_ctx *c, cl_slot *s, uint64_t index, cl_record *rec, int
     if (echo) {
         bs_buf b;
         bs_buf_init(&b);
-        cl_put_json(&b, in);
+        bs_resp_value(&b, in);
         s->input_json = b.oom ? (bs_buf_free(&b), NULL) : b.data;
     }
     const bj_value *base = c->template ? c->template : in;
@@ -584,7 +585,7 @@ static int put_value(bs_buf *b, const char *response, const char **why) {
         goto out;
     }
     if (f->type == BJ_STRING) bs_buf_put(b, f->str, f->len);
-    else cl_put_json(b, f);
+    else bs_resp_value(b, f);
     rc = 0;
 out:
     bj_free(v);

@@ -8,7 +8,7 @@
 
 #include "core/respjson.h"
 
-static void put_probs(bs_buf *b, const bs_question *q, const double *p) {
+void bs_answer_put_probs(bs_buf *b, const bs_question *q, const double *p) {
     bs_buf_puts(b, "\"probabilities\":{");
     for (size_t i = 0; i < q->n_options; i++) {
         if (i) bs_buf_putc(b, ',');
@@ -83,7 +83,7 @@ static void put_act(bs_buf *b, const bs_question *q, const bs_calibration *cal, 
     int am = bs_argmax(p, (int)k);
     bs_resp_string(b, q->keys[am].s, q->keys[am].len);
     bs_buf_putc(b, ',');
-    put_probs(b, q, p);
+    bs_answer_put_probs(b, q, p);
     bs_buf_puts(b, ",\"confidence\":");
     bs_resp_double(b, bs_max_p(p, (int)k));
     if (r->no_threshold) {

@@ -8,6 +8,10 @@
 #include "core/request.h"
 #include "core/util.h"
 
+/* "probabilities":{key: p, …} over q's keys in canonical order (every answer
+ * type that reports a distribution writes it this way). */
+void bs_answer_put_probs(bs_buf *b, const bs_question *q, const double *p);
+
 /* {"type":"multi","selected":[…],"probabilities":{…},"threshold":t,"set_confidence":c}
  * from pyes[i] = the calibrated P(yes) of label i (label order). */
 int bs_answer_multi(bs_buf *out, const bs_question *q, const double *pyes, bs_err *e);

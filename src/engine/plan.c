@@ -307,17 +307,6 @@ static bs_type_key type_key(bs_qtype t) {
     }
 }
 
-static void put_probs(bs_buf *b, const bs_question *q, const double *p) {
-    bs_buf_puts(b, "\"probabilities\":{");
-    for (size_t i = 0; i < q->n_options; i++) {
-        if (i) bs_buf_putc(b, ',');
-        bs_resp_string(b, q->keys[i].s, q->keys[i].len);
-        bs_buf_putc(b, ':');
-        bs_resp_double(b, p[i]);
-    }
-    bs_buf_putc(b, '}');
-}
-
 static void put_legend(bs_buf *b, const bs_question *q, bs_dialect d) {
     bs_buf_puts(b, "\"legend\":{");
     for (size_t i = 0; i < q->n_options; i++) {
@@ -352,7 +341,7 @@ static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const doub
         bs_buf_putc(b, ',');
         put_legend(b, q, d);
         bs_buf_putc(b, ',');
-        put_probs(b, q, p);
+        bs_answer_put_probs(b, q, p);
         bs_buf_puts(b, ",\"confidence\":");
         /* a single level is certain (02 §4.6); the formula would divide by zero */
         bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_score_confidence(p, (int)k));
@@ -360,7 +349,7 @@ static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const doub
         bs_buf_puts(b, "\"choice\",\"choice\":");
         bs_resp_string(b, q->keys[m].s, q->keys[m].len);
         bs_buf_putc(b, ',');
-        put_probs(b, q, p);
+        bs_answer_put_probs(b, q, p);
         bs_buf_puts(b, ",\"confidence\":");
         bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_choice_confidence(p, (int)k));
     }
