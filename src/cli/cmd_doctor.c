@@ -438,6 +438,22 @@ served:
     add(r, A_CONFIG, L_OK, NULL, "default_model %s is served", c->default_model);
 }
 
+/* The checks `basal serve` makes before loading (server/config_check.c), run
+ * as serve runs them, so that doctor fails exactly when serve would refuse
+ * to start. */
+static void check_serve_accepts(report_t *r, bs_serve_config *c, const opts_t *o) {
+    bs_err e = { 0 };
+    bs_serve_checked k;
+    const char *fix = "fix what the message names: basal serve refuses to start with it";
+    if (bs_serve_config_apply_env(c, o->addr, NULL, NULL, NULL, &e) < 0 || bs_serve_config_check(c, &k, &e) < 0) {
+        add(r, A_CONFIG, L_FAIL, fix, "basal serve would refuse this configuration: %s", e.msg);
+        return;
+    }
+    add(r, A_CONFIG, L_OK, NULL, "basal serve accepts this configuration (%s%s, %zu model%s)",
+        c->api_key_env ? "API key from " : "no API key", c->api_key_env ? c->api_key_env : "", k.n, k.n == 1 ? "" : "s");
+    bs_serve_checked_free(&k);
+}
+
 /* ---- memory, GPU, disk, port ---------------------------------------------- */
 
 /* MemAvailable in bytes, or -1. */
@@ -550,6 +566,7 @@ int cmd_doctor(int argc, char **argv) {
     size_t n_ok = 0;
     uint64_t weights = 0;
     int cfg_ok = 0;
+    char *yaml_addr = NULL; /* the file's addr, before the environment and the flags */
     if (bs_serve_config_init(&c, &e) < 0) {
         fprintf(stderr, "basal doctor: %s\n", e.msg);
         free(o.models);
@@ -568,6 +585,8 @@ int cmd_doctor(int argc, char **argv) {
             if (mods[i].name) n_ok++, weights += mods[i].wbytes;
         }
         check_names(&r, &c, mods, n_ok);
+        if (c.addr && !(yaml_addr = strdup(c.addr))) { r.oom = 1; goto out; }
+        check_serve_accepts(&r, &c, &o);
     } else {
         add(&r, A_MODELS, L_INFO, NULL, "not checked (the configuration did not load)");
     }
@@ -576,7 +595,7 @@ int cmd_doctor(int argc, char **argv) {
     const char *first_dir = NULL; /* of the first model that resolved */
     for (size_t i = 0; cfg_ok && i < c.n_models && !first_dir; i++) first_dir = mods[i].dir;
     check_disk(&r, first_dir);
-    check_port(&r, &o, cfg_ok ? c.addr : NULL);
+    check_port(&r, &o, cfg_ok ? yaml_addr : NULL);
 out:
     if (r.oom) {
         fprintf(stderr, "basal doctor: out of memory\n");
@@ -595,6 +614,7 @@ out:
         free(mods[i].name);
     }
     free(mods);
+    free(yaml_addr);
     bs_serve_config_free(&c);
     report_free(&r);
     free(o.models);

@@ -1,7 +1,13 @@
 /* `basal serve` (spec 06 §4): where the configuration comes from (flags, env,
- * YAML, defaults), loading every model before listening, one engine per
- * model on one shared device gate, and the signal-driven shutdown that
- * answers every request in flight before exiting 0. */
+ * YAML, defaults), one engine per model on one shared device gate, and the
+ * signal-driven shutdown that answers every request in flight before exiting 0.
+ *
+ * Start order (issue 18): the whole configuration is checked (the function
+ * `basal doctor` runs too) and the address bound before any weight is read,
+ * so a bad configuration or a busy port fails in milliseconds, not after
+ * minutes of loading; while the models load the server already answers
+ * (GET /health 503 "loading", the other routes 503 + Retry-After), so a load
+ * balancer or an orchestrator can tell "starting" from "dead". */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +22,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/log.h"
 #include "core/util.h"
 #include "cpu/pool.h"
 #include "engine/engine.h"
@@ -35,13 +43,14 @@ typedef struct {
     const char **models;
     size_t n_models;
     const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend;
+    const char *access_log, *access_log_file, *log_format; /* NULL: not given */
     long long state_cache_mb, tree_max_tokens, max_batch_tokens, max_inflight, long_tokens, long_slice_ms,
         max_body_bytes, threads, max_questions, max_request_tokens, header_timeout, body_timeout, keepalive_timeout,
         max_connections, max_client_connections;
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
         set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
         set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
-    int no_prefix_cache, access_log, metrics;
+    int no_prefix_cache, metrics;
 } flags_t;
 
 static void usage(FILE *f) {
@@ -51,7 +60,11 @@ static void usage(FILE *f) {
             "  --dtype auto|f16|bf16|f32  precision (f16 needs CUDA)   --threads N   CPU threads (0 = all)\n"
             "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
-            "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
+            "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics\n"
+            "  --access-log [on|off]    one line per request (default on; env BASAL_ACCESS_LOG)\n"
+            "  --access-log-file PATH   access log to a file, reopened on SIGHUP (default stderr;\n"
+            "                           env BASAL_ACCESS_LOG_FILE)\n"
+            "  --log-format text|json   every log line (default text; env BASAL_LOG_FORMAT)\n"
             "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
             "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
             "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
@@ -82,6 +95,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         STR("--config", config) STR("--dtype", dtype) STR("--readout", readout) STR("--kernels", kernels)
         STR("--gemm-table", gemm_table) STR("--addr", addr) STR("--schedule", schedule)
         STR("--release-date", release_date) STR("--api-key-env", api_key_env) STR("--backend", backend)
+        STR("--access-log-file", access_log_file) STR("--log-format", log_format)
         NUM("--state-cache-mb", state_cache_mb, 0, INT_MAX) NUM("--tree-max-tokens", tree_max_tokens, 1, INT_MAX)
         NUM("--max-batch-tokens", max_batch_tokens, 1, INT_MAX) NUM("--max-inflight", max_inflight, 1, INT_MAX)
         NUM("--long-tokens", long_tokens, 0, INT_MAX) NUM("--long-slice-ms", long_slice_ms, 0, INT_MAX)
@@ -92,7 +106,13 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         NUM("--max-connections", max_connections, 0, INT_MAX)
         NUM("--max-client-connections", max_client_connections, 1, INT_MAX)
         else if (!strcmp(a, "--no-prefix-cache")) f->no_prefix_cache = 1;
-        else if (!strcmp(a, "--access-log")) f->access_log = 1;
+        else if (!strcmp(a, "--access-log")) {
+            /* a bare --access-log (06 §4.3) turns it on; an on/off after it is its value */
+            const char *nx = i + 1 < argc ? argv[i + 1] : NULL;
+            if (nx && (!strcmp(nx, "on") || !strcmp(nx, "off") || !strcmp(nx, "true") || !strcmp(nx, "false")))
+                f->access_log = argv[++i];
+            else f->access_log = "on";
+        } else if (!strncmp(a, "--access-log=", 13)) f->access_log = a + 13;
         else if (!strcmp(a, "--metrics")) f->metrics = 1;
         else {
             fprintf(stderr, "basal serve: unknown option %s\n", a);
@@ -128,6 +148,16 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         fprintf(stderr, "basal serve: --kernels %s is not supported (the only value is fused)\n", f->kernels);
         return 2;
     }
+    bs_log_format lf;
+    if (f->log_format && bs_log_format_parse(f->log_format, &lf) < 0) {
+        fprintf(stderr, "basal serve: --log-format must be text or json\n");
+        return 2;
+    }
+    if (f->access_log && strcmp(f->access_log, "on") && strcmp(f->access_log, "off") && strcmp(f->access_log, "true") &&
+        strcmp(f->access_log, "false")) {
+        fprintf(stderr, "basal serve: --access-log must be on or off\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -157,12 +187,12 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         };
         for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
             if (*(const char *const *)((const char *)f + ignored[i].off))
-                fprintf(stderr, "basal serve: %s is ignored with a configuration file (set it in %s)\n",
-                        ignored[i].flag, file);
+                bs_log(BS_LOG_WARN, "serve", "%s is ignored with a configuration file (set it in %s)", ignored[i].flag,
+                       file);
         if (f->set_max_batch_tokens || f->set_long_tokens || f->set_state_cache_mb || f->set_tree_max_tokens ||
             f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms || f->set_max_questions ||
             f->set_max_request_tokens)
-            fprintf(stderr, "basal serve: model and admission flags are ignored with a configuration file (%s)\n", file);
+            bs_log(BS_LOG_WARN, "serve", "model and admission flags are ignored with a configuration file (%s)", file);
     } else {
         const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
         const char *const *refs = f->n_models ? f->models : refs_default;
@@ -193,13 +223,9 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         if (f->release_date && set_str(&c->release_date, f->release_date)) return bs_fail(e, BS_ENOMEM, "out of memory");
     }
     /* These win over the file (06 §4.1). */
-    const char *env_addr = getenv("BASAL_ADDR");
-    const char *addr = f->addr ? f->addr : env_addr && *env_addr ? env_addr : c->addr ? c->addr : "127.0.0.1:8000";
-    const char *env_log = getenv("BASAL_ACCESS_LOG");
-    if (set_str(&c->addr, addr) || (f->api_key_env && set_str(&c->api_key_env, f->api_key_env)) ||
-        (f->backend && set_str(&c->backend, f->backend)))
+    if ((rc = bs_serve_config_apply_env(c, f->addr, f->access_log, f->access_log_file, f->log_format, e)) < 0) return rc;
+    if ((f->api_key_env && set_str(&c->api_key_env, f->api_key_env)) || (f->backend && set_str(&c->backend, f->backend)))
         return bs_fail(e, BS_ENOMEM, "out of memory");
-    if (f->access_log || (env_log && *env_log && strcmp(env_log, "0"))) c->access_log = 1;
     if (f->metrics) c->metrics = 1;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
@@ -246,25 +272,38 @@ static int bind_listen(const char *addr, int *fd_out, char *shown, size_t shown_
     return BS_OK;
 }
 
-/* Stop signals go to one thread. Loading a large model takes minutes and
- * cannot be interrupted cleanly, so a signal before the server is up ends the
- * process at once (nothing is listening yet); afterwards the first signal
- * starts the graceful shutdown and a second one cuts it short. */
+/* Signals go to one thread. Loading a large model takes minutes and cannot
+ * be interrupted cleanly, so a stop signal before the server is ready ends
+ * the process at once (no request can be in flight yet); afterwards the first
+ * one starts the graceful shutdown and a second one cuts it short. SIGHUP
+ * reopens the access log file (after logrotate moved it away). */
 static atomic_int g_serving;
 static sem_t g_stop;
 static int g_signal;
+static bs_log_sink *g_access; /* set before the signal thread starts, freed after the process stops */
 
 static void *signal_thread(void *arg) {
     const sigset_t *set = arg;
     int sig, n = 0;
     for (;;) {
         if (sigwait(set, &sig) != 0) continue;
+        if (sig == SIGHUP) {
+            bs_err e = { 0 };
+            if (!bs_log_sink_is_file(g_access))
+                bs_log(BS_LOG_INFO, "serve", "SIGHUP: no access log file to reopen; ignored");
+            else if (bs_log_sink_reopen(g_access, &e) < 0)
+                bs_log(BS_LOG_ERROR, "serve", "SIGHUP: %s; still writing to the old file", e.msg);
+            else
+                bs_log(BS_LOG_INFO, "serve", "SIGHUP: access log reopened");
+            continue;
+        }
+        const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
         if (!atomic_load(&g_serving)) {
-            fprintf(stderr, "basal serve: %s before the server was ready; exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            bs_log(BS_LOG_WARN, "serve", "%s before the server was ready; exiting", name);
             _exit(1);
         }
         if (n++) {
-            fprintf(stderr, "basal serve: second signal; exiting without waiting for the requests in flight\n");
+            bs_log(BS_LOG_WARN, "serve", "second signal; exiting without waiting for the requests in flight");
             _exit(1);
         }
         g_signal = sig;
@@ -273,24 +312,30 @@ static void *signal_thread(void *arg) {
     return NULL;
 }
 
+/* Test-only (tests/t_serve_startup.sh): BASAL_TEST_LOAD_DELAY_MS makes each
+ * model load take that much longer, so that the loading state can be seen
+ * with the tiny fixtures. Not for production use. */
+static void test_load_delay(void) {
+    const char *v = getenv("BASAL_TEST_LOAD_DELAY_MS");
+    long long ms;
+    if (!v || bs_cfg_parse_int(v, 1, 600000, &ms) < 0) return;
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
 typedef struct {
     bs_basal_model m;
     int loaded;
     bs_engine *engine;
 } served_t;
 
-static int name_taken(const bs_serve_config *c, const served_t *sv, size_t upto, const char *name) {
-    for (size_t i = 0; i < upto; i++) {
-        if (!strcmp(sv[i].m.name, name)) return 1;
-        for (size_t a = 0; a < c->models[i].n_aliases; a++)
-            if (!strcmp(c->models[i].aliases[a], name)) return 1;
-    }
-    return 0;
-}
-
 int cmd_serve(int argc, char **argv) {
     double t_start = bs_now_ms();
     flags_t f;
+    bs_log_format lf;
+    /* the format of the lines logged before the configuration is read: flag > env */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--log-format") && bs_log_format_parse(argv[i + 1], &lf) == 0) bs_log_set_format(lf);
     int status = parse_flags(argc, argv, &f);
     if (status) {
         free(f.models);
@@ -300,89 +345,102 @@ int cmd_serve(int argc, char **argv) {
     bs_err e = { 0 };
     bs_serve_config c;
     memset(&c, 0, sizeof c);
+    bs_serve_checked k;
+    memset(&k, 0, sizeof k);
     bs_pool *pool = NULL;
     bs_gate *gate = NULL;
     served_t *sv = NULL;
     bs_server_model *sm = NULL;
+    bs_engine **engines = NULL;
     bs_server *srv = NULL;
-    char *api_key = NULL;
-    int listen_fd = -1;
+    int listen_fd = -1, shut = 0;
     size_t n = 0;
 
     /* Before any other thread exists, so that every thread inherits the mask
-     * and only the signal thread sees the stop signals. */
-    static sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+     * and only the signal thread sees these signals. */
+    static sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    pthread_t sig_th;
     sem_init(&g_stop, 0, 0);
     atomic_store(&g_serving, 0);
-    if (pthread_create(&sig_th, NULL, signal_thread, &stop) != 0) {
-        fprintf(stderr, "basal serve: cannot start the signal thread\n");
-        goto done;
-    }
-    pthread_detach(sig_th);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
 
-    if (build_config(&f, &c, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-    if (c.api_key_env) {
-        const char *k = getenv(c.api_key_env);
-        if (!k || !*k) { fprintf(stderr, "basal serve: api key variable %s is empty\n", c.api_key_env); goto done; }
-        if (!(api_key = bs_strfmt("%s", k))) goto done;
-    }
+    /* 1. the whole configuration, before any weight is read */
+    if (build_config(&f, &c, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
+    if (bs_log_format_parse(c.log_format, &lf) == 0) bs_log_set_format(lf);
+    if (bs_serve_config_check(&c, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
     n = c.n_models;
-    if (!(sv = calloc(n, sizeof *sv)) || !(sm = calloc(n, sizeof *sm))) goto done;
-    if (!(pool = bs_pool_create((int)c.threads))) { fprintf(stderr, "basal serve: cannot start the thread pool\n"); goto done; }
+    if (c.access_log && bs_log_sink_open(&g_access, c.access_log_file, &e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", e.msg);
+        goto done;
+    }
+    pthread_t sig_th;
+    if (pthread_create(&sig_th, NULL, signal_thread, &sigs) != 0) {
+        bs_log(BS_LOG_ERROR, "serve", "cannot start the signal thread");
+        goto done;
+    }
+    pthread_detach(sig_th);
+
+    /* 2. the address, and the server in its loading state */
+    char shown[96] = "";
+    if (bind_listen(c.addr, &listen_fd, shown, sizeof shown, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
+    if (!(sv = calloc(n, sizeof *sv)) || !(sm = calloc(n, sizeof *sm)) || !(engines = calloc(n, sizeof *engines))) {
+        bs_log(BS_LOG_ERROR, "serve", "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sm[i].name = k.names[i];
+        sm[i].aliases = (const char *const *)c.models[i].aliases;
+        sm[i].n_aliases = c.models[i].n_aliases;
+    }
+    bs_server_opts so = {
+        .models = sm, .n_models = n, .default_model = k.default_model, .listen_fd = listen_fd,
+        .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
+        .api_key = k.api_key, .api_key_len = k.api_key ? strlen(k.api_key) : 0, .release_date = c.release_date,
+        .metrics = c.metrics, .access_log = g_access,
+        .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
+        .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
+        .max_client_connections = c.max_client_connections,
+    };
+    if (bs_server_start(&srv, &so, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
+    listen_fd = -1; /* the server owns it now */
+    bs_log(BS_LOG_INFO, "serve", "listening on http://%s; loading %zu model%s (GET /health answers 503 until ready)",
+           shown, n, n == 1 ? "" : "s");
+    if (c.access_log)
+        bs_log(BS_LOG_INFO, "serve", "access log on (%s)", bs_log_sink_is_file(g_access) ? c.access_log_file : "stderr");
+
+    /* 3. the models */
+    if (!(pool = bs_pool_create((int)c.threads))) { bs_log(BS_LOG_ERROR, "serve", "cannot start the thread pool"); goto done; }
     for (size_t i = 0; i < n; i++) {
         bs_serve_model *mc = &c.models[i];
         const char *ref = mc->path ? mc->path : mc->repo;
-        char *dir = NULL;
-        if (bs_model_ref_resolve(ref, mc->repo ? mc->revision : NULL, &dir, &e) < 0) {
-            fprintf(stderr, "basal serve: %s\n", e.msg);
+        double t0 = bs_now_ms();
+        bs_log(BS_LOG_INFO, "model", "loading %s (%zu of %zu) from %s", k.names[i], i + 1, n, k.dirs[i]);
+        test_load_delay();
+        if (bs_basal_load(&sv[i].m, k.dirs[i], pool, 1, &e) < 0) { bs_log(BS_LOG_ERROR, "model", "%s", e.msg); goto done; }
+        sv[i].loaded = 1;
+        if (strcmp(sv[i].m.name, k.names[i])) { /* basal.json changed while starting */
+            bs_log(BS_LOG_ERROR, "model", "%s: basal.json names %s, was %s a moment ago", k.dirs[i], sv[i].m.name,
+                   k.names[i]);
             goto done;
         }
-        int lrc = bs_basal_load(&sv[i].m, dir, pool, 1, &e);
-        free(dir);
-        if (lrc < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-        sv[i].loaded = 1;
         /* the backend of spec 05 §5: cpu, cuda, or auto (CUDA when a usable GPU is present);
-         * dtype f16 on the CPU is refused here */
+         * dtype f16 on the CPU was refused by the check */
         const char *tbl = strcmp(mc->gemm_table, "auto") && strcmp(mc->gemm_table, "none") ? mc->gemm_table : NULL;
         if (bs_device_attach_ex(&sv[i].m.model, c.backend, mc->dtype, tbl, &e) < 0) {
-            fprintf(stderr, "basal serve: %s: %s\n", ref, e.msg);
+            bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, e.msg);
             goto done;
         }
-        if (name_taken(&c, sv, i, sv[i].m.name)) {
-            fprintf(stderr, "basal serve: model %s configured twice\n", sv[i].m.name);
-            goto done;
-        }
-        for (size_t a = 0; a < mc->n_aliases; a++) {
-            int dup = name_taken(&c, sv, i, mc->aliases[a]) || !strcmp(mc->aliases[a], sv[i].m.name);
-            for (size_t b = 0; b < a; b++) dup |= !strcmp(mc->aliases[a], mc->aliases[b]);
-            if (dup) { fprintf(stderr, "basal serve: model %s configured twice\n", mc->aliases[a]); goto done; }
-        }
-    }
-    size_t def = 0;
-    if (c.default_model) {
-        def = n;
-        for (size_t i = 0; i < n && def == n; i++) {
-            if (!strcmp(sv[i].m.name, c.default_model)) def = i;
-            for (size_t a = 0; a < c.models[i].n_aliases; a++)
-                if (!strcmp(c.models[i].aliases[a], c.default_model)) def = i;
-        }
-        if (def == n) {
-            fprintf(stderr, "basal serve: default model %s is not served ([", c.default_model);
-            for (size_t i = 0; i < n; i++) fprintf(stderr, "%s\"%s\"", i ? ", " : "", sv[i].m.name);
-            fprintf(stderr, "])\n");
-            goto done;
-        }
+        bs_log(BS_LOG_INFO, "model", "loaded %s in %.1f s", k.names[i], (bs_now_ms() - t0) / 1e3);
+        bs_server_set_loaded(srv, i + 1);
     }
     if (!(gate = bs_gate_create((double)c.long_slice_ms, NULL, NULL))) goto done;
     for (size_t i = 0; i < n; i++) {
@@ -399,44 +457,32 @@ int cmd_serve(int argc, char **argv) {
         eo.limits.max_request_tokens = mc->max_request_tokens;
         eo.readout_bf16 = f.readout && !strcmp(f.readout, "bf16");
         if (bs_engine_create(&sv[i].engine, &sv[i].m, &eo, gate, &e) < 0) {
-            fprintf(stderr, "basal serve: %s: %s\n", sv[i].m.name, e.msg);
+            bs_log(BS_LOG_ERROR, "engine", "%s: %s", sv[i].m.name, e.msg);
             goto done;
         }
-        sm[i].name = sv[i].m.name;
-        sm[i].aliases = (const char *const *)mc->aliases;
-        sm[i].n_aliases = mc->n_aliases;
-        sm[i].engine = sv[i].engine;
+        engines[i] = sv[i].engine;
     }
-    char shown[96] = "";
-    if (bind_listen(c.addr, &listen_fd, shown, sizeof shown, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-    bs_server_opts so = {
-        .models = sm, .n_models = n, .default_model = def, .listen_fd = listen_fd,
-        .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
-        .api_key = api_key, .api_key_len = api_key ? strlen(api_key) : 0, .release_date = c.release_date,
-        .metrics = c.metrics, .access_log = c.access_log,
-        .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
-        .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
-        .max_client_connections = c.max_client_connections,
-    };
-    if (bs_server_start(&srv, &so, &e) < 0) { fprintf(stderr, "basal serve: %s\n", e.msg); goto done; }
-    listen_fd = -1; /* the server owns it now */
+    bs_server_set_ready(srv, engines);
     atomic_store(&g_serving, 1); /* before the readiness line: a signal from then on is graceful */
-    fprintf(stderr, "serving on http://%s (ready %.1f s after the start)\n", shown, (bs_now_ms() - t_start) / 1e3);
+    bs_log(BS_LOG_INFO, "serve", "serving on http://%s (ready %.1f s after the start)", shown, (bs_now_ms() - t_start) / 1e3);
     for (size_t i = 0; i < n; i++) {
         const bs_serve_model *mc = &c.models[i];
-        fprintf(stderr, "serving %s (batch %ld tokens, %s, ", sv[i].m.name, mc->max_batch_tokens,
-                mc->schedule_fifo ? "Fifo" : "Hrrn");
-        if (mc->long_tokens) fprintf(stderr, "long lane above %ld tokens)\n", mc->long_tokens);
-        else fprintf(stderr, "no long lane)\n");
+        char lane[64] = "no long lane";
+        if (mc->long_tokens) snprintf(lane, sizeof lane, "long lane above %ld tokens", mc->long_tokens);
+        bs_log(BS_LOG_INFO, "serve", "serving %s (batch %ld tokens, %s, %s)", sv[i].m.name, mc->max_batch_tokens,
+               mc->schedule_fifo ? "Fifo" : "Hrrn", lane);
     }
     while (sem_wait(&g_stop) != 0) {}
-    fprintf(stderr, "basal serve: %s: answering the requests in flight, then exiting\n",
-            g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    bs_log(BS_LOG_INFO, "serve", "%s: answering the requests in flight, then exiting",
+           g_signal == SIGINT ? "SIGINT" : "SIGTERM");
     bs_server_shutdown(srv);
+    shut = 1;
     status = 0;
 done:
-    /* Engines first: they complete every job they hold, whose connections the
-     * server then answers before it stops. */
+    /* Stop taking requests first (a failed start: nothing was submitted);
+     * then the engines, which complete every job they hold, whose
+     * connections the server then answers before it stops. */
+    if (srv && !shut) bs_server_shutdown(srv);
     for (size_t i = 0; sv && i < n; i++)
         if (sv[i].engine) bs_engine_destroy(sv[i].engine);
     bs_server_destroy(srv);
@@ -447,9 +493,11 @@ done:
     bs_pool_destroy(pool);
     free(sv);
     free(sm);
-    free(api_key);
+    free(engines);
+    bs_serve_checked_free(&k);
     bs_serve_config_free(&c);
     free(f.models);
-    if (status == 0) fprintf(stderr, "basal serve: stopped\n");
+    if (status == 0) bs_log(BS_LOG_INFO, "serve", "stopped");
+    /* g_access stays open: the detached signal thread may still reopen it */
     return status;
 }

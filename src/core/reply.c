@@ -136,6 +136,13 @@ void bs_reply_connections(bs_reply *r, bs_dialect d, int per_client) {
                           : "Too many connections. Retry after a short delay.");
 }
 
+void bs_reply_loading(bs_reply *r, bs_dialect d) {
+    if (d == BS_DIALECT_SYSTEMONE)
+        http_error(r, d, 503, "service_unavailable", "The server is loading its models. Retry after a short delay.");
+    else
+        http_error(r, d, 503, "", "service unavailable: the server is loading its models");
+}
+
 void bs_unsupported_init(bs_unsupported *u, bs_dialect d) {
     u->d = d;
     u->n = 0;

@@ -67,6 +67,10 @@ void bs_reply_http_version(bs_reply *r, bs_dialect d);
 /* 503: too many connections (per_client: from this client's address); the
  * caller adds Retry-After. */
 void bs_reply_connections(bs_reply *r, bs_dialect d, int per_client);
+/* 503 while `basal serve` loads its models (the caller adds Retry-After):
+ * /v1/systemone {"detail":{"error_type":"service_unavailable","message":…}},
+ * /v1/basal {"error":"service unavailable: the server is loading its models"}. */
+void bs_reply_loading(bs_reply *r, bs_dialect d);
 
 /* A 422 "unsupported" list built while planning (prompt_too_long, 02 §4.5;
  * the request limits): /v1/systemone {"error":"unsupported","detail":[{"type",

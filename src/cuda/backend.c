@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/util.h"
 #include "cuda/convert.h"
 #include "cuda/kernels.h"
@@ -775,12 +776,12 @@ int bs_cuda_backend_create(bs_model *m, const char *dtype, const char *gemm_tabl
             goto fail;
         }
         if (!c->table.invariant)
-            fprintf(stderr, "basal: warning: %s is not an invariant GEMM table; results may depend on the batch\n",
-                    gemm_table_path);
+            bs_log(BS_LOG_WARN, "cuda", "%s is not an invariant GEMM table; results may depend on the batch",
+                   gemm_table_path);
     } else {
-        fprintf(stderr, "basal: warning: CUDA %s without an invariant GEMM table: %s picks algorithms by batch size, "
-                        "so results may depend on the batch (run basal gemm-search --invariant)\n",
-                bs_cuda_dtype_name(dt), c->use_cublas ? "cuBLAS (BASAL_GEMM=cublas)" : "the cuBLASLt heuristic");
+        bs_log(BS_LOG_WARN, "cuda", "CUDA %s without an invariant GEMM table: %s picks algorithms by batch size, "
+               "so results may depend on the batch (run basal gemm-search --invariant)",
+               bs_cuda_dtype_name(dt), c->use_cublas ? "cuBLAS (BASAL_GEMM=cublas)" : "the cuBLASLt heuristic");
     }
     if (!(c->slot_of = malloc((size_t)c->V * sizeof *c->slot_of)) ||
         !(c->layers = calloc((size_t)c->L, sizeof *c->layers))) {
@@ -816,8 +817,8 @@ int bs_cuda_backend_create(bs_model *m, const char *dtype, const char *gemm_tabl
              : !c->has_table         ? "heuristic GEMM"
              : c->table.invariant    ? "invariant GEMM table"
                                      : "GEMM table, not invariant");
-    fprintf(stderr, "basal: %s: %.1f GiB of weights uploaded in %.1f s\n", c->name, need / 1073741824.0,
-            (bs_now_ms() - t0) / 1000.0);
+    bs_log(BS_LOG_INFO, "cuda", "%s: %.1f GiB of weights uploaded in %.1f s", c->name, need / 1073741824.0,
+           (bs_now_ms() - t0) / 1000.0);
     m->backend = &c->base;
     return BS_OK;
 fail:

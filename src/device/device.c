@@ -1,7 +1,10 @@
 #include "device/device.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "core/log.h"
 
 #ifdef BS_HAVE_CUDA
 #include "cuda/backend.h"
@@ -47,7 +50,11 @@ int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, cons
     int cuda = !strcmp(device, "cuda");
     if (!strcmp(device, "auto")) {
         cuda = bs_device_cuda_count() > 0;
-        if (!cuda) fprintf(stderr, "basal: no usable CUDA GPU; using the CPU backend\n");
+        /* once per process, not once per model: it says the same for all */
+        static atomic_int said;
+        if (!cuda && !atomic_exchange(&said, 1))
+            bs_log(BS_LOG_INFO, "device", "no usable CUDA GPU; using the CPU backend%s",
+                   bs_device_has_cuda() ? "" : " (this build has no CUDA backend)");
     }
     if (!cuda) return cpu_dtype(m, dtype, e);
 #ifdef BS_HAVE_CUDA

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/util.h"
 
 static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
@@ -87,8 +88,8 @@ int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
     if (!(m->dir = strdup(dir))) return bs_fail(e, BS_ENOMEM, "out of memory");
     if ((rc = bs_config_load(&m->cfg, dir, e)) < 0) goto fail;
     if (m->cfg.decoy_rope_theta)
-        fprintf(stderr, "basal: warning: %s/config.json: top-level rope_theta differs from "
-                        "rope_parameters.rope_theta and is ignored\n", dir);
+        bs_log(BS_LOG_WARN, "model", "%s/config.json: top-level rope_theta differs from rope_parameters.rope_theta "
+               "(%g) and is ignored", dir, m->cfg.rope_theta);
     if ((rc = bs_weights_open(&m->weights, dir, e)) < 0) goto fail;
     if ((rc = bs_weights_check_llama(&m->weights, &m->cfg, e)) < 0) goto fail;
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);

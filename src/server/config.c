@@ -59,9 +59,11 @@ int bs_serve_config_init(bs_serve_config *c, bs_err *e) {
     c->body_timeout_s = BS_DEFAULT_BODY_TIMEOUT_S;
     c->keepalive_timeout_s = BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
     c->max_client_connections = BS_DEFAULT_MAX_CLIENT_CONNECTIONS;
+    c->access_log = 1;
     c->release_date = dupstr(BS_DEFAULT_RELEASE_DATE);
     c->backend = dupstr("auto");
-    if (!c->release_date || !c->backend) {
+    c->log_format = dupstr("text");
+    if (!c->release_date || !c->backend || !c->log_format) {
         bs_serve_config_free(c);
         return bs_fail(e, BS_ENOMEM, "out of memory");
     }
@@ -75,6 +77,8 @@ void bs_serve_config_free(bs_serve_config *c) {
     free(c->gemm_cache);
     free(c->api_key_env);
     free(c->backend);
+    free(c->access_log_file);
+    free(c->log_format);
     for (size_t i = 0; i < c->n_models; i++) model_free(&c->models[i]);
     free(c->models);
     memset(c, 0, sizeof *c);
@@ -239,6 +243,7 @@ static int get_enum(yctx *y, const char *key, const yaml_node_t *v, int (*check)
 
 static int check_dtype_fn(const char *s) { return bs_cfg_check_dtype(s); }
 static int check_backend_fn(const char *s) { return bs_cfg_check_backend(s); }
+static int check_log_format_fn(const char *s) { return strcmp(s, "text") && strcmp(s, "json") ? -1 : 0; }
 
 /* Walks a mapping, refusing non-string and duplicate keys; calls fn per pair. */
 typedef int (*pair_fn)(yctx *y, const char *key, const yaml_node_t *k, const yaml_node_t *v, void *arg);
@@ -339,6 +344,8 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "release_date")) return get_str(y, key, v, &c->release_date);
     if (!strcmp(key, "access_log")) return get_bool(y, key, v, &c->access_log);
     if (!strcmp(key, "metrics")) return get_bool(y, key, v, &c->metrics);
+    if (!strcmp(key, "access_log_file")) return get_str(y, key, v, &c->access_log_file);
+    if (!strcmp(key, "log_format")) return get_enum(y, key, v, check_log_format_fn, "text, json", &c->log_format);
     if (!strcmp(key, "gemm_cache")) return get_str(y, key, v, &c->gemm_cache);
     if (!strcmp(key, "api_key_env")) return get_str(y, key, v, &c->api_key_env);
     if (!strcmp(key, "max_body_bytes")) return get_int(y, key, v, 1, LLONG_MAX, &c->max_body_bytes);

@@ -33,7 +33,9 @@ typedef struct bs_serve_config {
     long max_inflight;       /* >= 1 */
     long long_slice_ms;      /* >= 0 */
     char *release_date;
-    int access_log, metrics;
+    int access_log, metrics;  /* access_log: on by default (issue 18) */
+    char *access_log_file;    /* NULL = stderr */
+    char *log_format;         /* text | json */
     char *gemm_cache;        /* NULL = default */
     char *api_key_env;       /* NULL = no authentication */
     long long max_body_bytes;/* >= 1 */
@@ -61,6 +63,32 @@ int bs_serve_config_add_model(bs_serve_config *c, bs_serve_model *m, bs_err *e);
  * empty models list and a model with both or neither of path and repo. */
 int bs_serve_config_parse_yaml(bs_serve_config *c, const char *text, size_t len, const char *name, bs_err *e);
 int bs_serve_config_load(bs_serve_config *c, const char *path, bs_err *e);
+
+/* 06 §4.1 for the settings that flags, the environment and the file all set
+ * (a NULL flag is one not given): addr (flag > BASAL_ADDR > YAML addr >
+ * 127.0.0.1:8000); the access log (flag "on"/"off" > BASAL_ACCESS_LOG, where
+ * 0, off and false mean off and any other non-empty value on > YAML
+ * access_log > on); its file (flag > BASAL_ACCESS_LOG_FILE > YAML
+ * access_log_file > stderr); the log format (flag > BASAL_LOG_FORMAT > YAML
+ * log_format > text). Invalid values are errors. */
+int bs_serve_config_apply_env(bs_serve_config *c, const char *addr, const char *access_log,
+                              const char *access_log_file, const char *log_format, bs_err *e);
+
+/* What `basal serve` checks before it loads any weight (and `basal doctor`
+ * runs the same function): the address, the API key variable, the backend
+ * and dtypes against this build and machine, the GEMM table files, the access
+ * log file, every model reference (resolved to a directory whose basal.json
+ * names the model), served names and aliases unique, default_model served. */
+typedef struct bs_serve_checked {
+    char **dirs;           /* per model: the resolved directory */
+    char **names;          /* per model: the served name (basal.json) */
+    size_t n;
+    size_t default_model;  /* index into the models */
+    char *api_key;         /* the key (NULL: no authentication) */
+    int cuda;              /* the CUDA backend will serve */
+} bs_serve_checked;
+int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *out, bs_err *e);
+void bs_serve_checked_free(bs_serve_checked *k);
 
 /* Shared by the YAML loader and the flags: a decimal integer in [min, max]. */
 int bs_cfg_parse_int(const char *s, long long min, long long max, long long *out);

@@ -93,9 +93,13 @@ struct bs_server {
     long max_conn, max_client_conn;
     char *api_key;
     size_t api_key_len;
-    int access_log, metrics_on;
+    bs_log_sink *access_log; /* NULL: off */
+    int metrics_on;
     bs_metrics *metrics;
     bs_buf models_body, health_body;
+    /* the loading state: engines arrive with bs_server_set_ready */
+    atomic_int ready;
+    atomic_long n_loaded;
     int listen_fd;
     /* loop thread only */
     uv_loop_t loop;
@@ -134,6 +138,7 @@ typedef struct {
     int timing;
     double queue_ms, compute_ms;
     int batch;
+    long questions;          /* usage.questions of a 200, else -1 (access log) */
 } reply_t;
 
 struct conn {
@@ -145,6 +150,8 @@ struct conn {
     conn *prev, *next;       /* s->conns */
     conn *next_done;         /* s->done_head */
     ip_entry *ip;            /* counted against max_client_conn */
+    char peer[64];           /* client address and port, for the access log */
+    char rid[33];            /* request id of the answer being written */
     int active, refused;     /* counted in n_active / n_refused */
     double since_ms;         /* when it last began to wait for a header block (idle or reading one) */
     int open_handles;        /* tcp and timer until their close callbacks */
@@ -195,6 +202,7 @@ static void reply_init(reply_t *r, int status) {
     memset(r, 0, sizeof *r);
     r->status = status;
     r->ctype = "application/json";
+    r->questions = -1;
     bs_buf_init(&r->body);
 }
 
@@ -278,16 +286,23 @@ static void ip_release(bs_server *s, conn *c) {
     c->ip = NULL;
 }
 
+/* The key of the per-address count, and the address as the access log shows it. */
 static void peer_key(conn *c, unsigned char key[16]) {
     struct sockaddr_storage ss;
     int len = sizeof ss;
     memset(key, 0, 16);
+    snprintf(c->peer, sizeof c->peer, "-");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+    char ip[64] = "?";
     if (ss.ss_family == AF_INET) {
         key[10] = key[11] = 0xff;
         memcpy(key + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
     } else if (ss.ss_family == AF_INET6) {
         memcpy(key, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
     }
 }
 
@@ -572,13 +587,29 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- writing an answer ---- */
 
+/* One access-log line (core/log.h): the message "METHOD PATH STATUS", then
+ * the fields; what a request did not get to (no model routed, no batch) is
+ * - in text and null in JSON. */
 static void access_log(const conn *c, const reply_t *r, double ms) {
+    const bs_server *s = c->s;
     const char *m = c->method[0] ? c->method : "-", *p = c->path ? c->path : "-";
-    if (r->timing)
-        fprintf(stderr, "[%s] %d %s %.0f ms (queue %.0f ms, compute %.0f ms, batch %d)\n", m, r->status, p, ms,
-                r->queue_ms, r->compute_ms, r->batch);
-    else
-        fprintf(stderr, "[%s] %d %s %.0f ms\n", m, r->status, p, ms);
+    char msg[192];
+    snprintf(msg, sizeof msg, "%.15s %.120s %d %.1f ms", m, p, r->status, ms);
+    const char *model = c->model < s->n_models ? s->models[c->model].name : NULL;
+    bs_log_field f[] = {
+        { "request_id", BS_LF_STR, c->rid[0] ? c->rid : NULL, 0, 0, 0 },
+        { "client", BS_LF_STR, c->peer[0] ? c->peer : NULL, 0, 0, 0 },
+        { "method", BS_LF_STR, m, 0, 0, 1 },
+        { "path", BS_LF_STR, p, 0, 0, 1 },
+        { "status", BS_LF_INT, NULL, r->status, 0, 1 },
+        { "duration_ms", BS_LF_MS, NULL, 0, ms, 1 },
+        { "model", BS_LF_STR, model, 0, 0, 0 },
+        { "questions", r->questions >= 0 ? BS_LF_INT : BS_LF_STR, NULL, r->questions, 0, 0 },
+        { "queue_ms", BS_LF_MS, NULL, 0, r->timing ? r->queue_ms : -1, 0 },
+        { "compute_ms", BS_LF_MS, NULL, 0, r->timing ? r->compute_ms : -1, 0 },
+        { "batch", r->timing ? BS_LF_INT : BS_LF_STR, NULL, r->batch, 0, 0 },
+    };
+    bs_log_fields(s->access_log, BS_LOG_INFO, "access", msg, f, sizeof f / sizeof *f);
 }
 
 static const char *http_date(bs_server *s) {
@@ -609,11 +640,9 @@ static void respond(conn *c, reply_t *r, int close_after) {
     bs_buf_free(o);
     bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
                   reason(r->status), http_date(s), r->ctype, r->body.len);
-    if (c->path && !strncmp(c->path, "/v1/", 4)) {
-        char rid[33];
-        bs_request_id(rid);
-        bs_buf_printf(o, "x-typesafe-request-id: %s\r\n", rid);
-    }
+    /* every answer has an id for the access log; the /v1 routes also send it (02 §1.2) */
+    bs_request_id(c->rid);
+    if (c->path && !strncmp(c->path, "/v1/", 4)) bs_buf_printf(o, "x-typesafe-request-id: %s\r\n", c->rid);
     for (int i = 0; i < r->nh; i++) bs_buf_printf(o, "%s: %s\r\n", r->hdr[i][0], r->hdr[i][1]);
     if (r->timing)
         bs_buf_printf(o, "x-basal-queue-ms: %.3f\r\nx-basal-compute-ms: %.3f\r\nx-basal-batch-requests: %d\r\n",
@@ -626,6 +655,7 @@ static void respond(conn *c, reply_t *r, int close_after) {
     bs_buf_free(&r->body);
     record(s, c, r->status);
     if (s->access_log) access_log(c, r, bs_now_ms() - c->start_ms);
+    c->rid[0] = 0;
     if (c->state == C_WAITING || c->state == C_BODY) release_slot(s, c);
     c->state = C_WRITING;
     c->probing = 0;
@@ -690,6 +720,7 @@ static void answer(conn *c) {
         rep.queue_ms = j->queue_ms;
         rep.compute_ms = j->compute_ms;
         rep.batch = j->batch_requests;
+        rep.questions = (long)j->usage.questions;
     }
     respond(c, &rep, 0);
 }
@@ -783,8 +814,23 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         return 0;
     }
     if (r == R_HEALTH) {
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
+            /* loading: alive but not ready (a readiness probe fails, a liveness probe on /health must not be used) */
+            reply_init(rep, 503);
+            bs_buf_printf(&rep->body, "{\"status\":\"loading\",\"models_loaded\":%ld,\"models_total\":%zu,\"models\":",
+                          atomic_load(&s->n_loaded), s->n_models);
+            bs_buf_puts(&rep->body, s->health_body.data + strlen("{\"status\":\"ok\",\"models\":"));
+            reply_header(rep, "Retry-After", "1");
+            return 0;
+        }
         reply_init(rep, 200);
         bs_buf_puts(&rep->body, s->health_body.data);
+        return 0;
+    }
+    if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
+        bs_reply_loading(&er, c->dialect);
+        reply_take(rep, &er);
+        reply_header(rep, "Retry-After", "1");
         return 0;
     }
     if (r == R_METRICS) {
@@ -1268,6 +1314,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->max_inflight = o->max_inflight;
     s->max_body = o->max_body_bytes;
     s->access_log = o->access_log;
+    int have_engines = 1;
     s->metrics_on = o->metrics;
     s->header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : BS_DEFAULT_HEADER_TIMEOUT_S;
     s->body_timeout_s = o->body_timeout_s > 0 ? o->body_timeout_s : BS_DEFAULT_BODY_TIMEOUT_S;
@@ -1289,6 +1336,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     for (size_t i = 0; i < o->n_models; i++) {
         model_t *m = &s->models[i];
         m->engine = o->models[i].engine;
+        if (!m->engine) have_engines = 0;
         if (!(m->name = bs_strfmt("%s", o->models[i].name))) goto oom;
         names[i] = m->name;
         if (o->models[i].n_aliases && !(m->aliases = calloc(o->models[i].n_aliases, sizeof *m->aliases))) goto oom;
@@ -1304,8 +1352,10 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     if (!(s->metrics = bs_metrics_create(names, o->n_models, o->max_inflight))) goto oom;
     for (size_t i = 0; i < o->n_models; i++) { /* engines take no jobs before the server runs */
         s->models[i].s = s;
-        bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
+        if (have_engines) bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
     }
+    atomic_store(&s->ready, have_engines);
+    atomic_store(&s->n_loaded, have_engines ? (long)o->n_models : 0);
     build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
     if (s->models_body.oom || s->health_body.oom) goto oom;
     free(names);
@@ -1350,6 +1400,21 @@ oom:
     free(names);
     free_server(s);
     return bs_fail(e, BS_ENOMEM, "out of memory");
+}
+
+void bs_server_set_loaded(bs_server *s, size_t loaded) {
+    if (s) atomic_store(&s->n_loaded, (long)loaded);
+}
+
+void bs_server_set_ready(bs_server *s, bs_engine *const *engines) {
+    /* The loop thread reads models[].engine only after it has seen ready
+     * (acquire), so these plain stores are published by the release below. */
+    for (size_t i = 0; i < s->n_models; i++) {
+        s->models[i].engine = engines[i];
+        bs_engine_set_batch_hook(engines[i], on_batch, &s->models[i]);
+    }
+    atomic_store(&s->n_loaded, (long)s->n_models);
+    atomic_store_explicit(&s->ready, 1, memory_order_release);
 }
 
 void bs_server_shutdown(bs_server *s) {

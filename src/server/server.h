@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "basal.h"
+#include "core/log.h"
 #include "engine/engine.h"
 
 /* The release_date of GET /v1/models unless the configuration sets one. */
@@ -20,7 +21,8 @@ typedef struct bs_server_model {
     const char *name;              /* served name (basal.json) */
     const char *const *aliases;    /* extra names routed here (02 §11) */
     size_t n_aliases;
-    bs_engine *engine;             /* borrowed; must outlive the server's use of it */
+    bs_engine *engine;             /* borrowed; must outlive the server's use of it. NULL while the
+                                      models load: bs_server_set_ready hands the engines over */
 } bs_server_model;
 
 typedef struct bs_server_opts {
@@ -34,7 +36,7 @@ typedef struct bs_server_opts {
     size_t api_key_len;
     const char *release_date;      /* GET /v1/models; NULL = BS_DEFAULT_RELEASE_DATE */
     int metrics;                   /* serve GET /metrics */
-    int access_log;                /* one stderr line per request */
+    bs_log_sink *access_log;       /* one line per request (core/log.h), or NULL; borrowed */
     /* HTTP deadlines and connection limits; 0 = the default below */
     long header_timeout_s;         /* request line + headers, from their first byte */
     long body_timeout_s;           /* the body, from the end of the headers; also for taking an answer */
@@ -50,8 +52,17 @@ typedef struct bs_server_opts {
 
 typedef struct bs_server bs_server;
 
-/* Starts serving on o->listen_fd (the strings of o are copied). */
+/* Starts serving on o->listen_fd (the strings of o are copied). When the
+ * engines of o->models are NULL the server starts in the loading state:
+ * GET /health answers 503 {"status":"loading",...}, every other route 503
+ * with Retry-After (unknown paths and wrong methods keep their 404 / 405),
+ * until bs_server_set_ready. */
 int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e);
+/* While loading: how many models are loaded (shown by /health). */
+void bs_server_set_loaded(bs_server *s, size_t loaded);
+/* Hands over one engine per model (in o->models order) and starts answering
+ * every route; /health turns 200. Call once, from one thread. */
+void bs_server_set_ready(bs_server *s, bs_engine *const *engines);
 /* Stops accepting connections and waits until every submitted job has been
  * completed by its engine; from then on nothing is submitted (a request still
  * arriving on an open connection gets 500 "engine stopped"), so the engines
