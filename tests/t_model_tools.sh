@@ -45,7 +45,8 @@ pass=$((pass + p)); fail=$((fail + f))
 [ "$p" -gt 100 ] && ok || bad "model_tools_check.py did not run its checks"
 
 # ---- determinism: same seed, same bytes (whatever the thread count); other seed differs
-expect 0 "make-model again" "$BASAL" make-model "$tmp/again" --preset tiny --name basal-tiny --seed 1 --tokenizer "$mistral"
+expect 0 "make-model again" "$BASAL" make-model "$tmp/again" --preset tiny --name basal-tiny --seed 1 --tokenizer "$mistral" \
+    --rope-theta-decoy
 for f in model.safetensors tokenizer.json config.json basal.json; do
     cmp -s "$tmp/again/$f" "$fx/tiny-bias/$f" && ok || bad "make-model not deterministic: $f"
 done
@@ -53,6 +54,20 @@ expect 0 "make-model seed 2" "$BASAL" make-model "$tmp/seed2" --seed 2 --tokeniz
 cmp -s "$tmp/seed2/model.safetensors" "$fx/tiny-bias/model.safetensors" && bad "seed 2 gives the same weights" || ok
 # default tokenizer path, relative to the repository root
 expect 0 "make-model default tokenizer" "$BASAL" make-model "$tmp/deftok" --preset tiny-nobias
+# without --rope-theta-decoy (the demo model of `make run`): no top-level rope_theta, so loading it
+# warns about nothing; the rest of config.json is the fixture's
+$PY - "$tmp/deftok/config.json" "$fx/tiny-nobias/config.json" <<'EOF' && ok || bad "make-model without the decoy: config.json"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+sys.exit(0 if "rope_theta" not in a and b.pop("rope_theta") == 10000.0 and a == b else 1)
+EOF
+echo '{"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
+    | "$BASAL" decide --model "$tmp/deftok" --threads 1 >/dev/null 2>"$tmp/deftok.err" \
+    && ! grep -q rope_theta "$tmp/deftok.err" && ok || bad "decide on a model without the decoy: $(cat "$tmp/deftok.err")"
+echo '{"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
+    | "$BASAL" decide --model "$fx/tiny-nobias" --threads 1 >/dev/null 2>"$tmp/decoy.err"
+[ "$(grep -c 'top-level rope_theta differs' "$tmp/decoy.err")" = 1 ] && ok \
+    || bad "decide on a fixture with the decoy warns once: $(cat "$tmp/decoy.err")"
 cmp -s "$tmp/deftok/model.safetensors" "$fx/tiny-nobias/model.safetensors" && ok || bad "default seed is not 1"
 # three uneven shards of hd128 hold the same tensors
 expect 0 "make-model 3 shards" "$BASAL" make-model "$tmp/sh3" --preset tiny-hd128 --shards 3 --tokenizer "$mistral"

