@@ -61,10 +61,10 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 sys.exit(0 if "rope_theta" not in a and b.pop("rope_theta") == 10000.0 and a == b else 1)
 EOF
-echo '{"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
+echo '{"model":"basal-tiny-nobias","state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
     | "$BASAL" decide --model "$tmp/deftok" --threads 1 >/dev/null 2>"$tmp/deftok.err" \
     && ! grep -q rope_theta "$tmp/deftok.err" && ok || bad "decide on a model without the decoy: $(cat "$tmp/deftok.err")"
-echo '{"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
+echo '{"model":"basal-tiny-nobias","state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}' \
     | "$BASAL" decide --model "$fx/tiny-nobias" --threads 1 >/dev/null 2>"$tmp/decoy.err"
 [ "$(grep -c 'top-level rope_theta differs' "$tmp/decoy.err")" = 1 ] && ok \
     || bad "decide on a fixture with the decoy warns once: $(cat "$tmp/decoy.err")"
