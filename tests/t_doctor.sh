@@ -203,7 +203,7 @@ printf 'addr: 127.0.0.1:%s\nmodels:\n  - path: %s\n    aliases: [jev]\n' "$PORT"
 jcase aliases-ok 0 'd["ok"] and has("configuration", "ok", "unique")' --config "$tmp/good.yml"
 printf 'models:\n  - path: [unclosed\n' >"$tmp/syntax.yml"
 # the oracle for the loader's message: what `basal serve` prints for the same file
-export SERVE_MSG=$("$BASAL" serve --config "$tmp/syntax.yml" 2>&1 >/dev/null | sed -n 's/^basal serve: //p' | head -1)
+export SERVE_MSG=$("$BASAL" serve --config "$tmp/syntax.yml" 2>&1 >/dev/null | sed -n 's/^[0-9T:.Z-]* ERROR serve: //p' | head -1)
 jcase yaml-syntax 1 'E["SERVE_MSG"] and has("configuration", "failure", E["SERVE_MSG"])
     and not has("models", "ok") and not has("models", "failure")' --config "$tmp/syntax.yml" --addr "127.0.0.1:$PORT"
 printf 'models:\n  - path: %s\n    colour: red\n' "$src" >"$tmp/unknown.yml"

@@ -30,7 +30,9 @@ static void test_full(void) {
         "max_inflight: 7\n"
         "long_slice_ms: 0\n"
         "release_date: 2031-02-03\n"
-        "access_log: true\n"
+        "access_log: false\n"
+        "access_log_file: /var/log/basal/access.log\n"
+        "log_format: json\n"
         "metrics: True\n"
         "gemm_cache: /tmp/gemm\n"
         "api_key_env: MY_KEY\n"
@@ -66,7 +68,9 @@ static void test_full(void) {
     CHECK_INT(c.max_inflight, 7);
     CHECK_INT(c.long_slice_ms, 0);
     CHECK_STR(c.release_date, "2031-02-03");
-    CHECK_INT(c.access_log, 1);
+    CHECK_INT(c.access_log, 0);
+    CHECK_STR(c.access_log_file, "/var/log/basal/access.log");
+    CHECK_STR(c.log_format, "json");
     CHECK_INT(c.metrics, 1);
     CHECK_STR(c.gemm_cache, "/tmp/gemm");
     CHECK_STR(c.api_key_env, "MY_KEY");
@@ -126,7 +130,9 @@ static void test_defaults(void) {
     CHECK_INT(c.max_inflight, 1024);
     CHECK_INT(c.long_slice_ms, 100);
     CHECK_STR(c.release_date, "2026-10-05");
-    CHECK_INT(c.access_log, 0);
+    CHECK_INT(c.access_log, 1); /* on by default (issue 18) */
+    CHECK(c.access_log_file == NULL);
+    CHECK_STR(c.log_format, "text");
     CHECK_INT(c.metrics, 0);
     CHECK(c.api_key_env == NULL);
     CHECK_INT(c.max_body_bytes, 16777216);
@@ -171,6 +177,7 @@ static void test_errors(void) {
     refused("threads: [1]\nmodels:\n  - path: m\n", "threads: expected an integer");
     refused("metrics: yes\nmodels:\n  - path: m\n", "metrics: expected true or false");
     refused("access_log: \"true\"\nmodels:\n  - path: m\n", "access_log: expected true or false");
+    refused("log_format: xml\nmodels:\n  - path: m\n", "log_format: expected one of text, json");
     refused("backend: gpu\nmodels:\n  - path: m\n", "backend: expected one of auto, cpu, cuda");
     refused("addr: localhost:8000\nmodels:\n  - path: m\n", "host names are not accepted");
     refused("addr: 127.0.0.1\nmodels:\n  - path: m\n", "invalid address");
@@ -230,7 +237,70 @@ static void test_values(void) {
     CHECK(bs_cfg_check_backend("metal") < 0);
 }
 
+/* 06 §4.1 as amended by issue 18: flag > environment > YAML > default, for
+ * the address, the access log (on by default), its file and the log format. */
+static void test_apply_env(void) {
+    const char *vars[] = { "BASAL_ADDR", "BASAL_ACCESS_LOG", "BASAL_ACCESS_LOG_FILE", "BASAL_LOG_FORMAT" };
+    for (size_t i = 0; i < 4; i++) unsetenv(vars[i]);
+    bs_serve_config c;
+    bs_err e = { 0 };
+    /* defaults */
+    CHECK_INT(parse("models:\n- path: m\n", &c, &e), 0);
+    CHECK_INT(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e), 0);
+    CHECK_STR(c.addr, "127.0.0.1:8000");
+    CHECK_INT(c.access_log, 1);
+    CHECK(c.access_log_file == NULL);
+    CHECK_STR(c.log_format, "text");
+    bs_serve_config_free(&c);
+    /* YAML over the defaults */
+    const char *y = "addr: 10.0.0.1:1\naccess_log: false\naccess_log_file: /y.log\nlog_format: json\nmodels:\n- path: m\n";
+    CHECK_INT(parse(y, &c, &e), 0);
+    CHECK_INT(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e), 0);
+    CHECK_STR(c.addr, "10.0.0.1:1");
+    CHECK_INT(c.access_log, 0);
+    CHECK_STR(c.access_log_file, "/y.log");
+    CHECK_STR(c.log_format, "json");
+    bs_serve_config_free(&c);
+    /* the environment over YAML; BASAL_ACCESS_LOG: any non-empty value but 0/off/false is on */
+    setenv("BASAL_ADDR", "10.0.0.2:2", 1);
+    setenv("BASAL_ACCESS_LOG", "yes", 1);
+    setenv("BASAL_ACCESS_LOG_FILE", "/e.log", 1);
+    setenv("BASAL_LOG_FORMAT", "text", 1);
+    CHECK_INT(parse(y, &c, &e), 0);
+    CHECK_INT(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e), 0);
+    CHECK_STR(c.addr, "10.0.0.2:2");
+    CHECK_INT(c.access_log, 1);
+    CHECK_STR(c.access_log_file, "/e.log");
+    CHECK_STR(c.log_format, "text");
+    bs_serve_config_free(&c);
+    setenv("BASAL_ACCESS_LOG", "off", 1);
+    CHECK_INT(parse("models:\n- path: m\n", &c, &e), 0);
+    CHECK_INT(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e), 0);
+    CHECK_INT(c.access_log, 0);
+    bs_serve_config_free(&c);
+    /* the flags over the environment */
+    CHECK_INT(parse(y, &c, &e), 0);
+    CHECK_INT(bs_serve_config_apply_env(&c, "10.0.0.3:3", "on", "/f.log", "json", &e), 0);
+    CHECK_STR(c.addr, "10.0.0.3:3");
+    CHECK_INT(c.access_log, 1);
+    CHECK_STR(c.access_log_file, "/f.log");
+    CHECK_STR(c.log_format, "json");
+    CHECK_INT(bs_serve_config_apply_env(&c, NULL, "off", NULL, NULL, &e), 0);
+    CHECK_INT(c.access_log, 0);
+    /* invalid values */
+    CHECK(bs_serve_config_apply_env(&c, NULL, "maybe", NULL, NULL, &e) < 0);
+    CHECK_CONTAINS(e.msg, "--access-log must be on or off");
+    CHECK(bs_serve_config_apply_env(&c, NULL, NULL, NULL, "xml", &e) < 0);
+    CHECK_CONTAINS(e.msg, "--log-format must be text or json");
+    setenv("BASAL_LOG_FORMAT", "yaml", 1);
+    CHECK(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e) < 0);
+    CHECK_CONTAINS(e.msg, "BASAL_LOG_FORMAT must be text or json");
+    bs_serve_config_free(&c);
+    for (size_t i = 0; i < 4; i++) unsetenv(vars[i]);
+}
+
 int main(void) {
+    test_apply_env();
     test_full();
     test_defaults();
     test_errors();

@@ -1015,16 +1015,25 @@ models:
         C.ok(got != without_latency(decide(body(qs)) or []), "--readout bf16 differs from the f32 readout")
     start_fail(["--model", tb, "--schedule", "lifo"], None, 2, "--schedule must be hrrn or fifo", "--schedule")
     start_fail(["--config", os.path.join(tmp, "missing.yml")], None, 1, "missing.yml", "missing config file")
-    # access log: flag or BASAL_ACCESS_LOG (not "0")
-    for args, env, want in ((["--access-log"], None, True), ([], {"BASAL_ACCESS_LOG": "1"}, True),
-                            ([], {"BASAL_ACCESS_LOG": "0"}, False)):
-        p = Server(["--model", tb, "--threads", "1"] + args, env=env)
+    # access log (issue 18): on by default; --access-log [on|off] > BASAL_ACCESS_LOG (0/off/false: off) > YAML
+    quiet_yml = yml("quiet.yml", f"access_log: false\nmodels:\n  - path: {tb}\n")
+    for args, env, want in (([], None, True), (["--access-log"], None, True), (["--access-log", "off"], None, False),
+                            (["--access-log=off"], None, False), ([], {"BASAL_ACCESS_LOG": "1"}, True),
+                            ([], {"BASAL_ACCESS_LOG": "0"}, False), (["--access-log", "on"], {"BASAL_ACCESS_LOG": "0"}, True),
+                            (["--config", quiet_yml], None, False),
+                            (["--config", quiet_yml], {"BASAL_ACCESS_LOG": "on"}, True)):
+        base = [] if "--config" in args else ["--model", tb]
+        p = Server(base + ["--threads", "1"] + args, env=env)
         p.post(SO, body({"q": {"type": "noul", "instructions": "x"}}))
         p.post(BA, b"[]")
         p.stop()
-        line = re.search(r"\[POST\] 200 /v1/systemone \d+ ms \(queue \d+ ms, compute \d+ ms, batch 1\)", p.log())
-        C.eq(line is not None, want, f"access log line with {args} {env}")
-        C.eq("[POST] 422 /v1/basal" in p.log(), want, f"access log of an error with {args} {env}")
+        line = re.search(r"Z INFO  access: POST /v1/systemone 200 [0-9.]+ ms request_id=[0-9a-f]{32} "
+                         r"client=127\.0\.0\.1:\d+ model=basal-tiny questions=1 queue_ms=[0-9.]+ compute_ms=[0-9.]+ "
+                         r"batch=1\n", p.log())
+        C.eq(line is not None, want, f"access log line with {args} {env}: {p.log()[-600:]!r}")
+        C.eq(re.search(r"access: POST /v1/basal 422 [0-9.]+ ms request_id=[0-9a-f]{32} client=\S+ "
+                       r"model=basal-tiny questions=- queue_ms=- compute_ms=- batch=-\n", p.log()) is not None,
+             want, f"access log of an error with {args} {env}")
     # the model reference resolves through a Hugging Face cache layout
     snap = os.path.join(tmp, "hub", "models--Remek--basal-1.5-mini", "snapshots",
                         "1978d0700000000000000000000000000000000f")
