@@ -2,7 +2,7 @@
 # deploy/k8s manifests: YAML lint (Debian yamllint), the Kubernetes schemas
 # (npm kubernetes-models via tools/k8s-validate.mjs; broken copies must be
 # refused, so the validator is shown to fail), and the wiring the schema
-# cannot see: readiness on /health, the container port = --addr port = the
+# cannot see: readiness on /health, liveness on /health/live, the container port = --addr port = the
 # Service's target, selector = pod labels, every `basal serve` flag known to
 # this build's `basal serve --help`.
 set -u
@@ -19,7 +19,7 @@ broken() {  # name, sed expression, file
 }
 broken "replicas as text" 's/replicas: 3/replicas: three/' deployment.yaml
 broken "containerPort as text" 's/containerPort: 8000/containerPort: eight/' deployment.yaml
-broken "probe without port" '/path: \/health/{n;d}' deployment.yaml
+broken "probe without port" '/path: \/health$/{n;d}' deployment.yaml
 broken "unknown strategy type" 's/type: RollingUpdate/type: Rolling/' deployment.yaml
 broken "service port as text" 's/port: 8000/port: web/' service.yaml
 broken "wrong apiVersion" 's#apiVersion: apps/v1#apiVersion: apps/v9#' deployment.yaml
@@ -39,9 +39,12 @@ for a in args:
 port = int(args[args.index("--addr") + 1].rsplit(":", 1)[1])
 named = {p["name"]: p["containerPort"] for p in c["ports"]}
 if named.get("http") != port: errs.append("container port http != --addr port")
-for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+# readiness on /health (503 while loading), liveness on /health/live (200 while loading)
+for probe, path in (("readinessProbe", "/health"), ("livenessProbe", "/health/live")):
     g = c[probe]["httpGet"]
-    if g["path"] != "/health" or named.get(g["port"], g["port"]) != port: errs.append(f"{probe} not on /health:{port}")
+    if g["path"] != path or named.get(g["port"], g["port"]) != port: errs.append(f"{probe} not on {path}:{port}")
+if "startupProbe" in c and c["startupProbe"]["httpGet"]["path"] != "/health/live":
+    errs.append("a startupProbe on /health would restart a pod whose load takes longer than its threshold")
 if dep["spec"]["selector"]["matchLabels"].items() - pod["metadata"]["labels"].items(): errs.append("selector != pod labels")
 if svc["spec"]["selector"] != dep["spec"]["selector"]["matchLabels"]: errs.append("service selector != deployment's")
 if named.get(svc["spec"]["ports"][0]["targetPort"]) != port: errs.append("service targetPort != container port")

@@ -813,9 +813,15 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         reply_header(rep, "Allow", allow);
         return 0;
     }
+    if (r == R_LIVE) { /* liveness: the loop answers, loading or not (a probe must not restart a loading pod) */
+        reply_init(rep, 200);
+        bs_buf_printf(&rep->body, "{\"status\":\"alive\",\"ready\":%s}",
+                      atomic_load(&s->ready) ? "true" : "false");
+        return 0;
+    }
     if (r == R_HEALTH) {
         if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
-            /* loading: alive but not ready (a readiness probe fails, a liveness probe on /health must not be used) */
+            /* loading: alive but not ready (readiness fails; liveness is /health/live) */
             reply_init(rep, 503);
             bs_buf_printf(&rep->body, "{\"status\":\"loading\",\"models_loaded\":%ld,\"models_total\":%zu,\"models\":",
                           atomic_load(&s->n_loaded), s->n_models);

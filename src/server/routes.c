@@ -40,6 +40,7 @@ bs_route bs_route_of(const char *url) {
     if (!strcmp(url, "/v1/basal")) return R_BASAL;
     if (!strcmp(url, "/v1/models")) return R_MODELS;
     if (!strcmp(url, "/health")) return R_HEALTH;
+    if (!strcmp(url, "/health/live")) return R_LIVE;
     if (!strcmp(url, "/metrics")) return R_METRICS;
     return R_NONE;
 }

@@ -6,6 +6,7 @@
   BASAL_TEST_LOAD_DELAY_MS), and `basal doctor --config` fails with serve's
   message for the same file;
 - while loading: GET /health 503 {"status":"loading",...} with the progress,
+  GET /health/live 200 (liveness),
   the API routes 503 in their dialect's error form with Retry-After, unknown
   paths still 404; then 200 with the ready body, and answers;
 - --log-format json (and BASAL_LOG_FORMAT, serve.yml log_format): every
@@ -166,6 +167,8 @@ if srv.port:
          (503, "1", {"error": "service unavailable: the server is loading its models"}), "/v1/basal while loading")
     st, h, b = srv.request("GET", "/v1/models")
     C.eq((st, json.loads(b)["detail"]["error_type"]), (503, "service_unavailable"), "/v1/models while loading")
+    st, h, b = srv.request("GET", "/health/live")
+    C.eq((st, json.loads(b)), (200, {"status": "alive", "ready": False}), "liveness while loading")
     C.eq(srv.request("GET", "/nope")[0], 404, "unknown path while loading")
     C.eq(srv.request("DELETE", "/health")[0], 405, "wrong method while loading")
     seen = set()
@@ -184,6 +187,8 @@ if srv.port:
     C.ok(ready_after >= 2 * DELAY_MS / 1000, f"ready after {ready_after:.1f} s (two delayed loads)")
     C.ok("serving on http://127.0.0.1:%d" % srv.port in srv.log(), "serving line once ready")
     C.eq(srv.post(SO, REQ)[0], 200, "answers once ready")
+    st, h, b = srv.request("GET", "/health/live")
+    C.eq((st, json.loads(b)), (200, {"status": "alive", "ready": True}), "liveness once ready")
 C.eq(srv.stop(), 0, "stops cleanly")
 
 # a stop signal while loading ends the process (nothing can be in flight)
