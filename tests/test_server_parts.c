@@ -85,6 +85,9 @@ static void test_bodies(void) {
     CHECK_INT(bs_route_of("/v1/systemone"), R_SYSTEMONE);
     CHECK_INT(bs_route_of("/v1/systemone/"), R_NONE);
     CHECK_INT(bs_route_of("/V1/models"), R_NONE);
+    CHECK_INT(bs_route_of("/health"), R_HEALTH);
+    CHECK_INT(bs_route_of("/health/live"), R_LIVE);
+    CHECK_INT(bs_route_of("/health/live/"), R_NONE);
     /* percent-decoding of the path: a NUL (raw or %00) or a broken escape names no route */
     char dec[64];
     CHECK_INT(bs_path_decode("/h%65alth", 9, dec), 7);

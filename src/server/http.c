@@ -150,7 +150,7 @@ struct conn {
     conn *prev, *next;       /* s->conns */
     conn *next_done;         /* s->done_head */
     ip_entry *ip;            /* counted against max_client_conn */
-    char peer[64];           /* client address and port, for the access log */
+    char peer[80];           /* client address and port, for the access log */
     char rid[33];            /* request id of the answer being written */
     int active, refused;     /* counted in n_active / n_refused */
     double since_ms;         /* when it last began to wait for a header block (idle or reading one) */
@@ -293,7 +293,7 @@ static void peer_key(conn *c, unsigned char key[16]) {
     memset(key, 0, 16);
     snprintf(c->peer, sizeof c->peer, "-");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
-    char ip[64] = "?";
+    char ip[48] = "?"; /* INET6_ADDRSTRLEN */
     if (ss.ss_family == AF_INET) {
         key[10] = key[11] = 0xff;
         memcpy(key + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
