@@ -183,7 +183,8 @@ if srv.port:
     C.eq(st, 200, "/health turns 200")
     C.eq(json.loads(b), {"status": "ok", "models": ["basal-tiny", "basal-tiny-nobias"], "default_model": "basal-tiny"},
          "/health ready body")
-    C.ok(seen == {0, 1}, f"progress seen while loading: {sorted(seen)}")
+    # 2 of 2 may show while the engines start (prefix precompute), before ready
+    C.ok({0, 1} <= seen <= {0, 1, 2}, f"progress seen while loading: {sorted(seen)}")
     C.ok(ready_after >= 2 * DELAY_MS / 1000, f"ready after {ready_after:.1f} s (two delayed loads)")
     C.ok("serving on http://127.0.0.1:%d" % srv.port in srv.log(), "serving line once ready")
     C.eq(srv.post(SO, REQ)[0], 200, "answers once ready")
