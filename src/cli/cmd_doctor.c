@@ -444,7 +444,7 @@ served:
 static void check_serve_accepts(report_t *r, bs_serve_config *c, const opts_t *o) {
     bs_err e = { 0 };
     bs_serve_checked k;
-    const char *fix = "fix what the message names: basal serve refuses to start with it";
+    const char *fix = "correct what the message names (basal serve makes this same check before loading)";
     if (bs_serve_config_apply_env(c, o->addr, NULL, NULL, NULL, &e) < 0 || bs_serve_config_check(c, &k, &e) < 0) {
         add(r, A_CONFIG, L_FAIL, fix, "basal serve would refuse this configuration: %s", e.msg);
         return;
