@@ -11,7 +11,8 @@
 // Usage: node tools/check-playground.mjs BASE_URL SHOT.png PLAN_JSON
 // PLAN_JSON: {"model": m, "state": s, "questions": [{"id", "type": "choice",
 //   "instructions", "options": [[key, desc], ...]} | {"id", "type": "noul",
-//   "instructions", "true", "false"}]}
+//   "instructions", "true", "false"} | {"id", "type", "example": true}]}
+//   (example: the question as the page fills it in, only its id typed)
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,6 +64,7 @@ try {
         const cards = await page.$$("#questions fieldset.question");
         const card = cards[cards.length - 1];
         await retype(await card.$("[name=qid]"), q.id);
+        if (q.example) continue;
         await retype(await card.$("[name=instructions]"), q.instructions);
         if (q.type === "choice") {
             while (await card.$(".opt button")) await (await card.$(".opt button")).click();

@@ -40,12 +40,31 @@ PLAN = {
     ],
 }
 
+# every other type as the page fills it in when added (its example), and the
+# question object that must be sent for it (spec 02 §4.2, spec 03 §1.1, §2.1)
+EXAMPLES = {
+    "score": {"type": "score", "instructions": "Jak pilna jest sprawa?",
+              "criteria": ["może poczekać", "w tym tygodniu", "dziś"]},
+    "multi": {"type": "multi", "instructions": "Których tematów dotyczy zgłoszenie?",
+              "criteria": {"refund": "zwrot", "delivery": "dostawa", "complaint": "reklamacja"}, "threshold": 0.5},
+    "act": {"type": "act", "instructions": "Czy wniosek spełnia warunki zwrotu?",
+            "costs": {"approve": {"true": 0, "false": 1240}, "reject": {"true": 300, "false": 0},
+                      "human": {"true": 15, "false": 15}}},
+}
+PLAN_ALL = {
+    "state": "Zamówienie 1234 nie dotarło, a pieniądze pobrano dwa razy. Proszę o zwrot.",
+    "questions": [{"id": "urgency", "type": "score", "example": True}, {"id": "topics", "type": "multi", "example": True},
+                  {"id": "decision", "type": "act", "example": True}, PLAN["questions"][1]],
+}
+
 
 def request_of(plan):
     """The request body the plan describes, built here from spec 02 §4.1."""
     qs = {}
     for q in plan["questions"]:
-        if q["type"] == "choice":
+        if q.get("example"):
+            qs[q["id"]] = EXAMPLES[q["type"]]
+        elif q["type"] == "choice":
             qs[q["id"]] = {"type": "choice", "instructions": q["instructions"],
                            "criteria": {k: (d or None) for k, d in q["options"]}}
         else:
@@ -104,10 +123,9 @@ def check_page_bytes(srv):
          [], "the page references no asset but data: URLs")
 
 
-def check_session(srv, model):
-    plan = dict(PLAN, model=model)
+def check_session(srv, model, plan, shot):
+    plan = dict(plan, model=model)
     want_req = request_of(plan)
-    shot = os.path.join(BUILD, "playground.png")
     out = run_browser(srv.port, plan, shot)
     if not C.ok(out is not None, "the browser session ran"):
         return
@@ -137,13 +155,16 @@ def check_session(srv, model):
         a = answers.get(qid)
         if not C.ok(a is not None, f"answer card {qid}"):
             continue
-        C.ok(a["answer"] == want and json.dumps(a["answer"]) == json.dumps(want),
-             f"{qid}: shown answer {a['answer']} = direct {want}")
-        if want["type"] == "choice":
-            exp = list(want["probabilities"].items())
-            C.ok(want["choice"] in a["headline"], f"{qid}: headline names the choice")
-        else:
+        # values (a JavaScript number has no int/float distinction: 0 == 0.0)
+        C.ok(a["answer"] == want and list(a["answer"]) == list(want), f"{qid}: shown answer {a['answer']} = direct {want}")
+        if want["type"] == "noul":
             exp = [("true", want["noul"]), ("false", 1 - want["noul"])]
+        else:
+            exp = list(want["probabilities"].items())
+        if want["type"] == "choice":
+            C.ok(want["choice"] in a["headline"], f"{qid}: headline names the choice")
+        if want["type"] == "act":
+            C.ok(f"action: {want['action']}" in a["headline"], f"{qid}: headline names the action")
         C.eq([(b["key"], b["p"]) for b in a["bars"]], exp, f"{qid}: bars (key, data-p)")
         for b, (_, p) in zip(a["bars"], exp):
             C.ok(b["visible"] and abs(b["width"] - p) < 0.01, f"{qid}/{b['key']}: bar width {b['width']} for p {p}")
@@ -198,7 +219,8 @@ def main():
     try:
         model = json.loads(srv.request("GET", "/v1/models")[2])["models"][0]["name"]
         check_page_bytes(srv)
-        check_session(srv, model)
+        check_session(srv, model, PLAN, os.path.join(BUILD, "playground.png"))
+        check_session(srv, model, PLAN_ALL, os.path.join(os.environ.get("TMPDIR", "/tmp"), "playground-all.png"))
     finally:
         C.eq(srv.stop(), 0, "server exit status")
     check_off(model_dir, os.environ.get("TMPDIR", "/tmp"))
