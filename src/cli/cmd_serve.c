@@ -41,7 +41,7 @@ typedef struct {
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
         set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
         set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
-    int no_prefix_cache, access_log, metrics;
+    int no_prefix_cache, access_log, metrics, no_ui;
 } flags_t;
 
 static void usage(FILE *f) {
@@ -52,6 +52,7 @@ static void usage(FILE *f) {
             "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
             "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
             "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics  --access-log\n"
+            "  --no-ui                  GET / answers 404 instead of the playground page (YAML ui: false)\n"
             "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
             "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
             "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
@@ -94,6 +95,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         else if (!strcmp(a, "--no-prefix-cache")) f->no_prefix_cache = 1;
         else if (!strcmp(a, "--access-log")) f->access_log = 1;
         else if (!strcmp(a, "--metrics")) f->metrics = 1;
+        else if (!strcmp(a, "--no-ui")) f->no_ui = 1;
         else {
             fprintf(stderr, "basal serve: unknown option %s\n", a);
             usage(stderr);
@@ -201,6 +203,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         return bs_fail(e, BS_ENOMEM, "out of memory");
     if (f->access_log || (env_log && *env_log && strcmp(env_log, "0"))) c->access_log = 1;
     if (f->metrics) c->metrics = 1;
+    if (f->no_ui) c->ui = 0;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
     if (f->set_header_timeout) c->header_timeout_s = (long)f->header_timeout;
@@ -413,7 +416,7 @@ int cmd_serve(int argc, char **argv) {
         .models = sm, .n_models = n, .default_model = def, .listen_fd = listen_fd,
         .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
         .api_key = api_key, .api_key_len = api_key ? strlen(api_key) : 0, .release_date = c.release_date,
-        .metrics = c.metrics, .access_log = c.access_log,
+        .metrics = c.metrics, .access_log = c.access_log, .no_ui = !c.ui,
         .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
         .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
         .max_client_connections = c.max_client_connections,

@@ -34,6 +34,7 @@ typedef struct bs_serve_config {
     long long_slice_ms;      /* >= 0 */
     char *release_date;
     int access_log, metrics;
+    int ui;                  /* GET / serves the playground page (default 1) */
     char *gemm_cache;        /* NULL = default */
     char *api_key_env;       /* NULL = no authentication */
     long long max_body_bytes;/* >= 1 */

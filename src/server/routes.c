@@ -41,6 +41,8 @@ bs_route bs_route_of(const char *url) {
     if (!strcmp(url, "/v1/models")) return R_MODELS;
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/metrics")) return R_METRICS;
+    if (!strcmp(url, "/")) return R_UI;                /* the playground (issue 18) */
+    if (!strcmp(url, "/openapi.json")) return R_OPENAPI;
     return R_NONE;
 }
 

@@ -8,7 +8,7 @@
 #include "core/request.h"
 #include "core/util.h"
 
-typedef enum { R_NONE, R_SYSTEMONE, R_BASAL, R_MODELS, R_HEALTH, R_METRICS } bs_route;
+typedef enum { R_NONE, R_SYSTEMONE, R_BASAL, R_MODELS, R_HEALTH, R_METRICS, R_UI, R_OPENAPI } bs_route;
 
 /* The path of a request target (raw: n bytes, up to '?'), percent-decoded
  * into out (room for n + 1 bytes, NUL-terminated). Returns the decoded length,
