@@ -18,6 +18,11 @@ CLI_SRC = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
 
+# Files built into the binary by src/server/web_assets.c (.incbin, paths from
+# the repository root): the playground page and the OpenAPI description.
+WEB_ASSETS = web/playground.html web/openapi.json
+build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/server/web_assets.o: $(WEB_ASSETS)
+
 # Per-variant settings: build (release) and build-asan (sanitizers).
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined

@@ -19,6 +19,7 @@ Attackers use 127.0.0.2..127.0.0.12, the normal client 127.0.0.1 (Linux
 routes all of 127/8 to the loopback). --legacy omits flags the old server
 does not know (none are needed: the defaults are measured)."""
 import argparse
+import atexit
 import json
 import os
 import re
@@ -46,6 +47,7 @@ REQ = b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-L
 
 def start(args):
     err = tempfile.NamedTemporaryFile(prefix="basal-dos-", delete=False)
+    atexit.register(os.unlink, err.name)
     p = subprocess.Popen([A.basal, "serve", "--model", A.model, "--addr", "127.0.0.1:0"] + args,
                          stdout=subprocess.DEVNULL, stderr=err)
     for _ in range(3000):

@@ -34,6 +34,7 @@ static void test_full(void) {
         "access_log_file: /var/log/basal/access.log\n"
         "log_format: json\n"
         "metrics: True\n"
+        "ui: false\n"
         "gemm_cache: /tmp/gemm\n"
         "api_key_env: MY_KEY\n"
         "max_body_bytes: 1000\n"
@@ -72,6 +73,7 @@ static void test_full(void) {
     CHECK_STR(c.access_log_file, "/var/log/basal/access.log");
     CHECK_STR(c.log_format, "json");
     CHECK_INT(c.metrics, 1);
+    CHECK_INT(c.ui, 0);
     CHECK_STR(c.gemm_cache, "/tmp/gemm");
     CHECK_STR(c.api_key_env, "MY_KEY");
     CHECK_INT(c.max_body_bytes, 1000);
@@ -134,6 +136,7 @@ static void test_defaults(void) {
     CHECK(c.access_log_file == NULL);
     CHECK_STR(c.log_format, "text");
     CHECK_INT(c.metrics, 0);
+    CHECK_INT(c.ui, 1); /* the playground page is on unless turned off */
     CHECK(c.api_key_env == NULL);
     CHECK_INT(c.max_body_bytes, 16777216);
     CHECK_INT(c.header_timeout_s, 10);
@@ -176,6 +179,7 @@ static void test_errors(void) {
     refused("max_client_connections: 0\nmodels:\n  - path: m\n", "max_client_connections: must be between 1 and 2147483647");
     refused("threads: [1]\nmodels:\n  - path: m\n", "threads: expected an integer");
     refused("metrics: yes\nmodels:\n  - path: m\n", "metrics: expected true or false");
+    refused("ui: 0\nmodels:\n  - path: m\n", "ui: expected true or false");
     refused("access_log: \"true\"\nmodels:\n  - path: m\n", "access_log: expected true or false");
     refused("log_format: xml\nmodels:\n  - path: m\n", "log_format: expected one of text, json");
     refused("backend: gpu\nmodels:\n  - path: m\n", "backend: expected one of auto, cpu, cuda");

@@ -88,6 +88,10 @@ static void test_bodies(void) {
     CHECK_INT(bs_route_of("/health"), R_HEALTH);
     CHECK_INT(bs_route_of("/health/live"), R_LIVE);
     CHECK_INT(bs_route_of("/health/live/"), R_NONE);
+    CHECK_INT(bs_route_of("/"), R_UI);
+    CHECK_INT(bs_route_of("/openapi.json"), R_OPENAPI);
+    CHECK_INT(bs_route_of("//"), R_NONE);
+    CHECK_INT(bs_route_of(""), R_NONE);
     /* percent-decoding of the path: a NUL (raw or %00) or a broken escape names no route */
     char dec[64];
     CHECK_INT(bs_path_decode("/h%65alth", 9, dec), 7);
@@ -104,6 +108,9 @@ static void test_bodies(void) {
     CHECK_STR(allow, "POST");
     CHECK(bs_route_method_ok(R_HEALTH, "POST", &allow) < 0);
     CHECK_STR(allow, "GET, HEAD");
+    CHECK(bs_route_method_ok(R_UI, "POST", &allow) < 0);
+    CHECK_STR(allow, "GET, HEAD");
+    CHECK_INT(bs_route_method_ok(R_OPENAPI, "HEAD", &allow), 0);
 }
 
 static void test_ids(void) {

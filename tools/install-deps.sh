@@ -8,7 +8,8 @@ pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libu
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
 pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
-pkgs+=(chromium)                  # tests/t_benchmark.sh: the HTML report in a headless browser (puppeteer-core)
+pkgs+=(chromium)                  # tests/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
+pkgs+=(systemd curl)              # tests/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

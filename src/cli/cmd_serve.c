@@ -50,7 +50,7 @@ typedef struct {
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
         set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
         set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
-    int no_prefix_cache, metrics;
+    int no_prefix_cache, metrics, no_ui;
 } flags_t;
 
 static void usage(FILE *f) {
@@ -65,6 +65,7 @@ static void usage(FILE *f) {
             "  --access-log-file PATH   access log to a file, reopened on SIGHUP (default stderr;\n"
             "                           env BASAL_ACCESS_LOG_FILE)\n"
             "  --log-format text|json   every log line (default text; env BASAL_LOG_FORMAT)\n"
+            "  --no-ui                  GET / answers 404 instead of the playground page (YAML ui: false)\n"
             "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
             "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
             "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
@@ -114,6 +115,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
             else f->access_log = "on";
         } else if (!strncmp(a, "--access-log=", 13)) f->access_log = a + 13;
         else if (!strcmp(a, "--metrics")) f->metrics = 1;
+        else if (!strcmp(a, "--no-ui")) f->no_ui = 1;
         else {
             fprintf(stderr, "basal serve: unknown option %s\n", a);
             usage(stderr);
@@ -227,6 +229,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
     if ((f->api_key_env && set_str(&c->api_key_env, f->api_key_env)) || (f->backend && set_str(&c->backend, f->backend)))
         return bs_fail(e, BS_ENOMEM, "out of memory");
     if (f->metrics) c->metrics = 1;
+    if (f->no_ui) c->ui = 0;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
     if (f->set_header_timeout) c->header_timeout_s = (long)f->header_timeout;
@@ -405,7 +408,7 @@ int cmd_serve(int argc, char **argv) {
         .models = sm, .n_models = n, .default_model = k.default_model, .listen_fd = listen_fd,
         .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
         .api_key = k.api_key, .api_key_len = k.api_key ? strlen(k.api_key) : 0, .release_date = c.release_date,
-        .metrics = c.metrics, .access_log = g_access,
+        .metrics = c.metrics, .access_log = g_access, .no_ui = !c.ui,
         .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
         .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
         .max_client_connections = c.max_client_connections,

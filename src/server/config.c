@@ -55,6 +55,7 @@ int bs_serve_config_init(bs_serve_config *c, bs_err *e) {
     c->max_inflight = 1024;
     c->long_slice_ms = 100;
     c->max_body_bytes = 16777216;
+    c->ui = 1;
     c->header_timeout_s = BS_DEFAULT_HEADER_TIMEOUT_S;
     c->body_timeout_s = BS_DEFAULT_BODY_TIMEOUT_S;
     c->keepalive_timeout_s = BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
@@ -346,6 +347,7 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "metrics")) return get_bool(y, key, v, &c->metrics);
     if (!strcmp(key, "access_log_file")) return get_str(y, key, v, &c->access_log_file);
     if (!strcmp(key, "log_format")) return get_enum(y, key, v, check_log_format_fn, "text, json", &c->log_format);
+    if (!strcmp(key, "ui")) return get_bool(y, key, v, &c->ui);
     if (!strcmp(key, "gemm_cache")) return get_str(y, key, v, &c->gemm_cache);
     if (!strcmp(key, "api_key_env")) return get_str(y, key, v, &c->api_key_env);
     if (!strcmp(key, "max_body_bytes")) return get_int(y, key, v, 1, LLONG_MAX, &c->max_body_bytes);

@@ -36,6 +36,7 @@ typedef struct bs_serve_config {
     int access_log, metrics;  /* access_log: on by default (issue 18) */
     char *access_log_file;    /* NULL = stderr */
     char *log_format;         /* text | json */
+    int ui;                  /* GET / serves the playground page (default 1) */
     char *gemm_cache;        /* NULL = default */
     char *api_key_env;       /* NULL = no authentication */
     long long max_body_bytes;/* >= 1 */

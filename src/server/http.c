@@ -58,6 +58,7 @@
 #include "server/picohttp.h"
 #include "server/server.h"
 #include "server/server_int.h"
+#include "server/web_assets.h"
 
 #define MAX_HEADER_BYTES 65536  /* request line and headers: beyond it 431 */
 #define MAX_HEADERS 100         /* more header lines: 431 */
@@ -94,7 +95,7 @@ struct bs_server {
     char *api_key;
     size_t api_key_len;
     bs_log_sink *access_log; /* NULL: off */
-    int metrics_on;
+    int metrics_on, ui_on;
     bs_metrics *metrics;
     bs_buf models_body, health_body;
     /* the loading state: engines arrive with bs_server_set_ready */
@@ -802,7 +803,7 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     bs_reply er;
     bs_reply_init(&er);
     bs_route r = c->route;
-    if (r == R_NONE || (r == R_METRICS && !s->metrics_on)) {
+    if (r == R_NONE || (r == R_METRICS && !s->metrics_on) || (r == R_UI && !s->ui_on)) {
         bs_reply_not_found(&er);
         reply_take(rep, &er);
         return 0;
@@ -831,6 +832,14 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         }
         reply_init(rep, 200);
         bs_buf_puts(&rep->body, s->health_body.data);
+        return 0;
+    }
+    if (r == R_UI || r == R_OPENAPI) { /* built-in files, open like /health */
+        size_t len;
+        reply_init(rep, 200);
+        const char *data = bs_web_asset(r == R_UI ? BS_WEB_PLAYGROUND : BS_WEB_OPENAPI, &len, &rep->ctype);
+        bs_buf_put(&rep->body, data, len);
+        if (r == R_UI) reply_header(rep, "Content-Security-Policy", BS_WEB_PLAYGROUND_CSP);
         return 0;
     }
     if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
@@ -1322,6 +1331,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->access_log = o->access_log;
     int have_engines = 1;
     s->metrics_on = o->metrics;
+    s->ui_on = !o->no_ui;
     s->header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : BS_DEFAULT_HEADER_TIMEOUT_S;
     s->body_timeout_s = o->body_timeout_s > 0 ? o->body_timeout_s : BS_DEFAULT_BODY_TIMEOUT_S;
     s->keepalive_timeout_s = o->keepalive_timeout_s > 0 ? o->keepalive_timeout_s : BS_DEFAULT_KEEPALIVE_TIMEOUT_S;

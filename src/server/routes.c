@@ -42,6 +42,8 @@ bs_route bs_route_of(const char *url) {
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/health/live")) return R_LIVE;
     if (!strcmp(url, "/metrics")) return R_METRICS;
+    if (!strcmp(url, "/")) return R_UI;                /* the playground (issue 18) */
+    if (!strcmp(url, "/openapi.json")) return R_OPENAPI;
     return R_NONE;
 }
 

@@ -1,5 +1,6 @@
 /* The HTTP server of `basal serve` (spec 02): POST /v1/systemone and
- * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, on libuv (one
+ * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, GET / (the
+ * playground page) and GET /openapi.json, on libuv (one
  * loop thread, http.c). A decision request is parsed and admitted on the loop
  * thread (02 §3 steps 1–7) and handed to its model's engine; no thread waits
  * for the answer: the engine's done callback wakes the loop, which writes it.
@@ -36,6 +37,7 @@ typedef struct bs_server_opts {
     size_t api_key_len;
     const char *release_date;      /* GET /v1/models; NULL = BS_DEFAULT_RELEASE_DATE */
     int metrics;                   /* serve GET /metrics */
+    int no_ui;                     /* GET / is a 404 instead of the playground page */
     bs_log_sink *access_log;       /* one line per request (core/log.h), or NULL; borrowed */
     /* HTTP deadlines and connection limits; 0 = the default below */
     long header_timeout_s;         /* request line + headers, from their first byte */

@@ -1188,6 +1188,8 @@ def evidence_server(tmp):
 def main():
     import tempfile
     tmp = tempfile.mkdtemp(prefix="basal-serve-test-")
+    import atexit, shutil
+    atexit.register(shutil.rmtree, tmp, True)
     sections = [("endpoints, errors, answers", main_server), ("multi and act", multi_act_server),
                 ("metrics and concurrency", metrics_server),
                 ("body limit", small_limit_server), ("authentication", auth_server), ("overload", overload_server),

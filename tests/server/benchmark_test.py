@@ -7,9 +7,11 @@ no page error, no network request, every chart with one visible point per
 phase and the values of the JSON, histogram bars equal to the samples binned
 here, one table row per phase. Also: --url against a running server, the RAM
 guard, and refusing to overwrite an output file."""
+import atexit
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ import jsonschema
 C = Checks()
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TMP = tempfile.mkdtemp(prefix="basal-benchmark-")
+atexit.register(shutil.rmtree, TMP, True)
 SCHEMA = json.load(open(os.path.join(ROOT, "bench", "benchmark-report.schema.json")))
 V = jsonschema.Draft202012Validator(SCHEMA)
 

@@ -5,6 +5,7 @@ usage.latency_ms) with the body the same server returns when this script
 sends the request it expects the client to build, with http.client; every
 envelope is rebuilt here with CPython's json module from the input record.
 Retries are counted on the server's side (/metrics, 529 responses)."""
+import atexit
 import json
 import os
 import pty
@@ -12,6 +13,7 @@ import re
 import select
 import signal
 import socket
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from srvlib import BASAL, SLOW, Checks, Server, fixture, metric_sum, strip_laten
 C = Checks()
 MODEL = "basal-tiny"
 TMP = tempfile.mkdtemp(prefix="basal-client-")
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def dumps(v):

@@ -5,12 +5,14 @@ killed (SIGKILL) in the middle of the run and started again on its port.
 Oracle: every record must be answered exactly once and in order, each answer
 byte-identical (usage.latency_ms aside) to the body a separate single server
 returns for the same request sent alone with http.client."""
+import atexit
 import json
 import os
 import re
 import select
 import signal
 import socket
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -113,6 +115,7 @@ def workload(n):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="basal-scaleout-")
+    atexit.register(shutil.rmtree, tmp, True)
     reqs = workload(N)
     # the oracle: each request alone on a single server
     single = Server(["--model", fixture("tiny-bias")])

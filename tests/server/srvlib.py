@@ -5,10 +5,12 @@ talk to it with http.client only, stop it, and count checks.
 Every server started here is registered in $SERVER_PIDS (one pid a line) so
 that the calling shell script's trap can kill leftovers; every wait is
 bounded."""
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,6 +56,9 @@ class Server:
 
     def __init__(self, args, env=None, expect_start=True, timeout=60, auto_addr=True):
         self.dir = tempfile.mkdtemp(prefix="basal-srv-")
+        # the server's stderr lives here: gone when the test ends (KEEP_TMP=1 keeps it for a post-mortem)
+        if not os.environ.get("KEEP_TMP"):
+            atexit.register(shutil.rmtree, self.dir, True)
         self.errpath = os.path.join(self.dir, "stderr")
         full_env = dict(os.environ)
         full_env.pop("BASAL_ADDR", None)
