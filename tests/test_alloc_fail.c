@@ -62,7 +62,9 @@ static const char *BODY =
     "\"s\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"średnia\",\"wysoka\"]},"
     "\"m\":{\"type\":\"multi\",\"instructions\":\"Tematy?\",\"criteria\":[\"karta\",\"login\",\"karta\"],\"max\":1},"
     "\"a\":{\"type\":\"act\",\"instructions\":\"Czy pilne?\",\"costs\":{\"go\":{\"true\":0,\"false\":9},"
-    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05}}}";
+    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05},"
+    /* a choice with 11 options: two engine steps (03 §5) */
+    "\"L\":{\"type\":\"choice\",\"criteria\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\"]}}}";
 
 /* One whole decision. Returns 0 with the answer in out, 1 with a JSON error
  * reply (its status in *status), or a negative code. */
