@@ -12,7 +12,9 @@
  *  - round 2 is a follow-up step: a small request submitted with a large
  *    choice is answered after the first batch, the large choice after the
  *    second; a request cancelled between its rounds never runs round 2
- *    (lc_rounds counters) and the engine keeps answering. */
+ *    (lc_rounds counters) and the engine keeps answering;
+ *  - a finalist prompt over the model's positions fails only its request
+ *    (04 §3 P7), after round 1. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -385,6 +387,37 @@ static void test_engine_large_choice(bs_basal_model *m) {
             bs_engine_destroy(g_en);
             g_en = NULL;
         }
+    }
+    /* 04 §3 P7 for round 2: 11 options of ~130 tokens each; the round-1
+     * groups (5 or 6 options) fit the fixture's 2048 positions, the ten
+     * finalists do not: that request alone fails with 422 after round 1. */
+    {
+        bs_buf b;
+        bs_buf_init(&b);
+        bs_buf_puts(&b, "{\"model\":\"basal-tiny\",\"state\":\"Zgłoszenie.\",\"questions\":{\"long\":{\"type\":"
+                        "\"choice\",\"criteria\":{");
+        for (int i = 0; i < 11; i++) {
+            bs_buf_printf(&b, "%s\"o%d\":\"", i ? "," : "", i);
+            for (int w = 0; w < 40; w++) bs_buf_printf(&b, "%s%d ", "xq", i * 40 + w);
+            bs_buf_puts(&b, "\"");
+        }
+        bs_buf_puts(&b, "}}}}");
+        const char *two[] = {b.data, SMALL[0]};
+        char *got[2];
+        int st[2];
+        bs_engine_stats s;
+        run(m, &base, two, 2, got, st, &s);
+        CHECK_INT(st[0], 422);
+        CHECK_CONTAINS(got[0], "{\"error\":\"unsupported\",\"detail\":[{\"type\":\"prompt_too_long\",\"loc\":"
+                               "[\"body\",\"questions\",\"long\"],\"msg\":\"a prompt of ");
+        CHECK_CONTAINS(got[0], " tokens exceeds the model limit 2048\"}]}");
+        CHECK_INT(st[1], 200);
+        CHECK_STR(got[1], alone[3]);
+        CHECK_INT(s.lc_rounds[0], 1);
+        CHECK_INT(s.lc_rounds[1], 0);
+        free(got[0]);
+        free(got[1]);
+        bs_buf_free(&b);
     }
     for (int i = 0; i < NR; i++) free(alone[i]);
     free(b40);
