@@ -75,9 +75,9 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e);
 /* Every step of the plans on this runner (commands and tests, not the
  * server): runs a step, advances each plan, repeats while any plan needs
  * another step (03 §5: round 2 of the large choices). A request error found
- * between the rounds (04 §3 P7 for a finalist prompt) is returned as
- * BS_EINVAL with reps[i] filled for the plan i it belongs to (reps may be
- * NULL when n == 1 is not needed: then it is an error). */
+ * between the rounds (04 §3 P7 for a finalist prompt) stops the run with
+ * BS_EINVAL: reps[i] (reps holds n initialised replies) gets the error body of
+ * the plan i it belongs to; with reps NULL the body becomes e's message. */
 int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *reps,
                       bs_err *e);
 
