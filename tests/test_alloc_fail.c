@@ -62,7 +62,9 @@ static const char *BODY =
     "\"s\":{\"type\":\"score\",\"instructions\":\"Pilność?\",\"criteria\":[\"niska\",\"średnia\",\"wysoka\"]},"
     "\"m\":{\"type\":\"multi\",\"instructions\":\"Tematy?\",\"criteria\":[\"karta\",\"login\",\"karta\"],\"max\":1},"
     "\"a\":{\"type\":\"act\",\"instructions\":\"Czy pilne?\",\"costs\":{\"go\":{\"true\":0,\"false\":9},"
-    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05}}}";
+    "\"human\":{\"true\":1,\"false\":1}},\"max_error\":0.05},"
+    /* a choice with 11 options: two engine steps (03 §5) */
+    "\"L\":{\"type\":\"choice\",\"criteria\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\"]}}}";
 
 /* One whole decision. Returns 0 with the answer in out, 1 with a JSON error
  * reply (its status in *status), or a negative code. */
@@ -81,7 +83,7 @@ static int decide(bs_basal_model *m, const bs_prefix_set *pinned, bs_buf *out, i
         bs_engine_opts_default(&eo);
         bs_runner_init(&run, m, eo.tree_max_tokens, eo.forward_max_tokens, pinned, 1 << 20, NULL, 0);
         bs_plan *pp = &p;
-        rc = bs_runner_run(&run, &pp, 1, &e);
+        rc = bs_runner_run_all(&run, &pp, 1, &lc, NULL, &e);
         if (rc == 0) rc = bs_plan_refusal(&p, m, &rep, &e) == 0 ? 0 : BS_EINTERNAL; /* this act has a defer action */
         if (rc == 0) rc = bs_plan_answer(&p, m, -1, out, &e);
         if (rc == 0 && out->oom) rc = BS_ENOMEM;

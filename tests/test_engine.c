@@ -143,6 +143,7 @@ static void fake_init(fake_req *f, double arrival, int tokens, int32_t first_id)
         f->item.orders[o].ids = f->ids[o];
         f->item.orders[o].n_ids = tokens / 2;
     }
+    f->item.n_orders = 2;
     f->plan.items = &f->item;
     f->plan.n_items = 1;
     f->job.plan = &f->plan;

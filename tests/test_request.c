@@ -204,14 +204,13 @@ static void test_validation_vectors(void) {
         for (int i = 0; i < 256; i++) n += (size_t)snprintf(q + n, sizeof q - n, "%s`o%d`", i ? "," : "", i);
         snprintf(q + n, sizeof q - n, "]}");
         EXPECT(SO, body_q(q), 400, J("{`detail`:`Too many choices. Must have at most 255 choices.`}"));
-        /* 300 list entries collapsing to 255 are valid; 11–255 are refused at step 9 for now */
+        /* 300 list entries collapsing to 255 are valid, and /v1/systemone answers 11–255 (03 §5) */
         n = (size_t)snprintf(q, sizeof q, "{`type`:`choice`,`criteria`:[");
         for (int i = 0; i < 300; i++) n += (size_t)snprintf(q + n, sizeof q - n, "%s`o%d`", i ? "," : "", i % 255);
         snprintf(q + n, sizeof q - n, "]}");
-        EXPECT(SO, body_q(q), 422,
-               J("{`error`:`unsupported`,`detail`:[{`type`:`unsupported_option_count`,`loc`:[`body`,`questions`,"
-                 "`q`,`criteria`],`msg`:`255 options: the letter readout of the model reads 2..10; the grouped "
-                 "11..255 strategy is not implemented yet`}]}"));
+        EXPECT(SO, body_q(q), 200, "");
+        /* /v1/basal keeps the 2..10 rule (03 §5, 02 §5) */
+        EXPECT(BA, body_q(q), 422, J("{`error`:`question \\`q\\`: 255 options (supported: 2..10)`}"));
     }
     EXPECT(SO, body_q("{`type`:`choice`,`instructions`:`Temat?`}"), 422,
            J("{`detail`:[{`type`:`missing`,`loc`:[`body`,`questions`,`q`,`choice`,`criteria`],`msg`:`Field "

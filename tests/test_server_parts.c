@@ -162,7 +162,7 @@ static void test_metrics(void) {
     bs_metrics_batch(m, 0, 1, 2, 700.0, 0);
     bs_buf out;
     bs_buf_init(&out);
-    int64_t fw[2] = { 123, 0 };
+    bs_metrics_engine fw[2] = { { 123, { 7, 5 } }, { 0, { 0, 0 } } };
     bs_metrics_render(m, fw, &out);
     const char *t = out.data;
     LINE(t, "# TYPE basal_http_requests_total counter");
@@ -200,12 +200,16 @@ static void test_metrics(void) {
     LINE(t, "basal_batch_duration_seconds_count{model=\"m-a\",lane=\"long\",outcome=\"error\"} 1");
     LINE(t, "basal_batch_requests_count{model=\"m-a\",lane=\"long\"} 1");
     LINE(t, "basal_forward_tokens_total{model=\"m-a\"} 123");
+    LINE(t, "# TYPE basal_large_choice_rounds_total counter");
+    LINE(t, "basal_large_choice_rounds_total{model=\"m-a\",round=\"1\"} 7");
+    LINE(t, "basal_large_choice_rounds_total{model=\"m-a\",round=\"2\"} 5");
     /* every family is declared before its samples */
     const char *fams[] = { "basal_http_requests_total", "basal_http_request_duration_seconds",
                            "basal_http_inflight_requests", "basal_model_inflight_requests",
                            "basal_max_inflight_requests", "basal_input_tokens_total", "basal_output_tokens_total",
                            "basal_questions_total", "basal_queue_duration_seconds", "basal_batch_duration_seconds",
-                           "basal_batch_requests", "basal_forward_tokens_total" };
+                           "basal_batch_requests", "basal_forward_tokens_total",
+                           "basal_large_choice_rounds_total" };
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
         char want[128];
         snprintf(want, sizeof want, "# HELP %s ", fams[i]);

@@ -96,7 +96,7 @@ static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner 
         plans[made] = &ps[made].plan;
         if (rc < 0) made++;
     }
-    if (rc == 0) rc = bs_runner_run(run, plans, (size_t)n, e);
+    if (rc == 0) rc = bs_runner_run_all(run, plans, (size_t)n, lc, NULL, e);
     for (int i = 0; rc == 0 && i < n; i++) {
         ans.len = 0;
         rc = bs_plan_answer(&ps[i].plan, m, -1, &ans, e);

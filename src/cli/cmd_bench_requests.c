@@ -105,7 +105,8 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
     } else if (rc == 0) {
         bs_plan *pp = &plan;
         int64_t f0 = run->forward_tokens;
-        rc = bs_runner_run(run, &pp, 1, e);
+        rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
+        if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
         answer->len = 0;
         /* an act refusal (03 §2.5) is that request's answer: its 422 body */
         int rf = rc == 0 ? bs_plan_refusal(&plan, m, &rep, e) : 0;

@@ -129,9 +129,20 @@ int cmd_decide(int argc, char **argv) {
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
     run.readout_bf16 = o.readout_bf16;
     run.evidence_separate = o.evidence_separate;
-    int frc = bs_runner_run(&run, &pp, 1, &e);
+    /* both steps of a request with large choices (03 §5.4): round 1, then the finalists */
+    bs_reply between;
+    bs_reply_init(&between);
+    int frc = bs_runner_run_all(&run, &pp, 1, &lc, &between, &e);
     bs_runner_free(&run);
     bs_prefix_set_free(&pinned);
+    if (frc == BS_EINVAL && between.body.len) { /* a finalist prompt over the model's limit (04 §3 P7) */
+        fwrite(between.body.data, 1, between.body.len, stdout);
+        fputc('\n', stdout);
+        bs_reply_free(&between);
+        status = 2;
+        goto done;
+    }
+    bs_reply_free(&between);
     if (frc >= 0) { /* 03 §2.5: an act refusal without a defer action is the request's error body */
         bs_reply refusal;
         bs_reply_init(&refusal);
@@ -182,7 +193,7 @@ static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
 }
 
 /* One element of the prepare output (06 §5.2). */
-static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, bs_err *e) {
+static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_plan_lc *lc, bs_err *e) {
     const bs_question *q = &r->questions[it->question];
     bs_buf_puts(b, "{\"item\":{\"question\":");
     if (q->multi) { /* a multi branch is the item "<question>#<label index>" (04 §3 P2) */
@@ -200,10 +211,18 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, bs_err *e
     put_texts(b, q->keys, q->n_options);
     bs_buf_puts(b, ",\"options\":");
     put_texts(b, q->options, q->n_options);
+    if (lc) { /* a round-1 group of a choice with 11..255 options (03 §5.1–§5.2): perm indexes all n options */
+        const bs_lc_group *g = &lc->lc.group[it->branch];
+        bs_buf_printf(b, ",\"large_choice\":{\"round\":1,\"group\":%zu,\"groups\":%d,\"members\":[", it->branch,
+                      lc->lc.n_round1);
+        for (int i = 0; i < g->size; i++) bs_buf_printf(b, i ? ",%d" : "%d", g->member[i]);
+        bs_buf_puts(b, "],\"round2\":\"the 10 finalists of the fit over round 1, asked in both orders: depends on "
+                       "the answers of round 1\"}");
+    }
     bs_buf_puts(b, "},\"orders\":[");
     const int32_t *prompts[BS_N_ORDERS];
     int32_t lens[BS_N_ORDERS];
-    for (int o = 0; o < BS_N_ORDERS; o++) {
+    for (int o = 0; o < it->n_orders; o++) {
         const bs_order *od = &it->orders[o];
         if (o) bs_buf_putc(b, ',');
         bs_buf_puts(b, "{\"perm\":[");
@@ -219,7 +238,7 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, bs_err *e
         lens[o] = od->n_ids;
     }
     bs_row row;
-    int rc = bs_pack_row(&row, prompts, lens, BS_N_ORDERS, e);
+    int rc = bs_pack_row(&row, prompts, lens, it->n_orders, e);
     if (rc < 0) return rc;
     bs_buf_puts(b, "],\"packed\":{\"ids\":");
     put_ids(b, row.ids, (size_t)row.len);
@@ -259,7 +278,10 @@ int cmd_prepare(int argc, char **argv) {
     bs_buf_putc(&out, '[');
     for (size_t i = 0; i < plan.n_items; i++) {
         if (i) bs_buf_putc(&out, ',');
-        if (put_item(&out, plan.req, &plan.items[i], &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+        const bs_plan_lc *plc = NULL; /* the large choice the item is a group of */
+        for (size_t k = 0; k < plan.n_lc && !plc; k++)
+            if (plan.lcs[k].question == plan.items[i].question) plc = &plan.lcs[k];
+        if (put_item(&out, plan.req, &plan.items[i], plc, &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
     }
     bs_buf_putc(&out, ']');
     if (out.oom) goto done;

@@ -1124,17 +1124,6 @@ int bs_request_check_capability(const bs_request *r, const bs_caps *caps, bs_rep
                           NULL, 0, NULL);
             else errs.oom = 1;
             bs_buf_free(&b);
-        } else if (q->n_options > BS_MAX_LETTER_OPTIONS) {
-            /* 11–255 choice options need the group strategy (03 §5), a later issue. */
-            bs_buf b;
-            bs_buf_init(&b);
-            bs_buf_printf(&b, "%zu options: the letter readout of the model reads 2..10; the grouped 11..255 "
-                              "strategy is not implemented yet", q->n_options);
-            if (!b.oom)
-                verrs_add(&errs, VE_SCHEMA, "unsupported_option_count", vloc_cstr(L, "criteria"), b.data, b.len,
-                          NULL, 0, NULL);
-            else errs.oom = 1;
-            bs_buf_free(&b);
         }
     }
     if (r->facts_auto && !r->facts_applied)

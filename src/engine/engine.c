@@ -164,18 +164,19 @@ size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedu
     bs_trie_counter tc;
     bs_tc_init(&tc);
     for (size_t i = 0; i < n; i++) {
-        const bs_plan *p = wait[i]->plan;
-        size_t np = p->n_items * BS_N_ORDERS;
+        bs_item *items;
+        size_t ni = bs_plan_step_items(wait[i]->plan, &items), np = 0;
+        for (size_t k = 0; k < ni; k++) np += (size_t)items[k].n_orders;
         const int32_t *pr[2 * 64];
         int32_t ln[2 * 64];
         const int32_t **prs = np <= 128 ? pr : malloc(np * sizeof *prs);
         int32_t *lns = np <= 128 ? ln : malloc(np * sizeof *lns);
         int admit = i == 0;
         if (prs && lns) {
-            for (size_t k = 0, q = 0; k < p->n_items; k++)
-                for (int o = 0; o < BS_N_ORDERS; o++, q++) {
-                    prs[q] = p->items[k].orders[o].ids;
-                    lns[q] = p->items[k].orders[o].n_ids;
+            for (size_t k = 0, q = 0; k < ni; k++)
+                for (int o = 0; o < items[k].n_orders; o++, q++) {
+                    prs[q] = items[k].orders[o].ids;
+                    lns[q] = items[k].orders[o].n_ids;
                 }
             if (!admit) {
                 int64_t g = bs_tc_growth(&tc, prs, lns, np);
@@ -194,7 +195,11 @@ size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedu
     return nb;
 }
 
-/* Drops cancelled jobs (04 §11 X2), admits one batch, runs it, replies. */
+static int push_wait(lane *L, bs_job *j);
+
+/* Drops cancelled jobs (04 §11 X2; also a large choice waiting for its round
+ * 2), admits one batch, runs one engine step of it, replies to the requests
+ * it finished and puts the others (round 2 pending) back in the waiting list. */
 static void admit_and_run(lane *L) {
     bs_engine *en = L->en;
     double now = bs_now_ms();
@@ -238,15 +243,34 @@ static void admit_and_run(lane *L) {
             complete_internal(en, j, e.msg[0] ? e.msg : bs_strerror(rc));
             continue;
         }
-        j->queue_ms = now - j->arrival_ms;
-        j->compute_ms = compute_ms;
-        j->batch_requests = (int)nb;
+        if (j->steps++ == 0) { /* the request's first step: its queue time and batch */
+            j->queue_ms = now - j->arrival_ms;
+            j->first_admit_ms = now;
+            j->batch_requests = (int)nb;
+        }
+        j->computed += computed;
+        j->compute_ms = end - j->first_admit_ms; /* 04 §14: admission start to the end of all its rounds */
         j->lane = L->is_long;
-        /* 02 §4.6: handler arrival to response construction, rounded to 0.01 ms */
-        double latency = round((bs_now_ms() - j->arrival_ms) * 100.0) / 100.0;
         bs_err ae = {0};
         bs_reply refusal;
         bs_reply_init(&refusal);
+        /* 03 §5.4: after round 1 a large choice's finals re-enter this lane's
+         * waiting list as the job's next step, packed with whatever waits then */
+        int more = bs_plan_advance(j->plan, en->m, &en->lc, &refusal, &ae);
+        if (more == 1) {
+            bs_reply_free(&refusal);
+            j->cost = bs_plan_cost(j->plan);
+            if (push_wait(L, j) < 0) complete_internal(en, j, "out of memory");
+            continue;
+        }
+        if (more < 0) {
+            if (more == BS_EINVAL && refusal.body.len) complete_reply(en, j, &refusal);
+            else complete_internal(en, j, ae.msg[0] ? ae.msg : bs_strerror(more));
+            bs_reply_free(&refusal);
+            continue;
+        }
+        /* 02 §4.6: handler arrival to response construction, rounded to 0.01 ms */
+        double latency = round((bs_now_ms() - j->arrival_ms) * 100.0) / 100.0;
         int rf = bs_plan_refusal(j->plan, en->m, &refusal, &ae);
         if (rf != 0) { /* 03 §2.5: an act refusal without a defer action fails the request */
             if (rf > 0) complete_reply(en, j, &refusal);
@@ -261,7 +285,7 @@ static void admit_and_run(lane *L) {
             continue;
         }
         j->usage = j->plan->usage;
-        j->usage.computed_tokens = computed;
+        j->usage.computed_tokens = j->computed;
         en->input_tokens += (int64_t)j->usage.input_tokens;
         j->status = 200;
         finish(en, j);
@@ -444,4 +468,5 @@ void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s) {
     s->forwards = en->main.run.forwards + (en->has_long ? en->lng.run.forwards : 0);
     s->state_hits = en->main.run.state_hits + (en->has_long ? en->lng.run.state_hits : 0);
     s->state_inserts = en->main.run.state_inserts + (en->has_long ? en->lng.run.state_inserts : 0);
+    for (int k = 0; k < 2; k++) s->lc_rounds[k] = en->main.run.lc_rounds[k] + (en->has_long ? en->lng.run.lc_rounds[k] : 0);
 }

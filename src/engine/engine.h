@@ -62,7 +62,10 @@ struct bs_job {
     /* engine-private */
     struct bs_job *next;
     bs_plan *plan;           /* from planning until the reply is written */
-    int64_t cost;
+    int64_t cost;            /* of the plan's next engine step */
+    int steps;               /* engine steps run (2 for a request with large choices, 03 §5.4) */
+    double first_admit_ms;   /* admission start of its first step */
+    int64_t computed;        /* tokens computed by the batches of its steps */
 };
 
 void bs_job_init(bs_job *j);
@@ -79,6 +82,7 @@ typedef struct bs_engine_stats {
     int64_t forwards;        /* letter-logit forward calls */
     int64_t dropped;         /* cancelled jobs dropped before compute */
     int64_t state_hits, state_inserts;
+    int64_t lc_rounds[2];    /* large-choice questions whose round 1 / round 2 ran (03 §5) */
 } bs_engine_stats;
 
 typedef struct bs_engine bs_engine;

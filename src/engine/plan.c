@@ -65,14 +65,20 @@ static int letters_for(const bs_basal_model *m, bs_letter_cache *lc, const bs_or
 static int item_state_len(const bs_basal_model *m, const bs_request *r, const bs_question *q, bs_item *it,
                           bs_err *e);
 
+static void items_free(bs_item *items, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        for (int o = 0; o < BS_N_ORDERS; o++) { /* unused orders are zeroed */
+            bs_buf_free(&items[i].orders[o].prompt);
+            free(items[i].orders[o].ids);
+        }
+    free(items);
+}
+
 void bs_plan_free(bs_plan *p) {
     bs_request_free(p->req);
-    for (size_t i = 0; i < p->n_items; i++)
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            bs_buf_free(&p->items[i].orders[o].prompt);
-            free(p->items[i].orders[o].ids);
-        }
-    free(p->items);
+    items_free(p->items, p->n_items);
+    items_free(p->finals, p->n_finals);
+    free(p->lcs);
     bs_ev_free(p);
     memset(p, 0, sizeof *p);
 }
@@ -96,10 +102,53 @@ static int too_many_tokens(bs_reply *rep, bs_dialect d, const bs_plan_limits *li
     return over_limit(rep, d, "request_too_long", msg);
 }
 
-/* Items of one question: a multi question has one per label (04 §3 P2). */
+/* A choice with 11..255 options (03 §5); validation and the capability check
+ * let no other question with more than ten options through. */
+static int is_large_choice(const bs_question *q) { return q->n_options > BS_MAX_LETTER_OPTIONS; }
+
+/* Round-1 items of one question: a multi question has one per label, a large
+ * choice one per group (04 §3 P2). */
 static size_t question_items(const bs_question *q) {
     if (q->n_options < 2) return 0;
+    if (is_large_choice(q)) {
+        int np = bs_lc_prompt_count((int)q->n_options);
+        return np > BS_LC_ROUND2_PROMPTS ? (size_t)(np - BS_LC_ROUND2_PROMPTS) : 0;
+    }
     return q->multi ? q->multi->n_labels : 1;
+}
+
+/* 04 §3 P3 for one order whose perm is set: the prompt over opts[perm[0..k)],
+ * tokenized whole. */
+static int build_order(bs_order *od, const bs_basal_model *m, const bs_request *r, const bs_question *q,
+                       const bs_text *qtext, size_t k, bs_err *e) {
+    int rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, qtext, q->options, od->perm,
+                             k, e);
+    if (rc < 0) return rc;
+    if (od->prompt.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
+    size_t n = 0;
+    if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0) return rc;
+    od->n_ids = (int32_t)n;
+    return BS_OK;
+}
+
+/* The letter ids of an item (01 §5); 1 with rep filled when the letters are
+ * not single tokens for this tokenizer. */
+static int item_letters(const bs_basal_model *m, bs_letter_cache *lc, const bs_request *r, bs_item *it,
+                        bs_reply *rep, bs_err *e) {
+    int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
+    if (lr == 1) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)", it->k);
+        bs_reply_internal(rep, r->dialect, msg);
+        return BS_EINVAL;
+    }
+    return lr;
+}
+
+static void too_long_add(bs_unsupported *u, const bs_question *q, size_t longest, int max_pos) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, max_pos);
+    bs_unsupported_add(u, "prompt_too_long", q->id.s, q->id.len, msg);
 }
 
 /* The question text of an item: the instructions, or for a multi branch the
@@ -125,10 +174,13 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
     bs_buf qtmp;
     bs_buf_init(&qtmp);
     p->usage.questions = r->n_questions;
-    size_t cap = 0;
-    for (size_t qi = 0; qi < r->n_questions; qi++) cap += question_items(&r->questions[qi]);
+    size_t cap = 0, n_lc = 0;
+    for (size_t qi = 0; qi < r->n_questions; qi++) {
+        cap += question_items(&r->questions[qi]);
+        n_lc += is_large_choice(&r->questions[qi]);
+    }
     p->items = calloc(cap ? cap : 1, sizeof *p->items);
-    if (!p->items) {
+    if (!p->items || (n_lc && !(p->lcs = calloc(n_lc, sizeof *p->lcs)))) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -136,31 +188,37 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
         const bs_question *q = &r->questions[qi];
         size_t nb = question_items(q);
         if (nb == 0) continue; /* answered without the model */
-        if (q->n_options > BS_MAX_LETTER_OPTIONS) {
+        bs_plan_lc *plc = NULL;
+        if (is_large_choice(q)) { /* 03 §5.1: the groups; round 1 asks each in order 0 only */
+            plc = &p->lcs[p->n_lc++];
+            plc->question = qi;
+            plc->first_item = p->n_items;
+            if ((rc = bs_lc_plan_round1(&plc->lc, (int)q->n_options, e)) < 0) goto fail;
+            if ((size_t)plc->lc.n_round1 != nb) {
+                rc = bs_fail(e, BS_EINTERNAL, "large choice: %d groups planned, %zu expected", plc->lc.n_round1, nb);
+                goto fail;
+            }
+        } else if (q->n_options > BS_MAX_LETTER_OPTIONS) {
             rc = bs_fail(e, BS_EINTERNAL, "question with %zu options reached planning", q->n_options);
             goto fail;
         }
+        p->usage.branches += q->multi ? nb : 1; /* 02 §4.6: a large choice counts once */
         size_t first = p->n_items, longest = 0;
         for (size_t br = 0; br < nb; br++) { /* a multi question: one yes/no item per label */
             bs_item *it = &p->items[p->n_items++];
             it->question = qi;
             it->branch = br;
-            it->k = q->n_options;
+            it->k = plc ? (size_t)plc->lc.group[br].size : q->n_options;
+            it->n_orders = plc ? 1 : BS_N_ORDERS;
             bs_text qtext = item_question(q, br, &qtmp);
             if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
-            for (int o = 0; o < BS_N_ORDERS; o++) {
+            for (int o = 0; o < it->n_orders; o++) {
                 bs_order *od = &it->orders[o];
-                bs_prompt_perm(it->k, o, od->perm);
-                if ((rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, &qtext,
-                                          q->options, od->perm, it->k, e)) < 0)
-                    goto fail;
-                if (od->prompt.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
-                size_t n = 0;
-                if ((rc = bs_tokenizer_encode(m->tok, od->prompt.data, od->prompt.len, &od->ids, &n, NULL, e)) < 0)
-                    goto fail;
-                od->n_ids = (int32_t)n;
-                p->usage.input_tokens += n;
-                if (n > longest) longest = n;
+                if (plc) bs_lc_group_perm(&plc->lc.group[br], o, od->perm);
+                else bs_prompt_perm(it->k, o, od->perm);
+                if ((rc = build_order(od, m, r, q, &qtext, it->k, e)) < 0) goto fail;
+                p->usage.input_tokens += (size_t)od->n_ids;
+                if ((size_t)od->n_ids > longest) longest = (size_t)od->n_ids;
             }
             /* Every question re-tokenizes the whole prompt: bound that work too. */
             if (max_tokens && (int64_t)p->usage.input_tokens > BS_INPUT_TOKENS_FACTOR * max_tokens) {
@@ -170,34 +228,24 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
         }
         /* 04 §3 P7: only this request fails, one element per offending question. */
         if (longest > (size_t)m->cfg.max_pos) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "a prompt of %zu tokens exceeds the model limit %d", longest, m->cfg.max_pos);
-            bs_unsupported_add(&too_long, "prompt_too_long", q->id.s, q->id.len, msg);
+            too_long_add(&too_long, q, longest, m->cfg.max_pos);
             continue;
         }
         for (size_t i = first; i < p->n_items; i++) {
             bs_item *it = &p->items[i];
             const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
             int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
-            if (bs_tc_insert(&tc, pr, ln, BS_N_ORDERS) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+            if (bs_tc_insert(&tc, pr, ln, (size_t)it->n_orders) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
             if (max_tokens && tc.tokens > max_tokens) {
                 rc = too_many_tokens(rep, r->dialect, lim);
                 goto fail;
             }
             if (want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) goto fail;
-            int lr = letters_for(m, lc, &it->orders[0], it->k, it->letter_ids, e);
-            if (lr < 0) { rc = lr; goto fail; }
-            if (lr == 1) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "option letters are not single tokens for this tokenizer (%zu options)",
-                         it->k);
-                bs_reply_internal(rep, r->dialect, msg);
-                rc = BS_EINVAL;
-                goto fail;
-            }
+            if ((rc = item_letters(m, lc, r, it, rep, e)) != 0) goto fail;
         }
     }
-    p->usage.branches = p->n_items;
+    p->round = 1;
+    p->want_state_len = want_state_len;
     if ((rc = bs_ev_plan(p, m, &too_long, e)) < 0) goto fail;
     p->cost = tc.tokens > 0 ? tc.tokens : 1;
     if (too_long.n) {
@@ -247,22 +295,27 @@ int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const b
     return bs_plan_request(p, body, d, m, lc, NULL, 0, rep, e);
 }
 
-int64_t bs_plan_cost(const bs_plan *p) {
-    if (p->cost > 0) return p->cost;
+size_t bs_plan_step_items(const bs_plan *p, bs_item **items) {
+    if (p->round <= 1) { /* 0: a plan built by hand (tests) */
+        *items = p->items;
+        return p->n_items;
+    }
+    *items = p->round == 2 ? p->finals : NULL;
+    return p->round == 2 ? p->n_finals : 0;
+}
+
+/* The trie size of the order prompts of items[0..n) (04 §4), at least 1. */
+static int64_t items_cost(const bs_item *items, size_t n) {
     bs_trie_counter tc;
     bs_tc_init(&tc);
     int64_t total = 0;
-    for (size_t i = 0; i < p->n_items; i++) {
-        const int32_t *pr[BS_N_ORDERS];
-        int32_t len[BS_N_ORDERS];
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            pr[o] = p->items[i].orders[o].ids;
-            len[o] = p->items[i].orders[o].n_ids;
-        }
-        if (bs_tc_insert(&tc, pr, len, BS_N_ORDERS) < 0) { /* out of memory: fall back to the plain sum */
+    for (size_t i = 0; i < n; i++) {
+        const int32_t *pr[BS_N_ORDERS] = {items[i].orders[0].ids, items[i].orders[1].ids};
+        int32_t len[BS_N_ORDERS] = {items[i].orders[0].n_ids, items[i].orders[1].n_ids};
+        if (bs_tc_insert(&tc, pr, len, (size_t)items[i].n_orders) < 0) { /* out of memory: the plain sum */
             total = 0;
-            for (size_t j = 0; j < p->n_items; j++)
-                for (int o = 0; o < BS_N_ORDERS; o++) total += p->items[j].orders[o].n_ids;
+            for (size_t j = 0; j < n; j++)
+                for (int o = 0; o < items[j].n_orders; o++) total += items[j].orders[o].n_ids;
             bs_tc_free(&tc);
             return total > 0 ? total : 1;
         }
@@ -270,6 +323,13 @@ int64_t bs_plan_cost(const bs_plan *p) {
     total = tc.tokens;
     bs_tc_free(&tc);
     return total > 0 ? total : 1;
+}
+
+int64_t bs_plan_cost(const bs_plan *p) {
+    if (p->cost > 0) return p->cost;
+    bs_item *items;
+    size_t n = bs_plan_step_items(p, &items);
+    return items_cost(items, n);
 }
 
 /* 04 §3 P4: leading ids the first order prompt shares with two probe prompts
@@ -364,24 +424,113 @@ static bs_type_key question_type_key(const bs_question *q) {
     return type_key(q->type);
 }
 
+/* 01 §6–§7: the uncalibrated, order-averaged distribution of one item
+ * (canonical order of its k options). */
+static int item_average(const bs_item *it, double *avg, bs_err *e) {
+    double qv[BS_N_ORDERS][BS_MAX_LETTER_OPTIONS];
+    int perm[BS_N_ORDERS][BS_MAX_LETTER_OPTIONS];
+    const double *qs[BS_N_ORDERS];
+    const int *perms[BS_N_ORDERS];
+    for (int o = 0; o < it->n_orders; o++) {
+        int rc = bs_softmax_logits(it->orders[o].logits, (int)it->k, qv[o], e);
+        if (rc < 0) return rc;
+        for (size_t i = 0; i < it->k; i++) perm[o][i] = (int)it->orders[o].perm[i];
+        qs[o] = qv[o];
+        perms[o] = perm[o];
+    }
+    bs_average_orders(qs, perms, it->n_orders, (int)it->k, avg);
+    return BS_OK;
+}
+
 /* 01 §6–§8: the final distribution of one item (canonical order). */
 static int item_distribution(const bs_item *it, const bs_question *q, const bs_basal_model *m, double *pf,
                              bs_err *e) {
-    double q0[BS_MAX_LETTER_OPTIONS], q1[BS_MAX_LETTER_OPTIONS], avg[BS_MAX_LETTER_OPTIONS];
-    int rc;
-    if ((rc = bs_softmax_logits(it->orders[0].logits, (int)it->k, q0, e)) < 0) return rc;
-    if ((rc = bs_softmax_logits(it->orders[1].logits, (int)it->k, q1, e)) < 0) return rc;
-    int perm0[BS_MAX_LETTER_OPTIONS], perm1[BS_MAX_LETTER_OPTIONS];
-    for (size_t i = 0; i < it->k; i++) {
-        perm0[i] = (int)it->orders[0].perm[i];
-        perm1[i] = (int)it->orders[1].perm[i];
-    }
-    const double *qs[2] = {q0, q1};
-    const int *perms[2] = {perm0, perm1};
-    bs_average_orders(qs, perms, 2, (int)it->k, avg);
+    double avg[BS_MAX_LETTER_OPTIONS];
+    int rc = item_average(it, avg, e);
+    if (rc < 0) return rc;
     double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
     bs_calibrate(avg, (int)it->k, temp, pf);
     return BS_OK;
+}
+
+/* Round 1 of every large choice is in: fit, finalists, their item in both
+ * orders (03 §5.3–§5.4). */
+static int prepare_round2(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, bs_reply *rep, bs_err *e) {
+    const bs_request *r = p->req;
+    bs_unsupported too_long;
+    bs_unsupported_init(&too_long, r->dialect);
+    int rc = BS_OK;
+    if (!(p->finals = calloc(p->n_lc, sizeof *p->finals))) return bs_fail(e, BS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < p->n_lc; i++) {
+        bs_plan_lc *plc = &p->lcs[i];
+        const bs_question *q = &r->questions[plc->question];
+        const float *logits[BS_LC_MAX_ROUND1_GROUPS];
+        if (plc->first_item + (size_t)plc->lc.n_round1 > p->n_items) {
+            rc = bs_fail(e, BS_EINTERNAL, "large choice %zu: its groups are not in the plan", i);
+            break;
+        }
+        for (int g = 0; g < plc->lc.n_round1; g++) {
+            const bs_item *it = &p->items[plc->first_item + (size_t)g];
+            if (it->question != plc->question || it->branch != (size_t)g || it->k != (size_t)plc->lc.group[g].size) {
+                rc = bs_fail(e, BS_EINTERNAL, "large choice %zu: group %d does not match its item", i, g);
+                break;
+            }
+            logits[g] = it->orders[0].logits;
+        }
+        if (rc < 0 || (rc = bs_lc_finish_round1(&plc->lc, logits, e)) < 0) break;
+        const bs_lc_group *fin = bs_lc_finalists(&plc->lc);
+        bs_item *it = &p->finals[p->n_finals++];
+        it->question = plc->question;
+        it->branch = (size_t)plc->lc.n_round1; /* the finalist group's index */
+        it->k = (size_t)fin->size;
+        it->n_orders = BS_N_ORDERS;
+        size_t longest = 0;
+        for (int o = 0; o < BS_N_ORDERS && rc == BS_OK; o++) {
+            bs_order *od = &it->orders[o];
+            bs_lc_group_perm(fin, o, od->perm);
+            if ((rc = build_order(od, m, r, q, &q->instructions, it->k, e)) < 0) break;
+            p->usage.input_tokens += (size_t)od->n_ids; /* 03 §5.5: both final prompts */
+            if ((size_t)od->n_ids > longest) longest = (size_t)od->n_ids;
+        }
+        if (rc < 0) break;
+        if (longest > (size_t)m->cfg.max_pos) { /* 04 §3 P7, known only now: this request alone fails */
+            too_long_add(&too_long, q, longest, m->cfg.max_pos);
+            continue;
+        }
+        if (p->want_state_len && (rc = item_state_len(m, r, q, it, e)) < 0) break;
+        if ((rc = item_letters(m, lc, r, it, rep, e)) != 0) break;
+    }
+    if (rc == BS_OK && too_long.n) {
+        bs_unsupported_reply(&too_long, rep);
+        rc = rep->body.oom ? bs_fail(e, BS_ENOMEM, "out of memory") : BS_EINVAL;
+    }
+    bs_unsupported_free(&too_long);
+    if (rc == BS_OK) {
+        p->round = 2;
+        p->cost = items_cost(p->finals, p->n_finals);
+    }
+    return rc;
+}
+
+int bs_plan_advance(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, bs_reply *rep, bs_err *e) {
+    if (p->round <= 1 && p->n_lc > 0) {
+        int rc = prepare_round2(p, m, lc, rep, e);
+        return rc < 0 ? rc : 1;
+    }
+    if (p->round == 2) {
+        if (p->n_finals != p->n_lc) return bs_fail(e, BS_EINTERNAL, "large choice: round 2 is incomplete");
+        for (size_t i = 0; i < p->n_lc; i++) {
+            bs_plan_lc *plc = &p->lcs[i];
+            const bs_question *q = &p->req->questions[plc->question];
+            const bs_item *it = &p->finals[i];
+            /* 01 §8 with the choice temperature (03 §5.4 step 3) */
+            double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, BS_TYPE_CHOICE);
+            int rc = bs_lc_finish_round2(&plc->lc, it->orders[0].logits, it->orders[1].logits, temp, plc->p, e);
+            if (rc < 0) return rc;
+        }
+    }
+    p->round = 3;
+    return 0;
 }
 
 int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e) {
@@ -440,6 +589,17 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
             if (rc < 0) return rc;
             item += ni;
             branches += ni;
+            continue;
+        }
+        if (is_large_choice(q)) { /* 03 §5.4: the normal choice answer over all n keys */
+            const bs_plan_lc *plc = NULL;
+            for (size_t i = 0; i < p->n_lc && !plc; i++)
+                if (p->lcs[i].question == qi) plc = &p->lcs[i];
+            if (!plc || p->round != 3 || plc->lc.stage != BS_LC_DONE)
+                return bs_fail(e, BS_EINTERNAL, "large choice %zu reached the answer unfinished", qi);
+            put_answer(out, q, r->dialect, plc->p);
+            item += ni;
+            branches++;
             continue;
         }
         if (ni) {

@@ -1,14 +1,22 @@
-/* Planning and answering one request (spec 04 §3, 01 §2–§9, 02 §4.5–§5.3):
- * a validated request becomes items (one per question with 2..10 options),
- * each with its two order prompts rendered, tokenized whole, and the letter
- * ids of its k options; after the forward, each item's letter logits become
- * the calibrated distribution and the dialect's answer object. */
+/* Planning and answering one request (spec 04 §3, 01 §2–§9, 02 §4.5–§5.3,
+ * 03 §5): a validated request becomes items (one per question with 2..10
+ * options, one per multi label, one per round-1 group of a choice with 11..255
+ * options), each with its order prompts rendered, tokenized whole, and the
+ * letter ids of its k options; after the forward, each item's letter logits
+ * become the calibrated distribution and the dialect's answer object.
+ *
+ * A plan with large choices takes two engine steps: round 1 computes
+ * p->items; bs_plan_advance then fits each large choice and prepares its
+ * finalist readout (p->finals, both orders), which the engine computes in a
+ * second step; bs_plan_advance after that step gives the final distributions.
+ * bs_plan_step_items names the items the next step computes. */
 #ifndef BS_PLAN_H
 #define BS_PLAN_H
 
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/large_choice.h"
 #include "core/request.h"
 #include "model/basal_model.h"
 
@@ -35,12 +43,23 @@ typedef struct bs_order {
 
 typedef struct bs_item {
     size_t question;     /* index into the request's questions */
-    size_t branch;       /* multi: the label index (item "<question>#<branch>", 04 §3 P2); else 0 */
+    size_t branch;       /* multi: the label index (item "<question>#<branch>", 04 §3 P2); a large choice's
+                            round-1 item: its group index; else 0 */
     size_t k;            /* options */
+    int n_orders;        /* order prompts computed: 2 (original, reversed), or 1 for a round-1 group of a
+                            large choice (03 §5.2: order 0 only); orders[n_orders..] are empty */
     int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
     bs_order orders[BS_N_ORDERS];
 } bs_item;
+
+/* One choice question with 11..255 options (03 §5). */
+typedef struct bs_plan_lc {
+    size_t question;         /* index into the request's questions */
+    size_t first_item;       /* its round-1 groups are items[first_item .. first_item + lc.n_round1) */
+    bs_large_choice lc;      /* groups, targets, fits: plain data (core/large_choice.h) */
+    double p[BS_LC_MAX_OPTIONS]; /* the final calibrated distribution, criteria order (after round 2) */
+} bs_plan_lc;
 
 /* What a request cost, known once it is planned (02 §4.6 usage) and once its
  * batch ran (computed_tokens). Nothing re-reads a reply to learn it. */
@@ -55,8 +74,14 @@ typedef struct bs_usage {
 
 typedef struct bs_plan {
     bs_request *req;         /* owned */
-    bs_item *items;
+    bs_item *items;          /* round 1: every readout of the request */
     size_t n_items;
+    bs_plan_lc *lcs;         /* the large choices, question order (heap, ~11 KiB each) */
+    size_t n_lc;
+    bs_item *finals;         /* round 2: lcs[i]'s finalist readout is finals[i] (both orders) */
+    size_t n_finals;         /* 0 until bs_plan_advance prepared round 2 */
+    int round;               /* the step the plan waits for: 1 (items), 2 (finals), 3 (answered by the model) */
+    int want_state_len;      /* as asked of bs_plan_request: finals get a state_len too */
     bs_usage usage;
     int64_t cost;            /* the trie size of its order prompts (04 §3 P5), at least 1 */
     struct bs_ev_job *ev;    /* evidence forwards, question order (engine/evidence_run.h) */
@@ -95,8 +120,23 @@ int bs_plan_text(bs_plan *p, const char *data, size_t len, bs_dialect d, const b
 void bs_plan_free(bs_plan *p);
 
 /* The trie size of the plan's order prompts (04 §3 P5), at least 1: p->cost
- * when planning set it, else counted from the items. */
+ * when planning set it, else counted from the items of the next step. */
 int64_t bs_plan_cost(const bs_plan *p);
+
+/* The items the plan's next engine step computes (round 1: p->items; round 2:
+ * p->finals; none once the model has answered): *items and the count. */
+size_t bs_plan_step_items(const bs_plan *p, bs_item **items);
+
+/* After an engine step computed bs_plan_step_items' logits. Round 1 with large
+ * choices: fits each one on its groups (03 §5.3), prepares its finalist item
+ * in both orders (04 §3 P3: prompts, tokens, letter ids; usage.input_tokens
+ * grows by both prompts), sets round 2 and p->cost to the finals' trie size,
+ * and returns 1: the plan needs another step. Otherwise finishes every large
+ * choice (refit, calibration into lcs[i].p), sets round 3 and returns 0: the
+ * plan can be answered. A finalist prompt longer than the model's limit fails
+ * only this request (04 §3 P7): rep filled, BS_EINVAL. Non-finite logits or
+ * other failures: negative codes. */
+int bs_plan_advance(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, bs_reply *rep, bs_err *e);
 
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
  * leaves usage.latency_ms out (the `decide` form). */

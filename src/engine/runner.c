@@ -240,10 +240,9 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
         ev_init = 1;
         int32_t off = 0;
         for (size_t ri = 0; ri < nr; ri++) {
-            int32_t skip = px[ri] ? px[ri]->n_tokens : 0;
-            for (size_t i = first[ri]; i < first[ri + 1] && rc == BS_OK; i++)
-                rc = bs_ev_rows_add(&er, items[i].plan, items[i].item, &rows[ri],
-                                    (int32_t)((i - first[ri]) * BS_N_ORDERS), off, skip, e);
+            int32_t skip = px[ri] ? px[ri]->n_tokens : 0, kp = 0; /* kp: the item's first prompt in the row */
+            for (size_t i = first[ri]; i < first[ri + 1] && rc == BS_OK; kp += items[i++].item->n_orders)
+                rc = bs_ev_rows_add(&er, items[i].plan, items[i].item, &rows[ri], kp, off, skip, e);
             if (rc < 0) goto leave;
             off += rows[ri].len - skip;
         }
@@ -276,7 +275,7 @@ leave:
     size_t k = 0;
     for (size_t i = first[0]; i < first[nr]; i++) {
         bs_item *it = items[i].item;
-        for (int o = 0; o < BS_N_ORDERS; o++, k++) {
+        for (int o = 0; o < it->n_orders; o++, k++) {
             const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
             for (size_t l = 0; l < it->k; l++) {
                 const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
@@ -346,13 +345,10 @@ static int run_budget(bs_runner *r, item_ref *items, size_t ni, bs_err *e) {
         goto done;
     }
     for (; packed < ni; packed++) {
-        const int32_t *pr[BS_N_ORDERS];
-        int32_t ln[BS_N_ORDERS];
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            pr[o] = items[packed].item->orders[o].ids;
-            ln[o] = items[packed].item->orders[o].n_ids;
-        }
-        if ((rc = bs_pack_row(&rows[packed], pr, ln, BS_N_ORDERS, e)) < 0) goto done;
+        const bs_item *it = items[packed].item;
+        const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
+        int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
+        if ((rc = bs_pack_row(&rows[packed], pr, ln, it->n_orders, e)) < 0) goto done;
         lens[packed] = rows[packed].len;
     }
     for (size_t s = 0; s < ni;) { /* items are already grouped by language (F1) */
@@ -381,10 +377,16 @@ done:
     return rc;
 }
 
-/* Round 1 (04 §7 B1) for every item of the plans. */
+/* One engine step (04 §7 B1/B2) for the step items of every plan: round 1
+ * of some plans and round 2 of others are packed together. */
 static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     size_t ni = 0;
-    for (size_t i = 0; i < n; i++) ni += plans[i]->n_items;
+    for (size_t i = 0; i < n; i++) {
+        bs_item *its;
+        ni += bs_plan_step_items(plans[i], &its);
+        r->lc_rounds[0] += plans[i]->round == 1 ? (int64_t)plans[i]->n_lc : 0;
+        r->lc_rounds[1] += plans[i]->round == 2 ? (int64_t)plans[i]->n_finals : 0;
+    }
     if (ni == 0) return BS_OK;
     if (!r->m->has_weights) return bs_fail(e, BS_EINTERNAL, "forward: model loaded without weights");
     item_ref *items = malloc(ni * sizeof *items), *tmp = malloc(ni * sizeof *tmp);
@@ -409,8 +411,10 @@ static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *
         size_t start = k, n_ranks = 0;
         for (size_t i = 0; i < n; i++) {
             size_t rank = SIZE_MAX;
-            for (size_t j = 0; j < plans[i]->n_items; j++) {
-                bs_item *it = &plans[i]->items[j];
+            bs_item *its;
+            size_t nits = bs_plan_step_items(plans[i], &its);
+            for (size_t j = 0; j < nits; j++) {
+                bs_item *it = &its[j];
                 if ((int)plans[i]->req->questions[it->question].lang != lang) continue;
                 if (rank == SIZE_MAX) { /* the request's state: seen in an earlier request of this language? */
                     for (size_t s = start; s < k && rank == SIZE_MAX; s++)
@@ -436,21 +440,19 @@ static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *
     int single = r->batching == BS_BATCH_SINGLE;
     first[0] = 0;
     for (size_t i = 0; i < ni; i++) {
-        const int32_t *pr[BS_N_ORDERS];
-        int32_t ln[BS_N_ORDERS];
-        for (int o = 0; o < BS_N_ORDERS; o++) {
-            pr[o] = items[i].item->orders[o].ids;
-            ln[o] = items[i].item->orders[o].n_ids;
-        }
+        const bs_item *it = items[i].item;
+        const int32_t *pr[BS_N_ORDERS] = {it->orders[0].ids, it->orders[1].ids};
+        int32_t ln[BS_N_ORDERS] = {it->orders[0].n_ids, it->orders[1].n_ids};
+        size_t no = (size_t)it->n_orders;
         /* F1: a row never mixes languages */
         int lang_change = i > first[nrows] && items[i].lang != items[i - 1].lang;
-        int64_t g = i > first[nrows] && !single && !lang_change ? bs_tc_growth(&tc, pr, ln, BS_N_ORDERS) : 0;
+        int64_t g = i > first[nrows] && !single && !lang_change ? bs_tc_growth(&tc, pr, ln, no) : 0;
         if (g < 0) { rc = bs_fail(e, (int)g, "out of memory"); goto done; }
         if (i > first[nrows] && (single || lang_change || tc.tokens + g > r->tree_max_tokens)) {
             first[++nrows] = i;
             bs_tc_reset(&tc);
         }
-        if ((rc = bs_tc_insert(&tc, pr, ln, BS_N_ORDERS)) < 0) { rc = bs_fail(e, rc, "out of memory"); goto done; }
+        if ((rc = bs_tc_insert(&tc, pr, ln, no)) < 0) { rc = bs_fail(e, rc, "out of memory"); goto done; }
     }
     first[++nrows] = ni;
     /* F4: pack each row; its state_len is the smallest of its items', capped */
@@ -458,7 +460,7 @@ static int run_decisions(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *
         size_t np = 0;
         int32_t sl = INT32_MAX;
         for (size_t i = first[ri]; i < first[ri + 1]; i++) {
-            for (int o = 0; o < BS_N_ORDERS; o++) {
+            for (int o = 0; o < items[i].item->n_orders; o++) {
                 prompts[np] = items[i].item->orders[o].ids;
                 lens[np++] = items[i].item->orders[o].n_ids;
             }
@@ -490,4 +492,23 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     int rc = run_decisions(r, plans, n, e);
     /* 04 §7 B3: the evidence forwards follow the decisions */
     return rc < 0 ? rc : bs_ev_run(r, plans, n, e);
+}
+
+int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *reps,
+                      bs_err *e) {
+    for (;;) {
+        int rc = bs_runner_run(r, plans, n, e), more = 0;
+        if (rc < 0) return rc;
+        for (size_t i = 0; i < n; i++) {
+            if (plans[i]->round == 3) continue;
+            bs_reply tmp;
+            bs_reply_init(&tmp);
+            int a = bs_plan_advance(plans[i], r->m, lc, reps ? &reps[i] : &tmp, e);
+            if (a == BS_EINVAL && !reps) bs_fail(e, BS_EINVAL, "%.*s", (int)tmp.body.len, tmp.body.data ? tmp.body.data : "");
+            bs_reply_free(&tmp);
+            if (a < 0) return a;
+            more |= a;
+        }
+        if (!more) return BS_OK;
+    }
 }

@@ -59,13 +59,26 @@ typedef struct bs_runner {
     /* counters (read by metrics from other threads) */
     _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;
     _Atomic int64_t evidence_inline, evidence_forwards; /* evidence jobs from decision forwards / their own */
+    _Atomic int64_t lc_rounds[2];  /* large-choice questions whose round 1 / round 2 this runner computed */
 } bs_runner;
 
 void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,
                     const bs_prefix_set *pinned, size_t state_cache_bytes, bs_gate *gate, int preemptible);
 void bs_runner_free(bs_runner *r);
 
-/* Round 1 of 04 §7 for every item of the plans; fills each order's logits. */
+/* One engine step of 04 §7 for the plans: the items each plan's next step
+ * computes (bs_plan_step_items: round 1, or the finals of round 2), packed
+ * together; fills each order's logits, then runs the evidence forwards. The
+ * caller advances each plan (bs_plan_advance) afterwards. */
 int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e);
+
+/* Every step of the plans on this runner (commands and tests, not the
+ * server): runs a step, advances each plan, repeats while any plan needs
+ * another step (03 §5: round 2 of the large choices). A request error found
+ * between the rounds (04 §3 P7 for a finalist prompt) stops the run with
+ * BS_EINVAL: reps[i] (reps holds n initialised replies) gets the error body of
+ * the plan i it belongs to; with reps NULL the body becomes e's message. */
+int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *reps,
+                      bs_err *e);
 
 #endif

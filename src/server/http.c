@@ -849,11 +849,13 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         return 0;
     }
     if (r == R_METRICS) {
-        int64_t *fw = calloc(s->n_models, sizeof *fw);
+        bs_metrics_engine *fw = calloc(s->n_models ? s->n_models : 1, sizeof *fw);
         for (size_t i = 0; fw && i < s->n_models; i++) {
             bs_engine_stats st;
             bs_engine_get_stats(s->models[i].engine, &st);
-            fw[i] = st.forward_tokens;
+            fw[i].forward_tokens = st.forward_tokens;
+            fw[i].lc_rounds[0] = st.lc_rounds[0];
+            fw[i].lc_rounds[1] = st.lc_rounds[1];
         }
         reply_init(rep, 200);
         rep->ctype = "text/plain; version=0.0.4";

@@ -237,7 +237,7 @@ static void model_labels(bs_buf *l, const bs_metrics *m, size_t i, int lane, int
     if (outcome >= 0) bs_buf_printf(l, ",outcome=\"%s\"", OUTCOME[outcome]);
 }
 
-void bs_metrics_render(bs_metrics *m, const int64_t *forward_tokens, bs_buf *b) {
+void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, bs_buf *b) {
     bs_buf l;
     bs_buf_init(&l);
     pthread_mutex_lock(&m->mu);
@@ -319,8 +319,17 @@ void bs_metrics_render(bs_metrics *m, const int64_t *forward_tokens, bs_buf *b) 
            "Tokens computed by forward passes after prefix sharing and caches (compare with basal_input_tokens_total).");
     for (size_t i = 0; i < m->n_models; i++) {
         model_labels(&l, m, i, -1, -1);
-        sample(b, n, "", l.data, forward_tokens ? (double)forward_tokens[i] : 0.0);
+        sample(b, n, "", l.data, eng ? (double)eng[i].forward_tokens : 0.0);
     }
+    n = "basal_large_choice_rounds_total";
+    family(b, n, "counter",
+           "Choice questions with 11..255 options whose round 1 (groups) or round 2 (finalists) was computed.");
+    for (size_t i = 0; i < m->n_models; i++)
+        for (int round = 0; round < 2; round++) {
+            model_labels(&l, m, i, -1, -1);
+            bs_buf_printf(&l, ",round=\"%d\"", round + 1);
+            sample(b, n, "", l.data, eng ? (double)eng[i].lc_rounds[round] : 0.0);
+        }
     pthread_mutex_unlock(&m->mu);
     if (l.oom) b->oom = 1;
     bs_buf_free(&l);

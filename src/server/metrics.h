@@ -34,8 +34,14 @@ void bs_metrics_queue(bs_metrics *m, size_t model, int lane, double queue_ms);
  * size, wall time, and whether its forwards succeeded. */
 void bs_metrics_batch(bs_metrics *m, size_t model, int lane, int requests, double compute_ms, int ok);
 
-/* The text exposition 0.0.4; forward_tokens[i] = the engine's counter of
- * model i (basal_forward_tokens_total). */
-void bs_metrics_render(bs_metrics *m, const int64_t *forward_tokens, bs_buf *out);
+/* The engine counters of one model, read when /metrics is rendered. */
+typedef struct bs_metrics_engine {
+    int64_t forward_tokens;  /* basal_forward_tokens_total */
+    int64_t lc_rounds[2];    /* basal_large_choice_rounds_total{round="1"|"2"} */
+} bs_metrics_engine;
+
+/* The text exposition 0.0.4; eng[i] = the engine counters of model i (NULL:
+ * all zero). */
+void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, bs_buf *out);
 
 #endif
