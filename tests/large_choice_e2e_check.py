@@ -21,7 +21,8 @@ functions are reused, and it reads the same command line when imported)
     large_choice_ref.answer() on the same logits; `test_large_choice --stdin`
     (the C fit) agrees with the reference on these real-model logits; the
     round-2 group and the choice temperature really change the answer; the
-    usage counts one branch and 4 + 2 prompts for 11 options (03 §5.5).
+    usage counts one branch and 4 + 2 prompts for 11 options (03 §5.5); the
+    benchmark workload bench/workloads/large-choice.jsonl is its generator's.
 (b) tests/large_choice_requests.py (34 requests) on tiny-bias, and subsets
     (8-12 requests) on tiny-nobias, tiny-hd128 and tiny-bias without
     CALIBRATION.json and with choice temperature 1.33: `basal prepare` (every round-1 group prompt,
@@ -38,8 +39,11 @@ every letter logit by up to 2e-5 (the f32 forward's agreement with torch)
 changes the finalists or moves the answer by more than 5e-6, the spec's
 algorithm does not determine the answer to 1e-5 (see compare() in
 tools/large_choice_ref.py): that question is compared structurally only
-(keys, a valid distribution, its own confidence, usage) and counted; at least
-85 % of the large choices of every model must be compared exactly.
+(keys, a valid distribution, its own confidence) and counted, and its final
+prompts in input_tokens are those of the finalists that the C forward's
+round-1 logits (`basal logits` on the reference's prompts) give in the
+reference fit; at least 85 % of the large choices of every model must be
+compared exactly.
 Prints one line per request and a last line "N passed, N failed".
 """
 import concurrent.futures
@@ -215,7 +219,8 @@ def part_a(d, results, temp):
                     sub_bodies.append(plain_request(body, qid, g["item"]["options"]))
                     sub_keys.append((ri, qid, g))
             # staging = large_choice_ref.answer on the same logits (its softmax
-            # is numpy's, so equal to rounding; where the round-1 groups are not
+            # is numpy's, so equal to the stopping rule's accuracy, 1e-9 as in
+            # t_large_choice_ref; where the round-1 groups are not
             # connected (n = 199, 200) the mass between the components is set by
             # rounding, so the first fit is compared within each component; a
             # fit that does not converge is not determined at all)
@@ -228,7 +233,7 @@ def part_a(d, results, temp):
             d1 = float(np.max(np.abs(lcr.within_components(np.array(final["first_fit"]), comps)
                                      - lcr.within_components(first, comps))))
             d2 = float(np.max(np.abs(np.array(final["p_cal"]) - p)))
-            check(d1 <= 1e-12 and d2 <= 1e-12,
+            check(d1 <= 1e-9 and d2 <= 1e-9,
                   f"(a) request {ri} {qid}: the staged fits differ from large_choice_ref.answer() by {d1:.3g} / {d2:.3g}")
     check(parsed > 300, f"(a) only {parsed} round-1 prompts parsed back")
     check(staged >= 30, f"(a) only {staged} large choices staged like large_choice_ref.answer()")
@@ -290,6 +295,10 @@ def part_a(d, results, temp):
     check(not large_questions(results[25]) and len(results[25]["items"]) == 1 and
           len(results[25]["items"][0]["orders"]) == 2, "(a) request 25: 10 options after collapsing take the plain path")
     check(len(large_questions(results[26])["d"][1]["joint"]) == 255, "(a) request 26: 255 options after collapsing")
+    # the committed benchmark workload of issue 13 is what its generator writes
+    rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make-large-choice-workload.py"), "--check",
+                         "--tokenizer", os.path.join(d, "tokenizer.json")], capture_output=True, text=True).returncode
+    check(rc == 0, "bench/workloads/large-choice.jsonl differs from bench/make-large-choice-workload.py")
     print(f"(a) {label}: {parsed} round-1 prompts parsed back, {plain_checked} groups against the plain path, "
           f"{staged} large choices staged as large_choice_ref.answer() "
           f"({time.time() - t0:.1f} s)")
@@ -300,10 +309,17 @@ PLAIN_CHECKED = {0, 3, 12, 14, 15, 27, 28, 30}
 
 # ---------------------------------------------------------------- (b) prepare / decide
 
+def shown(item, perm):
+    """(key, option text) at each position of an order: what the prompt shows."""
+    return [(item["keys"][j], item["options"][j]) for j in perm]
+
+
 def compare_prepare(tag, ref, got):
     """Plan order: every reference item except the final groups (`basal
-    prepare` has no weights, so no round 2). Names of large-choice group items
-    are not specified (04 §2 P2); everything else is."""
+    prepare` has no weights, so no round 2). For a large choice's group the
+    name and the representation are not specified (04 §2 P2): an item may
+    carry the group's keys with perm 0..k-1 or the question's n keys with perm
+    = the members; what each order shows, its prompt and its ids are."""
     want = [it for it in ref["items"] if "orders" in it and not it["item"]["question"].endswith("#final")]
     if not check(isinstance(got, list) and len(got) == len(want),
                  f"{tag}: prepare printed {len(got) if isinstance(got, list) else got!r} items, the reference plans {len(want)}"):
@@ -311,14 +327,24 @@ def compare_prepare(tag, ref, got):
     for g, r in zip(got, want):
         rq = r["item"]["question"]
         t = f"{tag} item {rq}"
-        if "members" not in r:
+        group = "members" in r
+        fields = ("type", "lang") if group else ("type", "lang", "keys", "options")
+        if not group:
             check(g["item"].get("question") == rq, f"{t}: prepare names it {g['item'].get('question')!r}")
-        for k in ("type", "lang", "keys", "options"):
+        for k in fields:
             check(g["item"].get(k) == r["item"][k], f"{t}: item.{k} {g['item'].get(k)!r}, reference {r['item'][k]!r}")
         if not check(len(g["orders"]) == len(r["orders"]), f"{t}: {len(g['orders'])} orders, expected {len(r['orders'])}"):
             continue
         for o, (go, ro) in enumerate(zip(g["orders"], r["orders"])):
-            check(go["perm"] == ro["perm"], f"{t} order {o}: perm {go['perm']}")
+            if group:
+                try:
+                    seq = shown(g["item"], go["perm"])
+                except (IndexError, KeyError, TypeError):
+                    seq = None
+                check(seq == shown(r["item"], ro["perm"]),
+                      f"{t} order {o}: shows {seq}, reference {shown(r['item'], ro['perm'])}")
+            else:
+                check(go["perm"] == ro["perm"], f"{t} order {o}: perm {go['perm']}")
             check(go["prompt"] == ro["prompt"], f"{t} order {o}: prompt differs ({pe.first_diff(go['prompt'], ro['prompt'])})")
             check(go["input_ids"] == ro["input_ids"], f"{t} order {o}: input_ids differ ({pe.first_diff(go['input_ids'], ro['input_ids'])})")
             check(go["letter_ids"] == ro["letter_ids"], f"{t} order {o}: letter ids {go['letter_ids']}, oracle {ro['letter_ids']}")
@@ -341,6 +367,46 @@ def loose_answer(tag, exp, got):
     ok &= check(isinstance(g.get("confidence"), float) and abs(g["confidence"] - protocol_ref.choice_confidence(p)) <= 1e-12,
                 f"{tag}: confidence {g.get('confidence')!r} is not the choice formula of its own p")
     return ok
+
+
+def c_final_tokens(d, body, qid, groups):
+    """The tokens of a large choice's two final prompts for the finalists the
+    C forward's round 1 leads to: its letter logits for the reference's
+    round-1 prompts (`basal logits`; prepare proved the prompts the same),
+    the reference fit on them, the finalists' prompts built and tokenized by
+    the reference. For questions whose finalists the spec does not pin down."""
+    ids = groups[0]["orders"][0]["letter_ids"]
+    for g in groups:
+        if len(g["orders"][0]["letter_ids"]) > len(ids):
+            ids = g["orders"][0]["letter_ids"]
+    inp = json.dumps({"prompts": [g["orders"][0]["input_ids"] for g in groups], "ids": ids})
+    rc, out, err = pe.run([BASAL, "logits", "--model", d, "--input", "-"], inp, timeout=300)
+    if not check(rc == 0, f"basal logits exit {rc}: {err.strip()[-300:]}"):
+        return None
+    lg = json.loads(out)["logits"]
+    targets = [lcr.softmax(np.asarray(x[:len(g["members"])], dtype=np.float32).astype(np.float64))
+               for x, g in zip(lg, groups)]
+    n = sum(len(g["members"]) for g in groups) // 2
+    first, _ = lcr.fit(n, [g["members"] for g in groups], targets)
+    fin = lcr.finalists(first)
+    md = protocol_ref.ModelDir(d)
+    it = [q for q in protocol_ref.plan_request(md, body) if q["question"] == qid][0]
+    prompts = [protocol_ref.render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"],
+                                          [it["options"][i] for i in fin], perm)
+               for perm in protocol_ref.order_perms(len(fin))]
+    return sum(len(x) for x in protocol_ref.oracle_tokenize([(md.tokenizer, "first", prompts)])[0])
+
+
+def expected_usage(d, body, ref, loose):
+    """The reference usage; where a question is compared structurally, its
+    final prompts are those of the finalists the C forward leads to."""
+    u = dict(ref["response"]["usage"])
+    for qid, (groups, final) in large_questions(ref).items():
+        if qid in loose:
+            t = c_final_tokens(d, body, qid, groups)
+            if t is not None:
+                u["input_tokens"] += t - sum(len(o["input_ids"]) for o in final["orders"])
+    return u
 
 
 def compare_response(tag, exp, out, body, loose, st):
@@ -393,7 +459,7 @@ def part_b(d, lines, results, loose_by_req):
     name = model_name(d)
     st = pe.Stats()
     bad = 0
-    outs = {}
+    outs, usages = {}, {}
     for i, r in zip(lines, results):
         body = REQUESTS[i].replace("@MODEL@", name)
         tag = f"{label} request {i}"
@@ -407,7 +473,9 @@ def part_b(d, lines, results, loose_by_req):
         dec_ok = False
         if check(rc == 0, f"{tag}: decide exit {rc}: {(out.strip() or err.strip())[:300]}"):
             outs[i] = out
-            dec_ok = compare_response(tag, r["response"], out, body, loose, st)
+            exp = dict(r["response"], usage=expected_usage(d, body, r, loose)) if loose else r["response"]
+            usages[i] = exp["usage"]
+            dec_ok = compare_response(tag, exp, out, body, loose, st)
         status = "OK" if pe.nfail == before else "FAIL"
         bad += status == "FAIL"
         notes = []
@@ -420,12 +488,12 @@ def part_b(d, lines, results, loose_by_req):
         print(f"  {status} {tag} [{describe(body)}]" + (f" ({', '.join(notes)})" if notes else ""))
     print(f"(b) {label}: {len(lines)} requests, {bad} failing; compared exactly: {st.answers} answers, max |Δp| {st.dp:.3g}, "
           f"max |Δconfidence| {st.dc:.3g} ({time.time() - t0:.1f} s)")
-    return outs
+    return outs, usages
 
 
 # ---------------------------------------------------------------- (c) the server under concurrency
 
-def part_c(d, results, loose_by_req, decided):
+def part_c(d, results, loose_by_req, decided, usages):
     import srvlib
     t0 = time.time()
     name = model_name(d)
@@ -451,7 +519,8 @@ def part_c(d, results, loose_by_req, decided):
             stripped = re.sub(r',"latency_ms":[0-9.eE+-]+}}$', "}}", text.strip())
             check(stripped != text.strip(), f"{tag}: no usage.latency_ms at the end")
             loose = {q: w for q, w in loose_by_req[i].items() if w}
-            compare_response(tag, r["response"], stripped, bodies[i], loose, st)
+            exp = dict(r["response"], usage=usages[i]) if i in usages else r["response"]
+            compare_response(tag, exp, stripped, bodies[i], loose, st)
             if i in decided:
                 check(json.loads(stripped) == json.loads(decided[i]),
                       f"{tag}: the answer under 8 concurrent clients differs from `basal decide` alone")
@@ -480,8 +549,11 @@ def main():
               (variant("tiny-bias-t133", '{"temperature_per_prim": {"choice": 1.33, "noul": 0.8}}'), [2, 3, 7, 9, 15, 17, 28, 31])]
     exact = {}
     by_model = {}
+    only = os.environ.get("LARGE_CHOICE_E2E_ONLY")  # a comma list of fixture labels, to rerun a part
     for mi, (d, subset) in enumerate(models):
         label = os.path.basename(d)
+        if only and label not in only.split(","):
+            continue
         lines = list(range(len(REQUESTS))) if subset is None else subset
         t0 = time.time()
         try:
@@ -500,9 +572,9 @@ def main():
         by_model[label] = dict(zip(lines, results))
         if subset is None and label == "tiny-bias":
             part_a(d, results, temp)
-        decided = part_b(d, lines, results, loose_by_req)
+        decided, usages = part_b(d, lines, results, loose_by_req)
         if label == "tiny-bias":
-            part_c(d, results, loose_by_req, decided)
+            part_c(d, results, loose_by_req, decided, usages)
     # the calibration variant moves the answers (the choice temperature is applied to the joint p)
     a, b = by_model.get("tiny-bias"), by_model.get("tiny-bias-t133")
     if a and b:
