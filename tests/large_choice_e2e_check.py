@@ -22,7 +22,7 @@ functions are reused, and it reads the same command line when imported)
     (the C fit) agrees with the reference on these real-model logits; the
     round-2 group and the choice temperature really change the answer; the
     usage counts one branch and 4 + 2 prompts for 11 options (03 §5.5); the
-    benchmark workload bench/workloads/large-choice.jsonl is its generator's.
+    benchmark workload bench/workloads/issue13.jsonl is its generator's.
 (b) tests/large_choice_requests.py (34 requests) on tiny-bias, and subsets
     (8-12 requests) on tiny-nobias, tiny-hd128 and tiny-bias without
     CALIBRATION.json and with choice temperature 1.33: `basal prepare` (every round-1 group prompt,
@@ -42,7 +42,8 @@ tools/large_choice_ref.py): that question is compared structurally only
 (keys, a valid distribution, its own confidence) and counted, and its final
 prompts in input_tokens are those of the finalists that the C forward's
 round-1 logits (`basal logits` on the reference's prompts) give in the
-reference fit; at least 85 % of the large choices of every model must be
+reference fit, or, where that fit does not converge either, within the
+bounds of c_final_tokens(); at least 85 % of the large choices of every model must be
 compared exactly.
 Prints one line per request and a last line "N passed, N failed".
 """
@@ -237,7 +238,7 @@ def part_a(d, results, temp):
                   f"(a) request {ri} {qid}: the staged fits differ from large_choice_ref.answer() by {d1:.3g} / {d2:.3g}")
     check(parsed > 300, f"(a) only {parsed} round-1 prompts parsed back")
     check(staged >= 30, f"(a) only {staged} large choices staged like large_choice_ref.answer()")
-    plain = protocol_ref.run(d, sub_bodies, with_detail=True, with_forward=True) if sub_bodies else []
+    plain = cached("plain", d, sub_bodies, lambda: protocol_ref.run(d, sub_bodies, with_detail=True, with_forward=True))
     for (ri, qid, g), pr in zip(sub_keys, plain):
         tag = f"(a) request {ri} {g['item']['question']}"
         it = pr["items"][0]
@@ -296,9 +297,9 @@ def part_a(d, results, temp):
           len(results[25]["items"][0]["orders"]) == 2, "(a) request 25: 10 options after collapsing take the plain path")
     check(len(large_questions(results[26])["d"][1]["joint"]) == 255, "(a) request 26: 255 options after collapsing")
     # the committed benchmark workload of issue 13 is what its generator writes
-    rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make-large-choice-workload.py"), "--check",
+    rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make-issue13-workload.py"), "--check",
                          "--tokenizer", os.path.join(d, "tokenizer.json")], capture_output=True, text=True).returncode
-    check(rc == 0, "bench/workloads/large-choice.jsonl differs from bench/make-large-choice-workload.py")
+    check(rc == 0, "bench/workloads/issue13.jsonl differs from bench/make-issue13-workload.py")
     print(f"(a) {label}: {parsed} round-1 prompts parsed back, {plain_checked} groups against the plain path, "
           f"{staged} large choices staged as large_choice_ref.answer() "
           f"({time.time() - t0:.1f} s)")
@@ -370,15 +371,15 @@ def loose_answer(tag, exp, got):
 
 
 def c_final_tokens(d, body, qid, groups):
-    """The tokens of a large choice's two final prompts for the finalists the
-    C forward's round 1 leads to: its letter logits for the reference's
-    round-1 prompts (`basal logits`; prepare proved the prompts the same),
-    the reference fit on them, the finalists' prompts built and tokenized by
-    the reference. For questions whose finalists the spec does not pin down."""
-    ids = groups[0]["orders"][0]["letter_ids"]
-    for g in groups:
-        if len(g["orders"][0]["letter_ids"]) > len(ids):
-            ids = g["orders"][0]["letter_ids"]
+    """The tokens of a large choice's two final prompts as (lo, hi): the C
+    forward's letter logits for the reference's round-1 prompts (`basal
+    logits`; prepare proved the prompts the same) go through the reference
+    fit; where it converges, its finalists' prompts, built and tokenized by
+    the reference, give the exact count (lo = hi). Where it does not, the
+    finalists are not determined and the count is bounded by the final
+    prompts of the 10 options with the fewest and with the most tokens (an
+    option's line adds the same tokens wherever it stands: LF is a byte token)."""
+    ids = max((g["orders"][0]["letter_ids"] for g in groups), key=len)
     inp = json.dumps({"prompts": [g["orders"][0]["input_ids"] for g in groups], "ids": ids})
     rc, out, err = pe.run([BASAL, "logits", "--model", d, "--input", "-"], inp, timeout=300)
     if not check(rc == 0, f"basal logits exit {rc}: {err.strip()[-300:]}"):
@@ -387,30 +388,43 @@ def c_final_tokens(d, body, qid, groups):
     targets = [lcr.softmax(np.asarray(x[:len(g["members"])], dtype=np.float32).astype(np.float64))
                for x, g in zip(lg, groups)]
     n = sum(len(g["members"]) for g in groups) // 2
-    first, _ = lcr.fit(n, [g["members"] for g in groups], targets)
-    fin = lcr.finalists(first)
+    first, conv = lcr.fit(n, [g["members"] for g in groups], targets)
     md = protocol_ref.ModelDir(d)
     it = [q for q in protocol_ref.plan_request(md, body) if q["question"] == qid][0]
-    prompts = [protocol_ref.render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"],
-                                          [it["options"][i] for i in fin], perm)
-               for perm in protocol_ref.order_perms(len(fin))]
-    return sum(len(x) for x in protocol_ref.oracle_tokenize([(md.tokenizer, "first", prompts)])[0])
+
+    def final_prompts(fin):
+        return [protocol_ref.render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"],
+                                           [it["options"][i] for i in fin], perm)
+                for perm in protocol_ref.order_perms(len(fin))]
+    if conv:
+        t = sum(len(x) for x in protocol_ref.oracle_tokenize([(md.tokenizer, "first", final_prompts(lcr.finalists(first)))])[0])
+        return t, t
+    one = [protocol_ref.render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"], [o], [0]) for o in it["options"]]
+    size = [len(x) for x in protocol_ref.oracle_tokenize([(md.tokenizer, "first", one)])[0]]
+    by_size = sorted(range(n), key=lambda i: (size[i], i))
+    lo, hi = [sorted(by_size[:10]), sorted(by_size[-10:])]
+    ids = protocol_ref.oracle_tokenize([(md.tokenizer, "first", final_prompts(lo) + final_prompts(hi))])[0]
+    return sum(len(x) for x in ids[:2]), sum(len(x) for x in ids[2:])
 
 
 def expected_usage(d, body, ref, loose):
-    """The reference usage; where a question is compared structurally, its
-    final prompts are those of the finalists the C forward leads to."""
+    """The reference usage and the (lo, hi) range of input_tokens: where a
+    question is compared structurally, its final prompts are those of the
+    finalists the C forward leads to (c_final_tokens)."""
     u = dict(ref["response"]["usage"])
+    lo = hi = 0
     for qid, (groups, final) in large_questions(ref).items():
         if qid in loose:
             t = c_final_tokens(d, body, qid, groups)
             if t is not None:
-                u["input_tokens"] += t - sum(len(o["input_ids"]) for o in final["orders"])
-    return u
+                own = sum(len(o["input_ids"]) for o in final["orders"])
+                lo, hi = lo + t[0] - own, hi + t[1] - own
+    return u, (u["input_tokens"] + lo, u["input_tokens"] + hi)
 
 
-def compare_response(tag, exp, out, body, loose, st):
-    """pe.compare_response with the structural comparison for the questions in `loose`."""
+def compare_response(tag, exp, out, body, loose, st, tokens=None):
+    """pe.compare_response with the structural comparison for the questions in
+    `loose`; tokens: the (lo, hi) range of input_tokens (default: exactly the reference's)."""
     try:
         got_f = json.loads(out, object_pairs_hook=pe.Obj)
         got_l = pe.literal(out)
@@ -435,7 +449,12 @@ def compare_response(tag, exp, out, body, loose, st):
     ok &= check(uk == list(exp["usage"]), f"{tag}: usage keys {uk}")
     if isinstance(gu, pe.Obj):
         for k, v in gu:
-            ok &= check(v == exp["usage"].get(k) and type(v) is int, f"{tag}: usage.{k} = {v!r}, reference {exp['usage'].get(k)!r}")
+            if k == "input_tokens" and tokens and tokens[0] != tokens[1]:
+                ok &= check(type(v) is int and tokens[0] <= v <= tokens[1],
+                            f"{tag}: usage.input_tokens = {v!r}, outside {tokens} (finalists not determined)")
+            else:
+                want = tokens[0] if k == "input_tokens" and tokens else exp["usage"].get(k)
+                ok &= check(v == want and type(v) is int, f"{tag}: usage.{k} = {v!r}, reference {want!r}")
     return ok
 
 
@@ -473,9 +492,8 @@ def part_b(d, lines, results, loose_by_req):
         dec_ok = False
         if check(rc == 0, f"{tag}: decide exit {rc}: {(out.strip() or err.strip())[:300]}"):
             outs[i] = out
-            exp = dict(r["response"], usage=expected_usage(d, body, r, loose)) if loose else r["response"]
-            usages[i] = exp["usage"]
-            dec_ok = compare_response(tag, exp, out, body, loose, st)
+            usages[i] = expected_usage(d, body, r, loose)[1] if loose else None
+            dec_ok = compare_response(tag, r["response"], out, body, loose, st, usages[i])
         status = "OK" if pe.nfail == before else "FAIL"
         bad += status == "FAIL"
         notes = []
@@ -519,8 +537,7 @@ def part_c(d, results, loose_by_req, decided, usages):
             stripped = re.sub(r',"latency_ms":[0-9.eE+-]+}}$', "}}", text.strip())
             check(stripped != text.strip(), f"{tag}: no usage.latency_ms at the end")
             loose = {q: w for q, w in loose_by_req[i].items() if w}
-            exp = dict(r["response"], usage=usages[i]) if i in usages else r["response"]
-            compare_response(tag, exp, stripped, bodies[i], loose, st)
+            compare_response(tag, r["response"], stripped, bodies[i], loose, st, usages.get(i))
             if i in decided:
                 check(json.loads(stripped) == json.loads(decided[i]),
                       f"{tag}: the answer under 8 concurrent clients differs from `basal decide` alone")
@@ -533,9 +550,54 @@ def part_c(d, results, loose_by_req, decided, usages):
 
 # ---------------------------------------------------------------- main
 
-def reference(d, lines):
+CACHE_DIR = os.path.join(ROOT, "build", "test-cache")
+CACHE_SOURCES = ["tools/protocol_ref.py", "tools/large_choice_ref.py", "tools/torch_ref.py", "tools/oracle-tokenizer.js",
+                 "tools/facts_ref.py", "tests/large_choice_e2e_check.py"]
+
+
+def cached(what, d, extra, compute):
+    """compute() (an oracle's output), kept under build/test-cache keyed by the
+    SHA-256 of everything it depends on: the oracle sources, the model
+    directory's files, numpy/torch versions and `extra` (the inputs). The
+    release and the sanitizer runs of `make test` then compute the reference
+    once. LARGE_CHOICE_E2E_NO_CACHE=1 recomputes."""
+    import hashlib
+    import torch
+    h = hashlib.sha256()
+    h.update(json.dumps([what, extra, np.__version__, torch.__version__], ensure_ascii=False).encode())
+    for f in CACHE_SOURCES:
+        with open(os.path.join(ROOT, f), "rb") as fh:
+            h.update(f.encode() + b"\0" + fh.read())
+    for f in sorted(os.listdir(d)):
+        p = os.path.join(d, f)
+        if os.path.isfile(p) and not f.startswith("."):
+            with open(p, "rb") as fh:
+                h.update(f.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
+    path = os.path.join(CACHE_DIR, f"large-choice-{what}-{h.hexdigest()[:32]}.json")
+    if os.environ.get("LARGE_CHOICE_E2E_NO_CACHE") != "1" and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    v = compute()
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(v, f, ensure_ascii=False)
+    os.replace(tmp, path)
+    return v
+
+
+def reference(d, lines, seed):
+    """The reference's detail results for REQUESTS[lines] on d and, per
+    request, the classification of its large choices (exact or structural)."""
     name = model_name(d)
-    return protocol_ref.run(d, [REQUESTS[i].replace("@MODEL@", name) for i in lines], with_detail=True, with_forward=True)
+    bodies = [REQUESTS[i].replace("@MODEL@", name) for i in lines]
+
+    def compute():
+        results = protocol_ref.run(d, bodies, with_detail=True, with_forward=True)
+        temp = temperature(d)
+        return {"results": results, "loose": [classify(r, temp, seed + i) for i, r in zip(lines, results)]}
+    v = cached("ref", d, [bodies, seed], compute)
+    return v["results"], {i: c for i, c in zip(lines, v["loose"])}
 
 
 def temperature(d):
@@ -557,12 +619,11 @@ def main():
         lines = list(range(len(REQUESTS))) if subset is None else subset
         t0 = time.time()
         try:
-            results = reference(d, lines)
+            results, loose_by_req = reference(d, lines, 1000 * mi)
         except protocol_ref.RefError as e:
             check(False, f"{label}: protocol_ref: {e}")
             continue
         temp = temperature(d)
-        loose_by_req = {i: classify(r, temp, 1000 * mi + i) for i, r in zip(lines, results)}
         nq = sum(len(v) for v in loose_by_req.values())
         nexact = sum(1 for v in loose_by_req.values() for w in v.values() if not w)
         exact[label] = (nexact, nq)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes bench/workloads/large-choice.jsonl: the benchmark list of issue 13
+"""Writes bench/workloads/issue13.jsonl: the benchmark list of issue 13
 (multi, act and choice with 11-255 options) as `basal bench-requests` input
 ({"id", "request"} a line, "model": null):
 
@@ -14,8 +14,8 @@ prompt's length minus that of the same prompt with an empty state, measured
 with the npm tokenizer oracle (tools/oracle-tokenizer.js) on the prompts of
 tools/protocol_ref.py. Whole sentences are added until the state is closest to N.
 
-  /usr/bin/python3 bench/make-large-choice-workload.py [--tokenizer FILE]   rewrite the file
-  /usr/bin/python3 bench/make-large-choice-workload.py --check              compare with the committed copy
+  /usr/bin/python3 bench/make-issue13-workload.py [--tokenizer FILE]   rewrite the file
+  /usr/bin/python3 bench/make-issue13-workload.py --check              compare with the committed copy
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import protocol_ref  # noqa: E402
 
-OUT = os.path.join(ROOT, "bench", "workloads", "large-choice.jsonl")
+OUT = os.path.join(ROOT, "bench", "workloads", "issue13.jsonl")
 DEFAULT_TOKENIZER = os.path.join(ROOT, "build", "fixtures", "tiny-bias", "tokenizer.json")
 
 SENTENCES = [
@@ -65,7 +65,7 @@ def state_tokens(tokenizer, states):
 def grow_state(tokenizer, target):
     """The prefix of the sentence cycle whose state is closest to target tokens."""
     cands, text = [], ""
-    for i in range(200):
+    for i in range(40):  # about 1,000 tokens: enough for either target
         text = (text + " " if text else "") + SENTENCES[i % len(SENTENCES)]
         cands.append(text)
     counts = state_tokens(tokenizer, cands)
