@@ -548,6 +548,42 @@ def part_c(d, results, loose_by_req, decided, usages):
           f"({time.time() - t0:.1f} s)")
 
 
+# ---------------------------------------------------------------- the comparisons can fail
+
+def selftest():
+    """The structural answer check, the prepare comparison of group items and
+    the token range reject what they must (checks counted silently, then one
+    check of the outcome)."""
+    saved, pe.quiet = (pe.npass, pe.nfail), True
+    exp = {"type": "choice", "choice": "a", "probabilities": {"a": 0.5, "b": 0.3, "c": 0.2}, "confidence": 0.25}
+
+    def loose(d):
+        t = json.dumps(d)
+        return loose_answer("selftest", exp, json.loads(t, object_pairs_hook=pe.Obj))
+    good = {"type": "choice", "choice": "b", "probabilities": {"a": 0.3, "b": 0.5, "c": 0.2}, "confidence": 0.25}
+    verdicts = [loose(good)]
+    verdicts += [not loose(dict(good, choice="a")), not loose(dict(good, confidence=0.3)),
+                 not loose(dict(good, probabilities={"a": 0.3, "b": 0.5, "c": 0.3})),
+                 not loose(dict(good, probabilities={"b": 0.5, "a": 0.3, "c": 0.2}))]
+    ref_item = {"item": {"question": "q#1", "type": "choice", "lang": "en", "keys": ["k1", "k3"], "options": ["o1", "o3"]},
+                "members": [1, 3], "orders": [{"perm": [0, 1], "prompt": "P", "input_ids": [1, 2], "letter_ids": [7, 8]}]}
+    ref = {"items": [ref_item]}
+    full = {"question": "q", "type": "choice", "lang": "en", "keys": ["k0", "k1", "k2", "k3"], "options": ["o0", "o1", "o2", "o3"]}
+    for perm, want in (([1, 3], True), ([1, 2], False), ([3, 1], False)):
+        before = pe.nfail
+        compare_prepare("selftest", ref, [{"item": full, "orders": [dict(ref_item["orders"][0], perm=perm)]}])
+        verdicts.append((pe.nfail == before) == want)
+    out = json.dumps({"model": "m", "answers": {"q": good}, "usage": {"input_tokens": 10, "output_tokens": 0,
+                                                                       "questions": 1, "branches": 1}})
+    rexp = {"model": "m", "answers": {"q": exp}, "usage": {"input_tokens": 9, "output_tokens": 0, "questions": 1, "branches": 1}}
+    st = pe.Stats()
+    verdicts.append(compare_response("selftest", rexp, out, '{"questions": {}}', {"q": "x"}, st, (8, 11)))
+    verdicts.append(not compare_response("selftest", rexp, out, '{"questions": {}}', {"q": "x"}, st, (11, 12)))
+    verdicts.append(not compare_response("selftest", rexp, out, '{"questions": {}}', {"q": "x"}, st))
+    (pe.npass, pe.nfail), pe.quiet = saved, False
+    check(all(verdicts), f"self-test of the comparisons: {verdicts}")
+
+
 # ---------------------------------------------------------------- main
 
 CACHE_DIR = os.path.join(ROOT, "build", "test-cache")
@@ -611,6 +647,7 @@ def main():
               (variant("tiny-bias-t133", '{"temperature_per_prim": {"choice": 1.33, "noul": 0.8}}'), [2, 3, 7, 9, 15, 17, 28, 31])]
     exact = {}
     by_model = {}
+    selftest()
     only = os.environ.get("LARGE_CHOICE_E2E_ONLY")  # a comma list of fixture labels, to rerun a part
     for mi, (d, subset) in enumerate(models):
         label = os.path.basename(d)
