@@ -5,7 +5,7 @@ text is a function of its index), "@MODEL@" where the served name goes.
 
   large_choice_requests.py          prints them, one body a line (JSONL)
 
-Coverage: n = 11, 12, 13, 15, 17, 20, 21, 23, 30, 40, 50, 64, 99, 100, 101, 199,
+Coverage: n = 11, 12, 13, 14, 15, 17, 20, 21, 23, 30, 40, 50, 64, 99, 100, 101, 199,
 200, 255; both languages; criteria as an object (descriptions: strings, null,
 objects, arrays, "") and as a list (with duplicates that collapse, to 11 and to
 10 = the normal path, and 256 entries collapsing to 255); option_keys show and
