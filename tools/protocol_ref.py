@@ -18,13 +18,23 @@ decision math runs in float64 exactly as 01 §6-§9 describe.
              "logits" and "q", and per item "p_avg", "p_cal", "T"
   --no-forward  prompts and ids only (no torch; "response" is null)
 
-Scope: choice (1-10 options), noul, score, and the basal-1.5 extensions multi
+Scope: choice (1-255 options), noul, score, and the basal-1.5 extensions multi
 and act (spec 03 §1-§2: one yes/no readout per multi label, items named
 "<question>#<k>"; act costs, defer and max_error with the model's certified
 thresholds; an act refusal without a defer action gives the 422 body as
-{"status": 422, "body": ...}); facts absent/null/"off". Anything else (facts
-"auto", 11-255 options, invalid requests) is refused with an error: this is a
-reference for valid requests, not a validator.
+{"status": 422, "body": ...}); facts absent/null/"off"/"auto".
+
+Choice with 11-255 options (03 §5) runs in two rounds, as the server does:
+round 1 asks every group of §5.1 in order 0 only (items "<question>#<k>",
+k = 0..2g-1, one order each); the Luce fit, the finalists, the refit and the
+calibration are tools/large_choice_ref.py's (numpy/float64, written from the
+spec); round 2 asks the finalists in both orders (item "<question>#final").
+Without the forward (--no-forward) only round 1 exists. The detail of a large
+choice's final item also carries "first_fit", "finalists", "joint" (the refit
+before calibration), "converged" (the two fits) and "p_cal".
+
+Anything else (invalid requests, evidence or act on more than 10 options) is
+refused with an error: this is a reference for valid requests, not a validator.
 Run with /usr/bin/python3 (python3-torch, numpy).
 """
 import argparse
@@ -299,17 +309,56 @@ def build_question(qid, q, state_text):
             legend = dict(f)
         else:
             raise RefError(f"question {qid}: score levels")
+    if t == "choice" and len(keys) > 10:
+        return build_large_choice(qid, q, lang, qtext, keys, opts)
     if len(keys) > 10:
         raise RefError(f"question {qid}: {len(keys)} options are outside this reference")
     return {"question": qid, "type": t, "lang": lang, "keys": keys, "options": opts,
             "qtext": qtext, "legend": legend}
 
 
+def large_choice_ref():
+    """tools/large_choice_ref.py (numpy), imported only where a large choice occurs."""
+    sys.path.insert(0, TOOLS)
+    import large_choice_ref
+    return large_choice_ref
+
+
+def build_large_choice(qid, q, lang, qtext, keys, opts):
+    """03 §5.1: the shown texts are those of all n options (named options over
+    the whole map); each group is a readout of its members' keys and texts in
+    their original order, asked in order 0 only (§5.2)."""
+    n = len(keys)
+    if n > 255:
+        raise RefError(f"question {qid}: {n} options (at most 255)")
+    if q.get("evidence") not in (None, False, 0, "", [], {}):
+        raise RefError(f"question {qid}: evidence needs at most 10 options")
+    groups = []
+    for k, members in enumerate(large_choice_ref().groups(n)):
+        groups.append({"question": f"{qid}#{k}", "type": "choice", "lang": lang,
+                       "keys": [keys[i] for i in members], "options": [opts[i] for i in members],
+                       "qtext": qtext, "members": members, "one_order": True})
+    return {"question": qid, "type": "choice", "lang": lang, "keys": keys, "options": opts,
+            "qtext": qtext, "legend": None, "large": {"groups": groups, "final": None}}
+
+
 def readouts(it):
-    """The letter readouts of a question: its multi branches, or itself (2..10 options)."""
+    """The letter readouts of a question: its multi branches, a large choice's
+    groups (and its final group once round 2 is planned), or itself (2..10 options)."""
+    if "large" in it:
+        lc = it["large"]
+        return lc["groups"] + ([lc["final"]] if lc["final"] else [])
     if "branches" in it:
         return it["branches"]
     return [it] if "orders" in it else []
+
+
+def order_perms(k, one_order=False):
+    """01 §2.9: order 0 as written, order 1 reversed (03 §5.2: round 1 only order 0)."""
+    perms = [list(range(k))]
+    if not one_order:
+        perms.append(list(range(k - 1, -1, -1)))
+    return perms
 
 
 def render_prompt(bos, lang, state_text, qtext, options, perm):
@@ -337,14 +386,44 @@ def plan_request(md, body_text):
     questions = []
     for qid, q in req["questions"].items():
         it = build_question(qid, q, state_text)
-        for ro in it.get("branches", [it]):
+        it["state_text"] = state_text
+        ros = it["large"]["groups"] if "large" in it else it.get("branches", [it])
+        for ro in ros:
             k = len(ro["keys"])
             if k >= 2:
-                perms = [list(range(k)), list(range(k - 1, -1, -1))]
                 ro["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, ro["lang"], state_text, ro["qtext"],
-                                                                     ro["options"], p)} for p in perms]
+                                                                     ro["options"], p)}
+                                for p in order_perms(k, ro.get("one_order", False))]
         questions.append(it)
     return questions
+
+
+def plan_round2(md, plans):
+    """03 §5.3-§5.4.2 for every large choice whose round 1 has its logits: the
+    targets t_G (one order, uncalibrated), the first fit, the finalists, and
+    their readout in both orders (prompts only; tokenize_plans and forward
+    fill it in). Returns whether any round-2 item was planned."""
+    lcr = large_choice_ref()
+    import numpy as np
+    planned = False
+    for qs in plans:
+        for it in qs:
+            lc = it.get("large")
+            if not lc or lc["final"] is not None:
+                continue
+            targets = [np.array(average_orders(g), dtype=np.float64) for g in lc["groups"]]
+            members = [g["members"] for g in lc["groups"]]
+            first, conv1 = lcr.fit(len(it["keys"]), members, targets)
+            fin = lcr.finalists(first)
+            final = {"question": it["question"] + "#final", "type": "choice", "lang": it["lang"],
+                     "keys": [it["keys"][i] for i in fin], "options": [it["options"][i] for i in fin],
+                     "qtext": it["qtext"], "members": fin}
+            final["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"],
+                                                                    final["options"], p)}
+                               for p in order_perms(len(fin))]
+            lc.update(final=final, targets=targets, first_fit=[float(v) for v in first], converged=[bool(conv1)])
+            planned = True
+    return planned
 
 
 # ---------------------------------------------------------------- oracle tokenizer
@@ -359,26 +438,29 @@ def oracle_tokenize(jobs):
     return json.loads(r.stdout)["ids"]
 
 
+def new_orders(plans):
+    """(readout, order) pairs not tokenized yet, in plan order."""
+    return [(ro, o) for qs in plans for it in qs for ro in readouts(it) for o in ro["orders"]
+            if "input_ids" not in o]
+
+
 def tokenize_plans(md, plans):
-    """Fills input_ids of every order and letter_ids per option count (01 §5)."""
-    texts = []
-    for qs in plans:
-        for it in qs:
-            for ro in readouts(it):
-                for o in ro["orders"]:
-                    texts.append(o["prompt"])
+    """Fills input_ids of every order not tokenized yet and letter_ids per
+    option count (01 §5: from the first prompt with k options, cached on md
+    for its lifetime as the server caches them for the process)."""
+    todo = new_orders(plans)
+    texts = [o["prompt"] for _, o in todo]
     # 01 §5: letter ids from the first prompt with k options (plan order), P + L per letter
+    letters = md.__dict__.setdefault("letters", {})
     first = {}
-    for qs in plans:
-        for it in qs:
-            for ro in readouts(it):
-                first.setdefault(len(ro["keys"]), ro["orders"][0]["prompt"])
+    for ro, o in todo:
+        if len(ro["keys"]) not in letters:
+            first.setdefault(len(ro["keys"]), o["prompt"])
     probe = []
     for k, p in sorted(first.items()):
         probe += [p] + [p + L for L in LETTERS[:k]]
     # a Basal model directory runs Metaspace with prepend_scheme "first" (01 §1.4 rule 1)
-    ids = oracle_tokenize([(md.tokenizer, "first", texts + probe)])[0]
-    letters = {}
+    ids = oracle_tokenize([(md.tokenizer, "first", texts + probe)])[0] if texts else []
     pos = len(texts)
     for k, _ in sorted(first.items()):
         base = ids[pos]
@@ -393,14 +475,9 @@ def tokenize_plans(md, plans):
         if got is None or len(set(got)) != k:
             raise RefError(f"option letters are not single tokens for this tokenizer ({k} options)")
         letters[k] = got
-    i = 0
-    for qs in plans:
-        for it in qs:
-            for ro in readouts(it):
-                for o in ro["orders"]:
-                    o["input_ids"] = ids[i]
-                    o["letter_ids"] = letters[len(ro["keys"])]
-                    i += 1
+    for i, (ro, o) in enumerate(todo):
+        o["input_ids"] = ids[i]
+        o["letter_ids"] = letters[len(ro["keys"])]
 
 
 # ---------------------------------------------------------------- decision math (float64)
@@ -444,8 +521,9 @@ def score_confidence(p):
     return max(0.0, 1.0 - d / u)
 
 
-def decide_item(it, temps):
-    """01 §6-§8 for one readout whose orders carry float32 'logits'."""
+def average_orders(it):
+    """01 §6-§7 for one readout whose orders carry float32 'logits': p_avg
+    (uncalibrated; with one order, the softmax of that order)."""
     k = len(it["keys"])
     acc = [0.0] * k
     for o in it["orders"]:
@@ -460,6 +538,13 @@ def decide_item(it, temps):
         for j in range(k):
             acc[j] += canon[j]
     p_avg = [a / len(it["orders"]) for a in acc]
+    it["p_avg"] = p_avg
+    return p_avg
+
+
+def decide_item(it, temps):
+    """01 §6-§8 for one readout whose orders carry float32 'logits'."""
+    p_avg = average_orders(it)
     T = temps.get(it.get("tkey", it["type"]), 1.0)  # multi branch: noul; act: its base (01 §8)
     p_cal = p_avg if T == 1.0 else softmax([math.log(max(v, 1e-12)) / T for v in p_avg])
     it["p_avg"], it["p_cal"], it["T"] = p_avg, p_cal, T
@@ -482,16 +567,22 @@ def answer(it, p):
 
 
 def forward(md, plans):
+    """The letter logits of every order that has none yet (the torch model is
+    loaded once per ModelDir)."""
     sys.path.insert(0, TOOLS)
     import numpy as np
     import torch
     import torch_ref
     with torch.no_grad():
-        m = torch_ref.Llama(md.path)
+        if getattr(md, "torch_model", None) is None:
+            md.torch_model = torch_ref.Llama(md.path)
+        m = md.torch_model
         for qs in plans:
             for it in qs:
                 for ro in readouts(it):
                     for o in ro["orders"]:
+                        if "logits" in o:
+                            continue
                         lg = m.logits_last(o["input_ids"], o["letter_ids"]).numpy().astype(np.float32)
                         o["logits"] = [float(v) for v in lg]
 
@@ -559,10 +650,36 @@ def act_answer(md, it, p):
     return ans
 
 
+def large_choice_answer(md, it):
+    """03 §5.4.2-§5.4.3: the finalists' p_avg (both orders) joins the groups,
+    the fit runs again on all of them, the joint distribution is calibrated
+    with the choice temperature and answered as a normal choice over all n."""
+    lcr = large_choice_ref()
+    import numpy as np
+    lc = it["large"]
+    if lc["final"] is None:
+        raise RefError(f"question {it['question']}: round 2 was not planned")
+    fin = lc["final"]
+    p_fin = np.array(average_orders(fin), dtype=np.float64)
+    members = [g["members"] for g in lc["groups"]] + [fin["members"]]
+    joint, conv2 = lcr.fit(len(it["keys"]), members, lc["targets"] + [p_fin])
+    T = md.temps.get("choice", 1.0)
+    p = [float(v) for v in lcr.calibrate(joint, T)]
+    fin.update(first_fit=lc["first_fit"], finalists=fin["members"], joint=[float(v) for v in joint],
+               converged=lc["converged"][:1] + [bool(conv2)], p_cal=p, T=T)
+    return answer(it, p)
+
+
 def respond(md, qs):
     answers, tokens, branches = {}, 0, 0
     for it in qs:
         ros = readouts(it)
+        if "large" in it:
+            # 02 §4.6 usage: one branch; every group prompt and both final prompts
+            answers[it["question"]] = large_choice_answer(md, it)
+            tokens += sum(len(o["input_ids"]) for ro in ros for o in ro["orders"])
+            branches += 1
+            continue
         ps = []
         for ro in ros:
             ps.append(decide_item(ro, md.temps))
@@ -592,7 +709,7 @@ def detail_items(it):
         if "orders" in ro:
             d["orders"] = [{k: o[k] for k in ("perm", "prompt", "input_ids", "letter_ids", "logits", "q") if k in o}
                            for o in ro["orders"]]
-            for k in ("p_avg", "p_cal", "T"):
+            for k in ("members", "p_avg", "first_fit", "finalists", "joint", "converged", "p_cal", "T"):
                 if k in ro:
                     d[k] = ro[k]
         out.append(d)
@@ -605,6 +722,9 @@ def run(model_dir, bodies, with_detail=False, with_forward=True):
     tokenize_plans(md, plans)
     if with_forward:
         forward(md, plans)
+        if plan_round2(md, plans):  # large choices: round 2 depends on round 1 (03 §5.4)
+            tokenize_plans(md, plans)
+            forward(md, plans)
     res = []
     for qs in plans:
         r = respond(md, qs) if with_forward else None
