@@ -103,5 +103,7 @@ void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* "<version> (<git commit>, <backends>)", e.g.
  * "0.1.0 (546c4a1, CPU(avx2,avx512,avx512-bf16,amx)+CUDA(sm_80,sm_89,sm_90))". */
 void cli_print_version(FILE *f);
+/* `git rev-parse --short HEAD` at build time (-dirty: tracked files differed), or "unknown". */
+const char *cli_git_commit(void);
 
 #endif

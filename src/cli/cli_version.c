@@ -16,6 +16,8 @@
 #define BASAL_CUDA_ARCHS ""
 #endif
 
+const char *cli_git_commit(void) { return BASAL_GIT_COMMIT; }
+
 void cli_print_version(FILE *f) {
     /* the families are found at run time: the same binary runs on CPUs
      * without AVX-512 with the narrower kernels */

@@ -29,9 +29,6 @@
 #include "server/config.h"
 #include "server/modelref.h"
 
-#ifndef BASAL_COMMIT
-#define BASAL_COMMIT "unknown"
-#endif
 /* What the Makefile's CUDA_ARCH compiles (SASS per architecture, PTX for the newest). */
 #define DOCTOR_CUDA_ARCHS "sm_80, sm_89, sm_90 (SASS) + compute_90 (PTX)"
 #define DEFAULT_ADDR "127.0.0.1:8000"
@@ -196,7 +193,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
 /* ---- build, OS / CPU ----------------------------------------------------- */
 
 static void check_build(report_t *r) {
-    add(r, A_BUILD, L_OK, NULL, "basal %s (commit %s)", BASAL_VERSION, BASAL_COMMIT);
+    add(r, A_BUILD, L_OK, NULL, "basal %s (commit %s)", BASAL_VERSION, cli_git_commit());
     add(r, A_BUILD, L_OK, NULL, "backends compiled: %s", bs_device_has_cuda() ? "CPU, CUDA" : "CPU");
     if (bs_device_has_cuda()) add(r, A_BUILD, L_INFO, NULL, "CUDA architectures compiled: " DOCTOR_CUDA_ARCHS);
 }

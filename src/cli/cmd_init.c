@@ -50,8 +50,9 @@ static int put_model(FILE *f, const char *ref) {
         fputs("  - path: ", f);
         int rc = put_quoted(f, abs ? abs : ref);
         free(abs);
-        fputs("\n    # or instead of path: repo: Remek/basal-1.5-4.5B (owner/name, or mini, 4.5B, max),\n"
-              "    # looked up in the Hugging Face cache (HF_HOME); revision: a commit, its prefix or a ref\n", f);
+        fputs("\n    # repo: Remek/basal-1.5-4.5B   (instead of path: owner/name, or mini, 4.5B, max, looked up\n"
+              "    #   in the Hugging Face cache, HF_HOME, default ~/.cache/huggingface; never downloaded)\n"
+              "    # revision: main   (only with repo: a commit, a unique commit prefix, or a name in refs/)\n", f);
         return rc;
     }
     const char *at = strchr(ref, '@');
@@ -60,8 +61,9 @@ static int put_model(FILE *f, const char *ref) {
     fputs("  - repo: ", f);
     int rc = put_quoted(f, repo);
     free(repo);
-    fputs("\n    # owner/name, or mini, 4.5B, max; looked up in the Hugging Face cache (HF_HOME, default\n"
-          "    # ~/.cache/huggingface), never downloaded. Or instead of repo: path: /a/local/model/directory\n", f);
+    fputs("\n    #   owner/name, or mini, 4.5B, max; looked up in the Hugging Face cache (HF_HOME, default\n"
+          "    #   ~/.cache/huggingface), never downloaded.\n"
+          "    # path: /a/local/model/directory   (instead of repo)\n", f);
     if (at) {
         fputs("    revision: ", f);
         rc |= put_quoted(f, at + 1);
