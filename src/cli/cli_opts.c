@@ -137,6 +137,17 @@ static int unknown_option(const cli_doc *d, const cli_opt *opts, size_t n_opts, 
     return rc;
 }
 
+/* Whether v is one of the '|'-separated words. */
+static int is_choice(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *c = choices; *c;) {
+        size_t w = strcspn(c, "|");
+        if (w == n && !strncmp(c, v, n)) return 1;
+        c += w + (c[w] == '|');
+    }
+    return 0;
+}
+
 static int set_value(const cli_doc *d, const cli_opt *o, const char *v) {
     char *end;
     switch (o->kind) {
@@ -159,15 +170,11 @@ static int set_value(const cli_doc *d, const cli_opt *o, const char *v) {
         *(double *)o->dst = x;
         return 0;
     }
-    case CLI_CHOICE: {
-        size_t n = strlen(v);
-        for (const char *c = o->choices; *c;) {
-            size_t w = strcspn(c, "|");
-            if (w == n && !strncmp(c, v, n)) {
-                *(const char **)o->dst = v;
-                return 0;
-            }
-            c += w + (c[w] == '|');
+    case CLI_CHOICE:
+    case CLI_OPTIONAL_CHOICE: {
+        if (is_choice(o->choices, v)) {
+            *(const char **)o->dst = v;
+            return 0;
         }
         /* "a, b or c", as the messages of the YAML file say it */
         char list[256] = "";
@@ -221,6 +228,10 @@ int cli_parse(const cli_doc *d, const cli_opt *opts, size_t n_opts, cli_pos *pos
         if (o->kind == CLI_SWITCH) {
             if (eq) return usage_error(d, "option %s takes no value", o->name);
             *(int *)o->dst = (int)o->min;
+            continue;
+        }
+        if (o->kind == CLI_OPTIONAL_CHOICE && !eq) { /* the next word only when it is one of the choices */
+            *(const char **)o->dst = i + 1 < argc && is_choice(o->choices, argv[i + 1]) ? argv[++i] : o->bare;
             continue;
         }
         const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;

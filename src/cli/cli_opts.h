@@ -28,6 +28,8 @@ typedef enum {
     CLI_DOUBLE, /* double *dst, in [min, max] */
     CLI_CHOICE, /* const char **dst, one of the '|'-separated words of choices */
     CLI_CALL,   /* fn(dst, flag, value): 0, or the exit status after printing a message */
+    CLI_OPTIONAL_CHOICE, /* const char **dst: alone = bare; or followed by one of the words of
+                            choices (`--access-log off`, `--access-log=off`) */
 } cli_kind;
 
 typedef struct cli_opt {
@@ -42,6 +44,7 @@ typedef struct cli_opt {
     const char *choices;
     int (*fn)(void *dst, const char *flag, const char *value);
     int *seen; /* optional: set to 1 when the flag is given */
+    const char *bare; /* CLI_OPTIONAL_CHOICE: the value of the flag alone */
 } cli_opt;
 
 #define CLI_ROW(n, m, d, en, h, k, ...) \
@@ -57,6 +60,9 @@ typedef struct cli_opt {
     CLI_ROW(n, m, d, en, h, CLI_DOUBLE, .dst = (dst_), .min = (lo), .max = (hi))
 #define CLI_CHOICE(n, d, en, h, dst_, words) \
     CLI_ROW(n, words, d, en, h, CLI_CHOICE, .dst = (dst_), .choices = (words))
+/* e.g. CLI_OPTIONAL("--access-log", "on", "on", NULL, "one line per request", &f->access_log, "on|off") */
+#define CLI_OPTIONAL(n, bare_, d, en, h, dst_, words) \
+    CLI_ROW(n, "[" words "]", d, en, h, CLI_OPTIONAL_CHOICE, .dst = (dst_), .choices = (words), .bare = (bare_))
 #define CLI_CALL(n, m, d, en, h, dst_, f) CLI_ROW(n, m, d, en, h, CLI_CALL, .dst = (dst_), .fn = (f))
 
 /* A repeatable option: each value is appended to v, which the caller sizes

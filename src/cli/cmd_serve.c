@@ -185,12 +185,11 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         };
         for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
             if (*(const char *const *)((const char *)f + ignored[i].off))
-                fprintf(stderr, "basal serve: %s is ignored with a configuration file (set it in %s)\n",
-                        ignored[i].flag, file);
+                cli_warn("serve", "%s is ignored with a configuration file (set it in %s)", ignored[i].flag, file);
         if (f->set_max_batch_tokens || f->set_long_tokens || f->set_state_cache_mb || f->set_tree_max_tokens ||
             f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms || f->set_max_questions ||
             f->set_max_request_tokens)
-            fprintf(stderr, "basal serve: model and admission flags are ignored with a configuration file (%s)\n", file);
+            cli_warn("serve", "model and admission flags are ignored with a configuration file (%s)", file);
     } else {
         const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
         const char *const *refs = f->n_models ? f->models : refs_default;

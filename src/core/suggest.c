@@ -49,6 +49,7 @@ const char *bs_suggest(const char *word, const char *const *cands, size_t n) {
             n_prefix++;
         }
     }
-    if (best && best_d > 0 && best_d <= limit) return best;
+    if (best_d == 0) return NULL; /* a known word is not misspelt */
+    if (best && best_d <= limit) return best;
     return n_prefix == 1 ? prefix_of : NULL;
 }

@@ -12,7 +12,8 @@ size_t bs_edit_distance(const char *a, const char *b);
 /* The candidate closest to word, or NULL when none is close enough: at most
  * 1 edit for words of up to 3 characters, 2 up to 6, 3 beyond; failing that,
  * the only candidate that word is a prefix of (3 characters or more). Ties go
- * to the earlier candidate. NULL entries in cands are skipped. */
+ * to the earlier candidate; a word that is a candidate gets NULL. NULL entries
+ * in cands are skipped. */
 const char *bs_suggest(const char *word, const char *const *cands, size_t n);
 
 #endif
