@@ -75,7 +75,7 @@ static void left_column(char *buf, size_t n, const cli_opt *o) {
 void cli_help(FILE *f, const cli_doc *d, const cli_opt *opts, size_t n_opts) {
     static const cli_opt builtin[] = {
         CLI_ROW("--color", "WHEN", "auto", "NO_COLOR, CLICOLOR_FORCE",
-                "colour of error and warning prefixes: auto (on a terminal), always or never", CLI_SWITCH),
+                "colour of error/warning prefixes: auto (on a terminal), always, never", CLI_SWITCH),
         CLI_ROW("-h, --help", NULL, "", NULL, "print this help and exit", CLI_SWITCH),
     };
     char col[128], def[64];
