@@ -52,13 +52,18 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=s
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(CUDA_ARCH)
 # objects whose code depends on BS_HAVE_CUDA; they are rebuilt when CUDA changes
-CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o
+CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o \
+               build/obj/cli/cli_version.o
+comma := ,
+# the sm_XX of CUDA_ARCH, for `basal --version`
+CUDA_SMS = $(subst $(eval) ,$(comma),$(strip $(patsubst code=%,%,$(filter code=sm_%,$(subst $(comma), ,$(CUDA_ARCH))))))
 ifeq ($(CUDA),1)
 CUDA_OBJ_build = $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)) \
                  $(patsubst src/%.cu,build/obj/%.cu.o,$(wildcard src/cuda/*.cu))
 CUDA_LIBS_build = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 $(CUDA_DEP_OBJ) $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)): \
     override EXTRA_CFLAGS += -DBS_HAVE_CUDA -I$(CUDA_HOME)/include
+build/obj/cli/cli_version.o: override EXTRA_CFLAGS += -DBASAL_CUDA_ARCHS='"$(CUDA_SMS)"'
 build/obj/%.cu.o: src/%.cu $(wildcard src/cuda/*.h include/*.h) | build
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -69,6 +74,15 @@ $(CUDA_STAMP): | build
 	@mkdir -p $(dir $@)
 	@rm -f build/obj/.cuda0 build/obj/.cuda1
 	@touch $@
+
+# The commit `basal --version` reports: `git rev-parse --short HEAD`, with
+# -dirty when tracked files differ from it; "unknown" outside a git checkout.
+# The stamp file changes only when the text does, so cli_version.o is rebuilt
+# after a commit and not otherwise.
+GIT_COMMIT := $(shell c=$$(git rev-parse --short HEAD 2>/dev/null) || c=unknown; \
+    [ "$$c" = unknown ] || git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c)
+.PHONY: FORCE
+FORCE:
 
 ALLOC_WRAP = $(foreach f,malloc calloc realloc strdup posix_memalign aligned_alloc,-Wl,--wrap=$(f))
 
@@ -81,6 +95,12 @@ define variant
 $(1)/obj/%.o: src/%.c | $(1)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+
+$(1)/obj/.git-commit: FORCE | $(1)
+	@mkdir -p $$(dir $$@)
+	@echo '$$(GIT_COMMIT)' | cmp -s - $$@ || echo '$$(GIT_COMMIT)' > $$@
+$(1)/obj/cli/cli_version.o: $(1)/obj/.git-commit
+$(1)/obj/cli/cli_version.o: override EXTRA_CFLAGS += -DBASAL_GIT_COMMIT='"$$(GIT_COMMIT)"'
 
 $(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(CUDA_OBJ_$(1))
 	@rm -f $$@

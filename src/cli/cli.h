@@ -5,6 +5,9 @@
 
 #include <stdio.h>
 
+#include "cli/cli_opts.h"
+
+int cmd_init(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
@@ -20,22 +23,29 @@ int cmd_benchmark(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 
+/* What each command says about itself (usage line, summary, notes); the
+ * top-level help lists the summaries. */
+extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, cli_doc_generate, cli_doc_logits,
+    cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
+    cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search;
+
 /* --device cpu|cuda|auto, --dtype auto|f16|bf16|f32, --gemm-table FILE
  * (device/device.h); NULL = not given. */
 typedef struct cli_device {
     const char *device, *dtype, *gemm_table;
 } cli_device;
-#define CLI_DEVICE_USAGE "[--device cpu|cuda|auto] [--dtype auto|f16|bf16|f32] [--gemm-table FILE]"
+/* The three option-table rows of a cli_device. */
+#define CLI_DEVICE_ROWS(d)                                                                                        \
+    CLI_CHOICE("--device", "cpu", NULL, "compute backend (auto: CUDA when built in and a GPU is present)",      \
+               &(d)->device, "cpu|cuda|auto"),                                                                   \
+    CLI_CHOICE("--dtype", "auto", NULL, "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA)",       \
+               &(d)->dtype, "auto|f16|bf16|f32"),                                                                \
+    CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
 struct bs_model;
-/* Consumes argv[*i] and its value when it is one of the options above: 1;
- * a missing value: -1 (message printed); another option: 0. */
-int cli_device_flag(int argc, char **argv, int *i, cli_device *d);
 /* Attaches the chosen backend to a loaded model; prints "basal CMD: ..." and
  * returns -1 on failure. */
 int cli_device_attach(const char *cmd, struct bs_model *m, const cli_device *d);
 
-/* Shared option helpers: returns the value after a flag or NULL (and prints usage error). */
-const char *cli_value(int argc, char **argv, int *i);
 /* Prints compact JSON re-indented with 2 spaces and a final newline. */
 void cli_print_pretty(FILE *f, const char *s, size_t n);
 

@@ -4,14 +4,6 @@
 
 #include "cli/cli.h"
 
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "basal: option %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* Re-indents compact JSON with 2 spaces (as Python's json.dumps(indent=2) lays
  * it out); string contents are copied untouched, empty containers stay "{}". */
 void cli_print_pretty(FILE *f, const char *s, size_t n) {

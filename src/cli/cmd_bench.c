@@ -131,28 +131,31 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
     return 2.0 * M * (double)N * K / (best / 1000.0) / 1e9;
 }
 
+const cli_doc cli_doc_bench = {
+    "bench", "--model DIR [options]",
+    "single-decision latency (lat1, lat2), decisions per second and GEMM GFLOP/s",
+    "Synthetic single-question items (basal-bench methodology, spec 06 §7.1): the first 5\n"
+    "latency items are warm-up; medians and p95 of the rest. Summary on stderr, JSON with --out.\n",
+};
+
 int cmd_bench(int argc, char **argv) {
     const char *model_dir = NULL, *out_path = NULL, *batching = "tree";
     int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
     cli_device dev = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int dr = cli_device_flag(argc, argv, &i, &dev);
-        if (dr < 0) return 2;
-        if (dr) continue;
-        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--lat-n")) { if (!(v = cli_value(argc, argv, &i))) return 2; lat_n = atoi(v); }
-        else if (!strcmp(argv[i], "--state-tokens")) { if (!(v = cli_value(argc, argv, &i))) return 2; state_tokens = atoi(v); }
-        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
-        else if (!strcmp(argv[i], "--throughput-items")) { if (!(v = cli_value(argc, argv, &i))) return 2; tp_items = atoi(v); }
-        else if (!strcmp(argv[i], "--batching")) { if (!(batching = cli_value(argc, argv, &i))) return 2; }
-        else { fprintf(stderr, "basal bench: unknown option %s\n", argv[i]); return 2; }
-    }
-    if (!model_dir || lat_n < 1 || state_tokens < 1 || tp_items < 0 ||
-        (strcmp(batching, "tree") && strcmp(batching, "budget"))) {
-        fprintf(stderr, "usage: basal bench --model DIR [--lat-n 39] [--state-tokens 250] [--throughput-items 32] "
-                        "[--batching tree|budget] [--threads N] [--out FILE] " CLI_DEVICE_USAGE "\n");
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items", &lat_n, 1, 1 << 20),
+        CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each item", &state_tokens, 1, 1 << 20),
+        CLI_INT("--throughput-items", "N", NULL, NULL, "items of the dec/s phase (0 skips it)", &tp_items, 0, 1 << 20),
+        CLI_CHOICE("--batching", NULL, NULL, "packing of the dec/s groups", &batching, "tree|budget"),
+        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
+        CLI_STR("--out", "FILE", "", NULL, "JSON report (must not exist)", &out_path),
+        CLI_DEVICE_ROWS(&dev),
+    };
+    int rc = cli_parse(&cli_doc_bench, opts, CLI_N(opts), NULL, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!model_dir) {
+        cli_error("bench", "--model DIR is required (see basal bench --help)");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {

@@ -121,24 +121,31 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
     return rc;
 }
 
+const cli_doc cli_doc_bench_requests = {
+    "bench-requests", "--model DIR --requests JSONL [options]",
+    "whole-request latency, one client, no HTTP (spec 06 §7.2)",
+    "JSONL lines are {\"id\", \"request\"}. Per request and batching mode: one warm-up, then\n"
+    "--reps timed decisions; the answers of every mode must agree. JSON with --out.\n",
+};
+
 int cmd_bench_requests(int argc, char **argv) {
     const char *model_dir = NULL, *requests = NULL, *out_path = NULL, *batching = "tree";
     int reps = 10, threads = 0, no_prefix_cache = 0, warmup = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--requests")) { if (!(requests = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--batching")) { if (!(batching = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--reps")) { if (!(v = cli_value(argc, argv, &i))) return 2; reps = atoi(v); }
-        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
-        else if (!strcmp(argv[i], "--no-prefix-cache")) no_prefix_cache = 1;
-        else if (!strcmp(argv[i], "--no-warmup")) warmup = 0; /* for runs of many minutes */
-        else { fprintf(stderr, "basal bench-requests: unknown option %s\n", argv[i]); return 2; }
-    }
-    if (!model_dir || !requests || reps < 1) {
-        fprintf(stderr, "usage: basal bench-requests --model DIR --requests JSONL [--batching tree,single,budget] "
-                        "[--reps N] [--out FILE] [--threads N] [--no-prefix-cache] [--no-warmup]\n");
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_STR("--requests", "JSONL", "", NULL, "the requests, one {\"id\", \"request\"} per line (required)",
+                &requests),
+        CLI_STR("--batching", "MODES", NULL, NULL, "comma-separated modes of tree, single, budget", &batching),
+        CLI_INT("--reps", "N", NULL, NULL, "timed decisions per request and mode", &reps, 1, 1 << 20),
+        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
+        CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &no_prefix_cache),
+        CLI_SWITCH_TO("--no-warmup", "skip the warm-up decision (for runs of many minutes)", &warmup, 0),
+        CLI_STR("--out", "FILE", "", NULL, "JSON report (must not exist)", &out_path),
+    };
+    int rc = cli_parse(&cli_doc_bench_requests, opts, CLI_N(opts), NULL, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!model_dir || !requests) {
+        cli_error("bench-requests", "--model DIR and --requests JSONL are required (see basal bench-requests --help)");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {

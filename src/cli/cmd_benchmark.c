@@ -57,30 +57,6 @@ static void on_sigint(int sig) {
     g_stop = 1;
 }
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: basal benchmark (--model DIR | --url URL) [options]\n"
-        "HTTP load through the real server: warm-up, closed-loop phases over a concurrency sweep, reports.\n"
-        "  --model DIR            start `basal serve --model DIR` on a loopback port (with --metrics)\n"
-        "  --url URL              measure a running server or load balancer instead\n"
-        "  --model-name NAME      model sent in requests (default: the server's only model)\n"
-        "  --scenario S           all|sequential|mixed: workloads from --workloads DIR (default all)\n"
-        "  --workloads DIR        directory of sequential.jsonl and mixed.jsonl (default bench/workloads)\n"
-        "  --requests FILE        a workload file in the v2 line format instead (repeatable)\n"
-        "  --concurrency LIST     concurrent clients per phase (default 1,4,8,16,32; the sequential\n"
-        "                         workload runs at 1 only)\n"
-        "  --warmup N             unmeasured requests per class before a workload's phases (default 1)\n"
-        "  --max-requests N       at most N requests per phase (default: the whole workload)\n"
-        "  --timeout-ms N         limit per request (default 120000)\n"
-        "  --ram-reserve-gib X    free RAM required besides the weights (default 2)\n"
-        "  --threads N            server CPU threads (default: the server's, all)\n"
-        "  --max-inflight N       server admission limit (default: the server's)\n"
-        "  --out FILE             JSON report (schema bench/benchmark-report.schema.json)\n"
-        "  --html FILE            self-contained HTML report (inline SVG charts)\n"
-        "  --json                 print the JSON report on stdout instead of the text summary\n"
-        "Output files must not exist. Progress goes to stderr.\n");
-}
-
 static int usage_error(const char *msg) {
     fprintf(stderr, "basal benchmark: %s\n", msg);
     return 2;
@@ -741,15 +717,23 @@ static int parse_list(const char *s, int *out, int *n, int max) {
     return *n ? 0 : -1;
 }
 
-static int parse_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *e;
-    errno = 0;
-    long x = strtol(v, &e, 10);
-    if (errno || e == v || *e || x < lo || x > hi) {
-        fprintf(stderr, "basal benchmark: %s must be an integer between %ld and %ld\n", flag, lo, hi);
-        return -1;
-    }
-    *out = (int)x;
+const cli_doc cli_doc_benchmark = {
+    "benchmark", "(--model DIR | --url URL) [options]",
+    "HTTP load through the real server: warm-up, closed-loop phases over a concurrency sweep, reports",
+    "With --model the server is `basal serve --model DIR` on a loopback port (with --metrics).\n"
+    "Output files must not exist. Progress goes to stderr; the text summary (or --json) to stdout.\n",
+};
+
+static int requests_opt(void *dst, const char *flag, const char *v) {
+    bm_opts *o = dst;
+    if (o->n_requests == 8) return usage_error("at most 8 --requests files");
+    o->requests[o->n_requests++] = v;
+    return 0;
+}
+
+static int concurrency_opt(void *dst, const char *flag, const char *v) {
+    bm_opts *o = dst;
+    if (parse_list(v, o->conc, &o->n_conc, 32)) return usage_error("--concurrency: a list like 1,4,8 (1..4096)");
     return 0;
 }
 
@@ -762,49 +746,31 @@ static int parse_args(int argc, char **argv, bm_opts *o) {
     static const int def[] = {1, 4, 8, 16, 32};
     memcpy(o->conc, def, sizeof def);
     o->n_conc = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-#define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
-#define INT(dst, lo, hi) do { VALUE(); if (parse_int(a, v, lo, hi, &(dst))) return 2; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--model")) { VALUE(); o->model_dir = v; }
-        else if (!strcmp(a, "--url")) { VALUE(); o->url = v; }
-        else if (!strcmp(a, "--model-name")) { VALUE(); o->model_name = v; }
-        else if (!strcmp(a, "--scenario")) {
-            VALUE();
-            if (strcmp(v, "all") && strcmp(v, "sequential") && strcmp(v, "mixed"))
-                return usage_error("--scenario must be all, sequential or mixed");
-            o->scenario = v;
-        } else if (!strcmp(a, "--workloads")) { VALUE(); o->workload_dir = v; }
-        else if (!strcmp(a, "--requests")) {
-            VALUE();
-            if (o->n_requests == 8) return usage_error("at most 8 --requests files");
-            o->requests[o->n_requests++] = v;
-        } else if (!strcmp(a, "--concurrency")) {
-            VALUE();
-            if (parse_list(v, o->conc, &o->n_conc, 32)) return usage_error("--concurrency: a list like 1,4,8 (1..4096)");
-        } else if (!strcmp(a, "--warmup")) INT(o->warmup, 0, 1000);
-        else if (!strcmp(a, "--max-requests")) INT(o->max_requests, 1, 100000000);
-        else if (!strcmp(a, "--timeout-ms")) INT(o->timeout_ms, 1, 86400000);
-        else if (!strcmp(a, "--threads")) INT(o->threads, 1, 4096);
-        else if (!strcmp(a, "--max-inflight")) INT(o->max_inflight, 1, 1000000);
-        else if (!strcmp(a, "--ram-reserve-gib")) {
-            VALUE();
-            char *e;
-            o->ram_reserve_gib = strtod(v, &e);
-            if (e == v || *e || !(o->ram_reserve_gib >= 0)) return usage_error("bad value for --ram-reserve-gib");
-        } else if (!strcmp(a, "--out")) { VALUE(); o->out = v; }
-        else if (!strcmp(a, "--html")) { VALUE(); o->html = v; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else {
-            fprintf(stderr, "basal benchmark: unknown option '%s' (see basal benchmark --help)\n", a);
-            return 2;
-        }
-#undef INT
-#undef VALUE
-    }
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "start `basal serve --model DIR` on a loopback port", &o->model_dir),
+        CLI_STR("--url", "URL", "", NULL, "measure a running server or load balancer instead", &o->url),
+        CLI_STR("--model-name", "NAME", "the server's only model", NULL, "model sent in requests", &o->model_name),
+        CLI_CHOICE("--scenario", NULL, NULL, "workloads from --workloads DIR", &o->scenario, "all|sequential|mixed"),
+        CLI_STR("--workloads", "DIR", NULL, NULL, "directory of sequential.jsonl and mixed.jsonl", &o->workload_dir),
+        CLI_CALL("--requests", "FILE", "", NULL, "a workload file in the v2 line format instead (repeatable, up to 8)",
+                 o, requests_opt),
+        CLI_CALL("--concurrency", "LIST", "1,4,8,16,32", NULL,
+                 "concurrent clients per phase (the sequential workload runs at 1 only)", o, concurrency_opt),
+        CLI_INT("--warmup", "N", NULL, NULL, "unmeasured requests per class before a workload's phases", &o->warmup, 0,
+                1000),
+        CLI_INT("--max-requests", "N", "the whole workload", NULL, "at most N requests per phase", &o->max_requests, 1,
+                100000000),
+        CLI_INT("--timeout-ms", "N", NULL, NULL, "limit per request", &o->timeout_ms, 1, 86400000),
+        CLI_DOUBLE("--ram-reserve-gib", "X", NULL, NULL, "free RAM required besides the weights", &o->ram_reserve_gib, 0,
+                   1e9),
+        CLI_INT("--threads", "N", "the server's: all CPUs", NULL, "server CPU threads", &o->threads, 1, 4096),
+        CLI_INT("--max-inflight", "N", "the server's", NULL, "server admission limit", &o->max_inflight, 1, 1000000),
+        CLI_STR("--out", "FILE", "", NULL, "JSON report (schema bench/benchmark-report.schema.json)", &o->out),
+        CLI_STR("--html", "FILE", "", NULL, "self-contained HTML report (inline SVG charts)", &o->html),
+        CLI_SW("--json", "print the JSON report on stdout instead of the text summary", &o->json),
+    };
+    int rc = cli_parse(&cli_doc_benchmark, opts, CLI_N(opts), NULL, argc, argv);
+    if (rc) return rc;
     if (!!o->model_dir == !!o->url) return usage_error("give one of --model DIR and --url URL");
     if (o->n_requests && strcmp(o->scenario, "all")) return usage_error("--requests excludes --scenario");
     return 0;

@@ -83,65 +83,6 @@ static void on_sigint(int sig) {
     }
 }
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: basal client (--ask TEXT [--choice K[=D]...|--level D...|--label K[=D]... [--threshold X]]\n"
-        "                     | --template FILE | --request FILE|-) [options]\n"
-        "Sends System One requests to a basal server: one answer per input record on stdout, in input order.\n"
-        "\n"
-        "Questions:\n"
-        "  --ask TEXT             one question about each state: yes/no (noul) unless an option below is given;\n"
-        "                         its id is \"result\"\n"
-        "  --choice KEY[=DESC]    a choice option (repeat; the first '=' splits key and description)\n"
-        "  --level DESC           a score level, ordered from 0 upwards (repeat)\n"
-        "  --label KEY[=DESC]     a multi label (repeat)\n"
-        "  --threshold X          multi selection threshold, 0..1 (default 0.5; needs --label)\n"
-        "  --template FILE        a request JSON whose questions are asked; each input record becomes its state\n"
-        "  --request FILE|-       full System One requests (--input json or jsonl); no --state/--state-pointer\n"
-        "Input:\n"
-        "  --state FILE|-         the states (default - = stdin)\n"
-        "  --input FORMAT         text|json|lines|jsonl (default text with --ask/--template, json with --request);\n"
-        "                         lines/jsonl: one record per non-blank line, one envelope per record\n"
-        "  --state-pointer PTR    JSON pointer to the state inside each json/jsonl record, e.g. /text\n"
-        "                         (the whole record is echoed as the envelope's input)\n"
-        "  --max-input-bytes N    longest record or template (default 2097152 = 2 MiB, at most 64 MiB)\n"
-        "Output:\n"
-        "  --value                print only the single answer's value (choice/action key, noul/score number,\n"
-        "                         multi array); conflicts with --keep-going\n"
-        "  --keep-going           with lines/jsonl: answer every record, exit 1 at the end if one failed\n"
-        "                         (default: stop at the first failed record in output order)\n"
-        "  --progress WHEN        auto|always|never: a progress line on stderr (default auto = stderr is a terminal)\n"
-        "Server:\n"
-        "  --url URL              server base URL (default $BASAL_URL, else " CL_DEFAULT_URL ")\n"
-        "  --model NAME           model (default $BASAL_MODEL, else the request's, else the server's only model);\n"
-        "                         mini, 4.5B, max become basal-1.5-*\n"
-        "  --key-env NAME         environment variable with the API key, sent as a Bearer token\n"
-        "                         (default BASAL_API_KEY; none is sent when it is unset or empty)\n"
-        "  --jobs N               concurrent requests, 1..256 (default 1)\n"
-        "  --timeout SECONDS      limit per attempt, including the response body (default 120)\n"
-        "  --retries N            extra attempts after connection/receive errors and HTTP 408, 429, 500, 502,\n"
-        "                         503, 504, 529 (default 0, at most 10); waits 1, 2, 4, 8, then 16 s, or the\n"
-        "                         server's Retry-After in seconds when it is at most 30 (otherwise the record fails)\n"
-        "  -h, --help             this help\n"
-        "\n"
-        "Envelopes (lines/jsonl): {\"index\":i,\"ok\":true,\"input\":...,\"response\":...} or\n"
-        "  {\"index\":i,\"ok\":false,\"input\":...,\"error\":{\"kind\":...,\"message\":...,\"status\":...,\"detail\":...}}\n"
-        "Exit status: 0 every record answered (a \"no\" is an answer), 1 a record failed, 2 usage or I/O error,\n"
-        "130 interrupted (SIGINT; answers already written stay written).\n");
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "basal client: %s must be an integer between %ld and %ld (got '%s')\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int usage_error(const char *msg) {
     fprintf(stderr, "basal client: %s\n", msg);
     return 2;
@@ -774,6 +715,41 @@ out:
 
 /* ---- options ---- */
 
+const cli_doc cli_doc_client = {
+    "client", "(--ask TEXT [--choice K[=D]...|--level D...|--label K[=D]... [--threshold X]] | --template FILE |\n"
+              "                    --request FILE|-) [options]",
+    "send System One requests to a server: one answer per input record on stdout, in input order",
+    "--ask asks a yes/no (noul) question unless --choice, --level or --label is given; its id is\n"
+    "\"result\". With --input lines or jsonl each non-blank line is a record, one envelope each:\n"
+    "  {\"index\":i,\"ok\":true,\"input\":...,\"response\":...} or\n"
+    "  {\"index\":i,\"ok\":false,\"input\":...,\"error\":{\"kind\":...,\"message\":...,\"status\":...,\"detail\":...}}\n"
+    "Retries (--retries) follow connection/receive errors and HTTP 408, 429, 500, 502, 503, 504, 529,\n"
+    "waiting 1, 2, 4, 8, then 16 s, or the server's Retry-After in seconds when it is at most 30\n"
+    "(otherwise the record fails). The API key is sent as Authorization: Bearer; none when the\n"
+    "variable named by --key-env is unset or empty.\n"
+    "Exit status: 0 every record answered (a \"no\" is an answer), 1 a record failed, 2 usage or I/O error,\n"
+    "130 interrupted (SIGINT; answers already written stay written).\n",
+};
+
+static int format_opt(void *dst, const char *flag, const char *v) {
+    int *f = dst;
+    if (!strcmp(v, "text")) *f = CL_TEXT;
+    else if (!strcmp(v, "json")) *f = CL_JSON;
+    else if (!strcmp(v, "lines")) *f = CL_LINES;
+    else if (!strcmp(v, "jsonl")) *f = CL_JSONL;
+    else return usage_error("--input must be text, json, lines or jsonl");
+    return 0;
+}
+
+static int progress_opt(void *dst, const char *flag, const char *v) {
+    int *p = dst;
+    if (!strcmp(v, "auto")) *p = -1;
+    else if (!strcmp(v, "always")) *p = 1;
+    else if (!strcmp(v, "never")) *p = 0;
+    else return usage_error("--progress must be auto, always or never");
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, cl_opts *o) {
     o->key_env = "BASAL_API_KEY";
     o->threshold = 0.5;
@@ -786,62 +762,53 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
     o->level = calloc((size_t)argc, sizeof *o->level);
     o->label = calloc((size_t)argc, sizeof *o->label);
     if (!o->choice || !o->level || !o->label) return usage_error("out of memory");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long n;
-#define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--ask")) { VALUE(); o->ask = v; }
-        else if (!strcmp(a, "--choice")) { VALUE(); o->choice[o->n_choice++] = v; }
-        else if (!strcmp(a, "--level")) { VALUE(); o->level[o->n_level++] = v; }
-        else if (!strcmp(a, "--label")) { VALUE(); o->label[o->n_label++] = v; }
-        else if (!strcmp(a, "--threshold")) {
-            VALUE();
-            char *end;
-            o->threshold = strtod(v, &end);
-            if (end == v || *end || !isfinite(o->threshold) || o->threshold < 0 || o->threshold > 1)
-                return usage_error("--threshold must be between 0 and 1");
-            o->threshold_set = 1;
-        } else if (!strcmp(a, "--template")) { VALUE(); o->template_path = v; }
-        else if (!strcmp(a, "--request")) { VALUE(); o->request = v; }
-        else if (!strcmp(a, "--state")) { VALUE(); o->state = v; }
-        else if (!strcmp(a, "--state-pointer")) { VALUE(); o->state_pointer = v; }
-        else if (!strcmp(a, "--input")) {
-            VALUE();
-            if (!strcmp(v, "text")) o->format = CL_TEXT;
-            else if (!strcmp(v, "json")) o->format = CL_JSON;
-            else if (!strcmp(v, "lines")) o->format = CL_LINES;
-            else if (!strcmp(v, "jsonl")) o->format = CL_JSONL;
-            else return usage_error("--input must be text, json, lines or jsonl");
-        } else if (!strcmp(a, "--value")) o->value = 1;
-        else if (!strcmp(a, "--keep-going")) o->keep_going = 1;
-        else if (!strcmp(a, "--progress")) {
-            VALUE();
-            if (!strcmp(v, "auto")) o->progress = -1;
-            else if (!strcmp(v, "always")) o->progress = 1;
-            else if (!strcmp(v, "never")) o->progress = 0;
-            else return usage_error("--progress must be auto, always or never");
-        } else if (!strcmp(a, "--url")) { VALUE(); o->url = v; }
-        else if (!strcmp(a, "--model")) { VALUE(); o->model = v; }
-        else if (!strcmp(a, "--key-env")) { VALUE(); o->key_env = v; }
-        else if (!strcmp(a, "--jobs")) { VALUE(); if (parse_int(a, v, 1, 256, &n)) return 2; o->jobs = (int)n; }
-        else if (!strcmp(a, "--timeout")) { VALUE(); if (parse_int(a, v, 1, 86400, &n)) return 2; o->timeout = (int)n; }
-        else if (!strcmp(a, "--retries")) { VALUE(); if (parse_int(a, v, 0, 10, &n)) return 2; o->retries = (int)n; }
-        else if (!strcmp(a, "--max-input-bytes")) {
-            VALUE();
-            if (parse_int(a, v, 1, 64L << 20, &n)) return 2;
-            o->max_input_bytes = (size_t)n;
-        } else if (!strcmp(a, "--local")) {
-            return usage_error("--local (an in-process model) is not implemented by basal-c; use basal decide "
-                               "--model DIR for one request, or basal serve and this client");
-        } else {
-            fprintf(stderr, "basal client: unknown option '%s' (see basal client --help)\n", a);
-            return 2;
-        }
-#undef VALUE
-    }
+    cli_list choice = {o->choice, 0}, level = {o->level, 0}, label = {o->label, 0};
+    long long max_input = (long long)o->max_input_bytes;
+    int local = 0;
+    const cli_opt opts[] = {
+        CLI_STR("--ask", "TEXT", "", NULL, "one question about each state (yes/no unless an option below is given)",
+                &o->ask),
+        CLI_LIST("--choice", "KEY[=DESC]", "", NULL, "a choice option (repeat; the first '=' splits key and description)",
+                 &choice),
+        CLI_LIST("--level", "DESC", "", NULL, "a score level, ordered from 0 upwards (repeat)", &level),
+        CLI_LIST("--label", "KEY[=DESC]", "", NULL, "a multi label (repeat)", &label),
+        CLI_ROW("--threshold", "X", NULL, NULL, "multi selection threshold, 0..1; needs --label", CLI_DOUBLE,
+                .dst = &o->threshold, .min = 0, .max = 1, .seen = &o->threshold_set),
+        CLI_STR("--template", "FILE", "", NULL, "a request JSON whose questions are asked; each record is its state",
+                &o->template_path),
+        CLI_STR("--request", "FILE|-", "", NULL, "full System One requests (--input json or jsonl)", &o->request),
+        CLI_STR("--state", "FILE|-", "- = stdin", NULL, "the states", &o->state),
+        CLI_CALL("--input", "FORMAT", "text with --ask/--template, json with --request", NULL,
+                 "text|json|lines|jsonl; lines/jsonl: one record per non-blank line", &o->format, format_opt),
+        CLI_STR("--state-pointer", "PTR", "", NULL, "JSON pointer to the state in each json/jsonl record, e.g. /text",
+                &o->state_pointer),
+        CLI_LLONG("--max-input-bytes", "N", "2097152 = 2 MiB", NULL, "longest record or template (at most 64 MiB)",
+                  &max_input, 1, 64LL << 20),
+        CLI_SW("--value", "print only the single answer's value (key, number or array); not with --keep-going",
+               &o->value),
+        CLI_SW("--keep-going", "with lines/jsonl: answer every record, exit 1 at the end if one failed", &o->keep_going),
+        CLI_CALL("--progress", "WHEN", "auto", NULL, "auto|always|never: a progress line on stderr (auto = a terminal)",
+                 &o->progress, progress_opt),
+        CLI_STR("--url", "URL", CL_DEFAULT_URL, "BASAL_URL", "server base URL", &o->url),
+        CLI_STR("--model", "NAME", "the request's, else the server's only model", "BASAL_MODEL",
+                "model; mini, 4.5B, max become basal-1.5-*", &o->model),
+        CLI_STR("--key-env", "NAME", NULL, NULL, "environment variable with the API key (Bearer)", &o->key_env),
+        CLI_INT("--jobs", "N", NULL, NULL, "concurrent requests, 1..256", &o->jobs, 1, 256),
+        CLI_INT("--timeout", "SECONDS", NULL, NULL, "limit per attempt, including the response body", &o->timeout, 1,
+                86400),
+        CLI_INT("--retries", "N", NULL, NULL, "extra attempts after transient failures (at most 10)", &o->retries, 0,
+                10),
+        CLI_SW("--local", "not implemented: use basal decide (one request) or basal serve and this client", &local),
+    };
+    int rc = cli_parse(&cli_doc_client, opts, CLI_N(opts), NULL, argc, argv);
+    o->n_choice = (int)choice.n;
+    o->n_level = (int)level.n;
+    o->n_label = (int)label.n;
+    o->max_input_bytes = (size_t)max_input;
+    if (rc) return rc;
+    if (local)
+        return usage_error("--local (an in-process model) is not implemented by basal-c; use basal decide "
+                           "--model DIR for one request, or basal serve and this client");
     int sources = !!o->ask + !!o->template_path + !!o->request;
     if (sources != 1) return usage_error("give exactly one of --ask, --template, --request");
     if ((o->n_choice > 0) + (o->n_level > 0) + (o->n_label > 0) > 1)

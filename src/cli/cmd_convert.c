@@ -567,24 +567,34 @@ cleanup:
     return rc;
 }
 
+const cli_doc cli_doc_convert_llama2c = {
+    "convert-llama2c", "CHECKPOINT TOKENIZER OUTDIR",
+    "convert a llama2.c model and tokenizer to a Hugging Face directory",
+    "arguments:\n"
+    "  CHECKPOINT  llama2.c version-0 model (e.g. stories260K.bin)\n"
+    "  TOKENIZER   llama2.c tokenizer (e.g. tok512.bin)\n"
+    "  OUTDIR      new directory for the Hugging Face export (must not exist)\n",
+};
+
 int cmd_convert_llama2c(int argc, char **argv) {
-    if (argc != 4 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: basal convert-llama2c CHECKPOINT TOKENIZER OUTDIR\n"
-                        "  CHECKPOINT  llama2.c version-0 model (e.g. stories260K.bin)\n"
-                        "  TOKENIZER   llama2.c tokenizer (e.g. tok512.bin)\n"
-                        "  OUTDIR      new directory for the Hugging Face export\n");
+    const char *args[3];
+    cli_pos pos = {args, 0, 3};
+    int rc = cli_parse(&cli_doc_convert_llama2c, NULL, 0, &pos, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (pos.n != 3) {
+        cli_error("convert-llama2c", "needs CHECKPOINT TOKENIZER OUTDIR (see basal convert-llama2c --help)");
         return 2;
     }
     struct stat st;
-    if (stat(argv[3], &st) == 0) {
-        fprintf(stderr, "basal: %s exists; choose a new output path\n", argv[3]);
+    if (stat(args[2], &st) == 0) {
+        fprintf(stderr, "basal: %s exists; choose a new output path\n", args[2]);
         return 1;
     }
     bs_err e = {0};
-    if (convert(argv[1], argv[2], argv[3], &e)) {
+    if (convert(args[0], args[1], args[2], &e)) {
         fprintf(stderr, "basal: convert-llama2c: %s\n", e.msg);
         return 1;
     }
-    fprintf(stderr, "basal: wrote %s\n", argv[3]);
+    fprintf(stderr, "basal: wrote %s\n", args[2]);
     return 0;
 }

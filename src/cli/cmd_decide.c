@@ -21,35 +21,49 @@ typedef struct {
     cli_device dev;
 } opts_t;
 
+const cli_doc cli_doc_decide = {
+    "decide", "--model DIR [--request FILE|-] [options]",
+    "answer one /v1/systemone request from a file or stdin (pretty JSON on stdout)",
+    "The response is the /v1/systemone 200 body without usage.latency_ms. A request the\n"
+    "endpoint would refuse prints its error body on stdout and exits 2; a runtime failure\n"
+    "(model load, I/O) prints a message on stderr and exits 1.\n",
+};
+
+const cli_doc cli_doc_prepare = {
+    "prepare", "--model DIR [--request FILE|-] [options]",
+    "print items, prompts, token ids, letter ids and packed rows of a request (no weights)",
+    "Reads the manifests and the tokenizer only. Prints a JSON array, one element per\n"
+    "prepared item in plan order (spec 06 §5.2); a request the endpoint would refuse prints\n"
+    "its error body on stdout and exits 2.\n",
+};
+
 static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->request = "-";
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int dr = !strcmp(cmd, "decide") ? cli_device_flag(argc, argv, &i, &o->dev) : 0;
-        if (dr < 0) return 2;
-        if (dr) continue;
-        if (!strcmp(argv[i], "--model")) { if (!(o->model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--request")) { if (!(o->request = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; o->threads = atoi(v); }
-        else if (!strcmp(argv[i], "--timing") && !strcmp(cmd, "decide")) o->timing = 1;
-        else if (!strcmp(argv[i], "--no-prefix-cache") && !strcmp(cmd, "decide")) o->no_prefix_cache = 1;
-        else if (!strcmp(argv[i], "--evidence-separate") && !strcmp(cmd, "decide")) o->evidence_separate = 1;
-        else if (!strcmp(argv[i], "--readout") && !strcmp(cmd, "decide")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            if (strcmp(v, "f32") && strcmp(v, "bf16")) {
-                fprintf(stderr, "basal %s: --readout must be f32 or bf16\n", cmd);
-                return 2;
-            }
-            o->readout_bf16 = !strcmp(v, "bf16");
-        } else {
-            fprintf(stderr, "basal %s: unknown option %s\n", cmd, argv[i]);
-            return 2;
-        }
-    }
+    const char *readout = "f32";
+    const cli_opt common[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &o->model_dir),
+        CLI_STR("--request", "FILE|-", NULL, NULL, "the request JSON; - reads stdin", &o->request),
+    };
+    const cli_opt decide[] = {
+        common[0], common[1],
+        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &o->threads, 0, 1 << 16),
+        CLI_SW("--timing", "print load, prepare and forward times as JSON on stderr", &o->timing),
+        CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &o->no_prefix_cache),
+        CLI_CHOICE("--readout", NULL, NULL, "bf16 rounds each letter logit to bf16 on the host (diagnostic)",
+                   &readout, "f32|bf16"),
+        CLI_SW("--evidence-separate", "run evidence questions in their own forward (diagnostic)",
+               &o->evidence_separate),
+        CLI_DEVICE_ROWS(&o->dev),
+    };
+    int is_decide = !strcmp(cmd, "decide");
+    const cli_doc *d = is_decide ? &cli_doc_decide : &cli_doc_prepare;
+    int rc = is_decide ? cli_parse(d, decide, CLI_N(decide), NULL, argc, argv)
+                       : cli_parse(d, common, CLI_N(common), NULL, argc, argv);
+    if (rc) return rc;
+    o->readout_bf16 = !strcmp(readout, "bf16");
     if (!o->model_dir) {
-        fprintf(stderr, "usage: basal %s --model DIR [--request FILE|-]%s\n", cmd,
-                strcmp(cmd, "decide") ? "" : " [--timing] [--threads N] [--readout f32|bf16] [--evidence-separate] " CLI_DEVICE_USAGE);
+        cli_error(cmd, "--model DIR is required (see basal %s --help)", cmd);
         return 2;
     }
     return 0;
@@ -95,7 +109,7 @@ static int plan_or_print(const bs_basal_model *m, bs_letter_cache *lc, const cha
 int cmd_decide(int argc, char **argv) {
     opts_t o;
     int status = parse_opts("decide", argc, argv, &o);
-    if (status) return status;
+    if (status) return status < 0 ? 0 : status;
     status = 1;
     double t0 = bs_now_ms();
     bs_err e = {0};
@@ -258,7 +272,7 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
 int cmd_prepare(int argc, char **argv) {
     opts_t o;
     int status = parse_opts("prepare", argc, argv, &o);
-    if (status) return status;
+    if (status) return status < 0 ? 0 : status;
     status = 1;
     bs_err e = {0};
     bs_basal_model m;

@@ -29,9 +29,6 @@
 #include "server/config.h"
 #include "server/modelref.h"
 
-#ifndef BASAL_COMMIT
-#define BASAL_COMMIT "unknown"
-#endif
 /* What the Makefile's CUDA_ARCH compiles (SASS per architecture, PTX for the newest). */
 #define DOCTOR_CUDA_ARCHS "sm_80, sm_89, sm_90 (SASS) + compute_90 (PTX)"
 #define DEFAULT_ADDR "127.0.0.1:8000"
@@ -149,17 +146,15 @@ typedef struct {
     int json;
 } opts_t;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: basal doctor [--config FILE | --model REF ...] [--addr IP:PORT] [--json]\n"
-            "  checks the build, CPU, memory, GPUs, the serve configuration, the models (manifests,\n"
-            "  tokenizer and weight headers; no weight data is read), disk space and the listen address\n"
-            "  --config FILE    serve configuration (default: env BASAL_CONFIG, then ./basal-serve.yml)\n"
-            "  --model REF      model directory or reference (repeatable; default " BS_DEFAULT_MODEL_REF ")\n"
-            "  --addr IP:PORT   listen address to test (default: env BASAL_ADDR, YAML addr, " DEFAULT_ADDR ")\n"
-            "  --json           one JSON object {\"ok\", \"checks\": [{\"area\", \"level\", \"what\", \"fix\"}]}\n"
-            "exit status: 0 no check failed, 1 a check failed, 2 usage error\n");
-}
+const cli_doc cli_doc_doctor = {
+    "doctor", "[--config FILE | --model REF ...] [--addr IP:PORT] [--json]",
+    "check the build, machine, configuration and models (no weight data is read)",
+    "Checks the build, CPU, memory, GPUs, the serve configuration, the models (manifests,\n"
+    "tokenizer and weight headers), disk space and the listen address. Without --config and\n"
+    "--model the configuration comes from env BASAL_CONFIG, then ./basal-serve.yml, then the\n"
+    "built-in default model, as for basal serve.\n"
+    "exit status: 0 no check failed, 1 a check failed, 2 usage error\n",
+};
 
 /* 0 ok, -1 --help printed, 2 usage error. */
 static int parse_opts(int argc, char **argv, opts_t *o) {
@@ -168,19 +163,17 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         fprintf(stderr, "basal doctor: out of memory\n");
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--model")) { if (!(o->models[o->n_models++] = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--config")) { if (!(o->config = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(a, "--addr")) { if (!(o->addr = cli_value(argc, argv, &i))) return 2; }
-        else {
-            fprintf(stderr, "basal doctor: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    cli_list models = {o->models, 0};
+    const cli_opt opts[] = {
+        CLI_STR("--config", "FILE", "./basal-serve.yml if present", "BASAL_CONFIG", "serve configuration to check",
+                &o->config),
+        CLI_LIST("--model", "REF", BS_DEFAULT_MODEL_REF, NULL, "model directory or reference (repeatable)", &models),
+        CLI_STR("--addr", "IP:PORT", "YAML addr, else " DEFAULT_ADDR, "BASAL_ADDR", "listen address to test", &o->addr),
+        CLI_SW("--json", "one JSON object {\"ok\", \"checks\": [{\"area\", \"level\", \"what\", \"fix\"}]}", &o->json),
+    };
+    int rc = cli_parse(&cli_doc_doctor, opts, CLI_N(opts), NULL, argc, argv);
+    o->n_models = models.n;
+    if (rc) return rc;
     if (o->config && o->n_models) {
         fprintf(stderr, "basal doctor: --config cannot be combined with --model\n");
         return 2;
@@ -200,7 +193,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
 /* ---- build, OS / CPU ----------------------------------------------------- */
 
 static void check_build(report_t *r) {
-    add(r, A_BUILD, L_OK, NULL, "basal %s (commit %s)", BASAL_VERSION, BASAL_COMMIT);
+    add(r, A_BUILD, L_OK, NULL, "basal %s (commit %s)", BASAL_VERSION, cli_git_commit());
     add(r, A_BUILD, L_OK, NULL, "backends compiled: %s", bs_device_has_cuda() ? "CPU, CUDA" : "CPU");
     if (bs_device_has_cuda()) add(r, A_BUILD, L_INFO, NULL, "CUDA architectures compiled: " DOCTOR_CUDA_ARCHS);
 }

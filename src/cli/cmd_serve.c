@@ -53,97 +53,123 @@ typedef struct {
     int no_prefix_cache, metrics, no_ui;
 } flags_t;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: basal serve (--model DIR|REF ... | --config serve.yml) [options]\n"
-            "  --addr IP:PORT           listen address (default 127.0.0.1:8000; env BASAL_ADDR)\n"
-            "  --dtype auto|f16|bf16|f32  precision (f16 needs CUDA)   --threads N   CPU threads (0 = all)\n"
-            "  --max-batch-tokens N  --schedule hrrn|fifo  --long-tokens N  --long-slice-ms N\n"
-            "  --state-cache-mb N  --tree-max-tokens N  --no-prefix-cache  --max-inflight N\n"
-            "  --max-body-bytes N  --api-key-env NAME  --release-date S  --metrics\n"
-            "  --access-log [on|off]    one line per request (default on; env BASAL_ACCESS_LOG)\n"
-            "  --access-log-file PATH   access log to a file, reopened on SIGHUP (default stderr;\n"
-            "                           env BASAL_ACCESS_LOG_FILE)\n"
-            "  --log-format text|json   every log line (default text; env BASAL_LOG_FORMAT)\n"
-            "  --no-ui                  GET / answers 404 instead of the playground page (YAML ui: false)\n"
-            "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
-            "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
-            "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
-            "  --readout f32|bf16  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
-}
-
-static int num(const char *flag, const char *v, long long min, long long max, long long *out, int *set) {
-    if (!v) return 2;
-    if (bs_cfg_parse_int(v, min, max, out) < 0) {
-        fprintf(stderr, "basal serve: %s: expected an integer in %lld..%lld, got '%s'\n", flag, min, max, v);
-        return 2;
-    }
-    *set = 1;
-    return 0;
-}
+const cli_doc cli_doc_serve = {
+    "serve", "(--model DIR|REF ... | --config FILE) [options]",
+    "HTTP server: /v1/systemone, /v1/basal, /v1/models, /health, /metrics",
+    "Where the configuration comes from (spec 06 §4.1), first wins:\n"
+    "  models:  --model REF (repeatable) > --config FILE > env BASAL_CONFIG > ./basal-serve.yml\n"
+    "           in the working directory, if it exists > the built-in " BS_DEFAULT_MODEL_REF "\n"
+    "  address: --addr > env BASAL_ADDR > YAML addr > 127.0.0.1:8000\n"
+    "  access log (on by default): --access-log on|off > env BASAL_ACCESS_LOG (0/off/false = off)\n"
+    "           > YAML access_log; --access-log-file > env BASAL_ACCESS_LOG_FILE > YAML > stderr\n"
+    "  log format: --log-format > env BASAL_LOG_FORMAT > YAML log_format > text; env BASAL_LOG_LEVEL\n"
+    "           (debug|info|warn|error, default info)\n"
+    "With a configuration file the model and admission flags (--dtype, --schedule, --max-batch-tokens,\n"
+    "--long-tokens, --state-cache-mb, --tree-max-tokens, --no-prefix-cache, --max-inflight,\n"
+    "--long-slice-ms, --max-questions, --max-request-tokens, --release-date) are ignored with a\n"
+    "warning; set them in the file. `basal init` writes a commented basal-serve.yml with every key.\n"
+    "Other environment: HF_HOME (Hugging Face cache for repository references), BASAL_HOME,\n"
+    "XDG_CACHE_HOME, the variable named by --api-key-env, BASAL_CPU (cap the CPU kernel family),\n"
+    "BASAL_BF16=amx (AMX bf16 kernels).\n"
+    "The address is bound before the models load: GET /health answers 503 {\"status\":\"loading\"} until\n"
+    "they are, then 200 (readiness); GET /health/live is always 200 (liveness). SIGHUP reopens the\n"
+    "access log file; SIGINT or SIGTERM finish the requests in flight, then exit 0.\n",
+};
 
 static int parse_flags(int argc, char **argv, flags_t *f) {
     memset(f, 0, sizeof *f);
     if (!(f->models = calloc((size_t)argc, sizeof *f->models))) return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int rc = 0;
-#define STR(name, field) else if (!strcmp(a, name)) { if (!(f->field = cli_value(argc, argv, &i))) return 2; }
-#define NUM(name, field, min, max) \
-    else if (!strcmp(a, name)) rc = num(name, cli_value(argc, argv, &i), min, max, &f->field, &f->set_##field);
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "--model")) { if (!(f->models[f->n_models++] = cli_value(argc, argv, &i))) return 2; }
-        STR("--config", config) STR("--dtype", dtype) STR("--readout", readout) STR("--kernels", kernels)
-        STR("--gemm-table", gemm_table) STR("--addr", addr) STR("--schedule", schedule)
-        STR("--release-date", release_date) STR("--api-key-env", api_key_env) STR("--backend", backend)
-        STR("--access-log-file", access_log_file) STR("--log-format", log_format)
-        NUM("--state-cache-mb", state_cache_mb, 0, INT_MAX) NUM("--tree-max-tokens", tree_max_tokens, 1, INT_MAX)
-        NUM("--max-batch-tokens", max_batch_tokens, 1, INT_MAX) NUM("--max-inflight", max_inflight, 1, INT_MAX)
-        NUM("--long-tokens", long_tokens, 0, INT_MAX) NUM("--long-slice-ms", long_slice_ms, 0, INT_MAX)
-        NUM("--max-body-bytes", max_body_bytes, 1, LLONG_MAX) NUM("--threads", threads, 0, INT_MAX)
-        NUM("--max-questions", max_questions, 1, INT_MAX) NUM("--max-request-tokens", max_request_tokens, 1, INT_MAX)
-        NUM("--header-timeout", header_timeout, 1, INT_MAX) NUM("--body-timeout", body_timeout, 1, INT_MAX)
-        NUM("--keepalive-timeout", keepalive_timeout, 1, INT_MAX)
-        NUM("--max-connections", max_connections, 0, INT_MAX)
-        NUM("--max-client-connections", max_client_connections, 1, INT_MAX)
-        else if (!strcmp(a, "--no-prefix-cache")) f->no_prefix_cache = 1;
-        else if (!strcmp(a, "--access-log")) {
-            /* a bare --access-log (06 §4.3) turns it on; an on/off after it is its value */
-            const char *nx = i + 1 < argc ? argv[i + 1] : NULL;
-            if (nx && (!strcmp(nx, "on") || !strcmp(nx, "off") || !strcmp(nx, "true") || !strcmp(nx, "false")))
-                f->access_log = argv[++i];
-            else f->access_log = "on";
-        } else if (!strncmp(a, "--access-log=", 13)) f->access_log = a + 13;
-        else if (!strcmp(a, "--metrics")) f->metrics = 1;
-        else if (!strcmp(a, "--no-ui")) f->no_ui = 1;
-        else {
-            fprintf(stderr, "basal serve: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef STR
-#undef NUM
-        if (rc) return rc;
+    /* The numbers start at the configuration's defaults, so that --help shows
+     * them; a value counts only when its flag was given (set_*). */
+    bs_serve_config dc;
+    bs_serve_model dm;
+    bs_err de = {0};
+    if (bs_serve_config_init(&dc, &de) < 0) return 1;
+    if (bs_serve_model_init(&dm, &de) < 0) {
+        bs_serve_config_free(&dc);
+        return 1;
     }
-    int fifo;
+    f->state_cache_mb = dm.state_cache_mb;
+    f->tree_max_tokens = dm.tree_max_tokens;
+    f->max_batch_tokens = dm.max_batch_tokens;
+    f->long_tokens = dm.long_tokens;
+    f->max_questions = dm.max_questions;
+    f->max_request_tokens = dm.max_request_tokens;
+    f->max_inflight = dc.max_inflight;
+    f->long_slice_ms = dc.long_slice_ms;
+    f->max_body_bytes = dc.max_body_bytes;
+    f->threads = dc.threads;
+    f->header_timeout = dc.header_timeout_s;
+    f->body_timeout = dc.body_timeout_s;
+    f->keepalive_timeout = dc.keepalive_timeout_s;
+    f->max_connections = dc.max_connections;
+    f->max_client_connections = dc.max_client_connections;
+    cli_list models = {f->models, 0};
+#define NUM(name, meta, def, help, field, lo, hi) \
+    CLI_ROW(name, meta, def, NULL, help, CLI_LLONG, .dst = &f->field, .min = (lo), .max = (hi), .seen = &f->set_##field)
+    const cli_opt opts[] = {
+        CLI_LIST("--model", "DIR|REF", BS_DEFAULT_MODEL_REF, NULL,
+                 "model directory, short name (mini, 4.5B, max) or owner/name[@rev] (repeatable)", &models),
+        CLI_STR("--config", "FILE", "./basal-serve.yml if it exists", "BASAL_CONFIG",
+                "YAML configuration (spec 06 §4.2; basal init writes one)", &f->config),
+        CLI_STR("--addr", "IP:PORT", "YAML addr, else 127.0.0.1:8000", "BASAL_ADDR",
+                "listen address ([IPv6]:port; port 0 picks a free one)", &f->addr),
+        CLI_OPTIONAL("--access-log", "on", "on", "BASAL_ACCESS_LOG",
+                     "one log line per request (time, request id, client, status, model, timings); YAML access_log",
+                     &f->access_log, "on|off|true|false"),
+        CLI_STR("--access-log-file", "PATH", "stderr", "BASAL_ACCESS_LOG_FILE",
+                "write the access log to this file (appended; SIGHUP reopens it); YAML access_log_file",
+                &f->access_log_file),
+        CLI_CHOICE("--log-format", "text", "BASAL_LOG_FORMAT", "every log line as text or one JSON object; YAML log_format",
+                   &f->log_format, "text|json"),
+        CLI_SW("--no-ui", "GET / answers 404 instead of the playground page (YAML ui: false)", &f->no_ui),
+        CLI_SW("--metrics", "Prometheus text on GET /metrics (also YAML metrics: true)", &f->metrics),
+        CLI_STR("--api-key-env", "NAME", "none: no authentication", NULL,
+                "environment variable holding the Bearer API key", &f->api_key_env),
+        CLI_CHOICE("--backend", "auto", NULL, "compute backend; auto = CUDA if built in and a GPU is present",
+                   &f->backend, "auto|cpu|cuda"),
+        NUM("--threads", "N", "0 = online CPUs", "CPU compute threads (one pool per process)", threads, 0, INT_MAX),
+        CLI_CHOICE("--dtype", "auto", NULL, "precision per model; auto = f16 on CUDA, f32 on the CPU (f16 needs CUDA)",
+                   &f->dtype, "auto|f16|bf16|f32"),
+        NUM("--max-batch-tokens", "N", NULL, "packed tokens admitted per batch", max_batch_tokens, 1, INT_MAX),
+        CLI_CHOICE("--schedule", "hrrn", NULL, "admission order", &f->schedule, "hrrn|fifo"),
+        NUM("--long-tokens", "N", NULL, "requests above this many packed tokens use the long lane (0 = one lane)",
+            long_tokens, 0, INT_MAX),
+        NUM("--long-slice-ms", "N", NULL, "least work of the long lane between two hand-overs of the device",
+            long_slice_ms, 0, INT_MAX),
+        NUM("--max-inflight", "N", NULL, "waiting + running requests of all models; more get 529", max_inflight, 1,
+            INT_MAX),
+        NUM("--state-cache-mb", "N", NULL, "state K/V cache per engine in MiB (0 = off)", state_cache_mb, 0, INT_MAX),
+        NUM("--tree-max-tokens", "N", NULL, "longest packed tree row", tree_max_tokens, 1, INT_MAX),
+        CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &f->no_prefix_cache),
+        NUM("--max-questions", "N", NULL, "questions per request", max_questions, 1, INT_MAX),
+        NUM("--max-request-tokens", "N", NULL, "distinct prompt tokens per request", max_request_tokens, 1, INT_MAX),
+        NUM("--max-body-bytes", "N", NULL, "request body limit; larger gets 413", max_body_bytes, 1, LLONG_MAX),
+        NUM("--header-timeout", "S", NULL, "seconds to receive the request headers", header_timeout, 1, INT_MAX),
+        NUM("--body-timeout", "S", NULL, "seconds to receive the request body", body_timeout, 1, INT_MAX),
+        NUM("--keepalive-timeout", "S", NULL, "seconds an idle keep-alive connection stays open", keepalive_timeout,
+            1, INT_MAX),
+        NUM("--max-connections", "N", "0 = max-inflight + 1024", "open connections at most", max_connections, 0,
+            INT_MAX),
+        NUM("--max-client-connections", "N", NULL, "open connections per client address", max_client_connections, 1,
+            INT_MAX),
+        CLI_STR("--release-date", "S", dc.release_date, NULL, "release date reported by GET /v1/models",
+                &f->release_date),
+        CLI_CHOICE("--readout", "f32", NULL, "bf16 rounds each letter logit to bf16 on the host (diagnostic)",
+                   &f->readout, "f32|bf16"),
+        CLI_STR("--kernels", "fused", "fused", NULL, "the only value (basal-rs's candle path is refused)", &f->kernels),
+        CLI_STR("--gemm-table", "PATH", "auto", NULL, "cuBLASLt GEMM table (CUDA only; not with --config)",
+                &f->gemm_table),
+    };
+#undef NUM
+    int rc = cli_parse(&cli_doc_serve, opts, CLI_N(opts), NULL, argc, argv);
+    f->n_models = models.n;
+    bs_serve_config_free(&dc);
+    free(dm.dtype);
+    free(dm.gemm_table);
+    if (rc) return rc;
     if (f->config && (f->n_models || f->gemm_table)) {
         fprintf(stderr, "basal serve: --config cannot be combined with %s\n", f->n_models ? "--model" : "--gemm-table");
-        return 2;
-    }
-    if (f->dtype && bs_cfg_check_dtype(f->dtype) < 0) {
-        fprintf(stderr, "basal serve: --dtype must be auto, f16, bf16 or f32\n");
-        return 2;
-    }
-    if (f->schedule && bs_cfg_check_schedule(f->schedule, &fifo) < 0) {
-        fprintf(stderr, "basal serve: --schedule must be hrrn or fifo\n");
-        return 2;
-    }
-    if (f->backend && bs_cfg_check_backend(f->backend) < 0) {
-        fprintf(stderr, "basal serve: --backend must be auto, cpu or cuda\n");
-        return 2;
-    }
-    if (f->readout && strcmp(f->readout, "f32") && strcmp(f->readout, "bf16")) {
-        fprintf(stderr, "basal serve: --readout must be f32 or bf16\n");
         return 2;
     }
     if (f->kernels && strcmp(f->kernels, "fused")) {
@@ -339,6 +365,8 @@ int cmd_serve(int argc, char **argv) {
     /* the format of the lines logged before the configuration is read: flag > env */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--log-format") && bs_log_format_parse(argv[i + 1], &lf) == 0) bs_log_set_format(lf);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--log-format=", 13) && bs_log_format_parse(argv[i] + 13, &lf) == 0) bs_log_set_format(lf);
     int status = parse_flags(argc, argv, &f);
     if (status) {
         free(f.models);

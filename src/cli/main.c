@@ -1,58 +1,131 @@
-/* `basal` command-line entry: dispatches to the subcommands. */
+/* `basal` command-line entry: global options (--color, --version, --help),
+ * `basal help CMD`, `basal version`, and the dispatch to the subcommands. */
 #include <stdio.h>
 #include <string.h>
 
 #include "basal.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "core/suggest.h"
 
 typedef struct {
-    const char *name;
+    const cli_doc *doc;
     int (*fn)(int, char **);
-    const char *help;
 } command;
 
+/* In the order a newcomer needs them. */
 static const command commands[] = {
-    {"convert-llama2c", cmd_convert_llama2c, "CHECKPOINT TOKENIZER OUTDIR  convert a llama2.c model to a HF directory"},
-    {"make-model", cmd_make_model, "OUTDIR [--preset P] [--seed N] [--tokenizer FILE]  write a synthetic Basal model"},
-    {"generate", cmd_generate, "--model DIR --steps N [--prompt TEXT]  greedy decoding (debugging)"},
-    {"serve", cmd_serve, "--model DIR | --config serve.yml [--addr HOST:PORT] ...  HTTP server"},
-    {"prepare", cmd_prepare, "--model DIR [--request FILE|-]  print prompts, token ids, letter ids (no weights)"},
-    {"decide", cmd_decide, "--model DIR [--request FILE|-] [--timing]  answer one /v1/systemone request"},
-    {"client", cmd_client, "(--ask TEXT ... | --template FILE | --request FILE|-) [--input F] [--jobs N]  System One client (see --help)"},
-    {"benchmark", cmd_benchmark, "--model DIR | --url URL [--concurrency 1,4,8] [--out F] [--html F]  HTTP load, JSON/HTML report"},
-    {"doctor", cmd_doctor, "[--config FILE | --model REF ...] [--addr IP:PORT] [--json]  check machine and configuration"},
-    {"bench", cmd_bench, "--model DIR [--lat-n N] [--state-tokens N]  single-decision latency, dec/s, GFLOP/s"},
-    {"bench-requests", cmd_bench_requests, "--model DIR --requests JSONL [--batching tree,single]  whole-request timings"},
-    {"gemm-search", cmd_gemm_search, "--model DIR --out FILE [--dtype f16] [--invariant]  cuBLASLt GEMM table (CUDA)"},
-    {"logits", cmd_logits, "--model DIR --input FILE|-  logits of chosen ids at chosen rows (debugging)"},
+    {&cli_doc_serve, cmd_serve},
+    {&cli_doc_init, cmd_init},
+    {&cli_doc_doctor, cmd_doctor},
+    {&cli_doc_decide, cmd_decide},
+    {&cli_doc_prepare, cmd_prepare},
+    {&cli_doc_client, cmd_client},
+    {&cli_doc_benchmark, cmd_benchmark},
+    {&cli_doc_bench, cmd_bench},
+    {&cli_doc_bench_requests, cmd_bench_requests},
+    {&cli_doc_make_model, cmd_make_model},
+    {&cli_doc_convert_llama2c, cmd_convert_llama2c},
+    {&cli_doc_gemm_search, cmd_gemm_search},
+    {&cli_doc_generate, cmd_generate},
+    {&cli_doc_logits, cmd_logits},
 };
+#define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: basal <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+    fprintf(f,
+            "basal %s: an exact, fast inference server for the Basal typed-decision models\n"
+            "\n"
+            "usage: basal [--color WHEN] <command> [options]\n"
+            "       basal <command> --help     (or basal help <command>)\n"
+            "\n"
+            "commands:\n",
+            BASAL_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-16s %s\n", commands[i].doc->name, commands[i].doc->summary);
+    fprintf(f, "  %-16s %s\n  %-16s %s\n", "help", "help COMMAND prints the options of a command",
+            "version", "print the version, git commit and backends (also --version, -V)");
+    fprintf(f,
+            "\n"
+            "global options:\n"
+            "  --color WHEN     colour of error and warning prefixes: auto (on a terminal; env NO_COLOR,\n"
+            "                   CLICOLOR_FORCE), always or never (default auto)\n"
+            "  -V, --version    print the version and exit\n"
+            "  -h, --help       print this help and exit\n"
+            "\n"
+            "Start here: `basal init` writes a commented basal-serve.yml, `basal doctor` checks the machine\n"
+            "and the configuration, `basal serve` serves it (README.md).\n");
+}
+
+static const command *find(const char *name) {
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].doc->name)) return &commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name) {
+    const char *names[N_COMMANDS + 2];
+    for (size_t i = 0; i < N_COMMANDS; i++) names[i] = commands[i].doc->name;
+    names[N_COMMANDS] = "help";
+    names[N_COMMANDS + 1] = "version";
+    const char *s = bs_suggest(name, names, N_COMMANDS + 2);
+    if (s) cli_error(NULL, "unknown command '%s' (did you mean %s?); basal --help lists the commands", name, s);
+    else cli_error(NULL, "unknown command '%s'; basal --help lists the commands", name);
+    return 2;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        usage(stderr);
+    int i = 1;
+    /* global options before the command */
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+            cli_print_version(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strncmp(a, "--color", 7) && (a[7] == '=' || !a[7])) {
+            const char *v = a[7] ? a + 8 : i + 1 < argc ? argv[++i] : NULL;
+            int m = v ? cli_color_mode(v) : -2;
+            if (m == -2) {
+                cli_error(NULL, "--color must be auto, always or never");
+                return 2;
+            }
+            cli_color_set(m);
+            continue;
+        }
+        static const char *const globals[] = {"version", "help", "color"};
+        const char *s = bs_suggest(a + strspn(a, "-"), globals, 3);
+        if (s) cli_error(NULL, "unknown option %s (did you mean --%s?); options of a command follow it", a, s);
+        else cli_error(NULL, "unknown option %s; options of a command follow it (basal <command> %s)", a, a);
         return 2;
     }
-    if (!strcmp(argv[1], "--version")) {
-#ifdef BS_HAVE_CUDA
-        printf("%s (CPU, CUDA)\n", BASAL_VERSION);
-#else
-        printf("%s (CPU)\n", BASAL_VERSION);
-#endif
-        return 0;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (i >= argc) { /* no command: the overview, as --help prints it */
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "basal: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const char *name = argv[i];
+    if (!strcmp(name, "version")) {
+        if (i + 1 < argc) {
+            cli_error("version", "unexpected argument '%s'", argv[i + 1]);
+            return 2;
+        }
+        cli_print_version(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "help")) {
+        if (i + 1 >= argc) {
+            usage(stdout);
+            return 0;
+        }
+        const command *c = find(argv[i + 1]);
+        if (!c) return unknown_command(argv[i + 1]);
+        char *help_argv[] = {argv[i + 1], "--help", NULL};
+        return c->fn(2, help_argv);
+    }
+    const command *c = find(name);
+    if (!c) return unknown_command(name);
+    return c->fn(argc - i, argv + i);
 }

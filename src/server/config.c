@@ -12,6 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "core/suggest.h"
 #include "core/util.h"
 #include "server/server.h"
 
@@ -266,6 +267,26 @@ static int each_pair(yctx *y, const yaml_node_t *map, const char *what, pair_fn 
     return BS_OK;
 }
 
+/* "unknown field KEY", with the closest known key when one is near. The
+ * lists name every key the two functions below accept. */
+static const char *const model_keys[] = {
+    "path", "repo", "revision", "dtype", "gemm_table", "max_batch_tokens", "long_tokens", "state_cache_mb",
+    "tree_max_tokens", "max_questions", "max_request_tokens", "no_prefix_cache", "schedule", "aliases",
+};
+static const char *const top_keys[] = {
+    "addr", "default_model", "max_inflight", "long_slice_ms", "release_date", "access_log", "metrics",
+    "gemm_cache", "api_key_env", "max_body_bytes", "backend", "threads", "header_timeout_s", "body_timeout_s",
+    "keepalive_timeout_s", "max_connections", "max_client_connections", "models", "access_log_file", "log_format", "ui",
+};
+
+static int unknown_key(yctx *y, const yaml_node_t *k, const char *key, const char *const *known, size_t n) {
+    const char *s = bs_suggest(key, known, n);
+    char msg[300];
+    if (s) snprintf(msg, sizeof msg, "unknown field %.200s (did you mean %s?)", key, s);
+    else snprintf(msg, sizeof msg, "unknown field %.200s", key);
+    return yfail(y, k, "%s", msg);
+}
+
 static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_node_t *v, void *arg) {
     bs_serve_model *m = arg;
     if (!strcmp(key, "path")) return get_str(y, key, v, &m->path);
@@ -299,7 +320,7 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
         }
         return BS_OK;
     }
-    return yfail(y, k, "unknown field %s", key);
+    return unknown_key(y, k, key, model_keys, sizeof model_keys / sizeof *model_keys);
 }
 
 static int models_value(yctx *y, bs_serve_config *c, const yaml_node_t *v) {
@@ -359,7 +380,7 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "max_connections")) return get_long(y, key, v, 0, &c->max_connections);
     if (!strcmp(key, "max_client_connections")) return get_long(y, key, v, 1, &c->max_client_connections);
     if (!strcmp(key, "models")) return models_value(y, c, v);
-    return yfail(y, k, "unknown field %s", key);
+    return unknown_key(y, k, key, top_keys, sizeof top_keys / sizeof *top_keys);
 }
 
 int bs_serve_config_parse_yaml(bs_serve_config *c, const char *text, size_t len, const char *name, bs_err *e) {

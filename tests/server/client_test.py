@@ -96,8 +96,8 @@ def test_help():
                  "--input", "--state-pointer", "--max-input-bytes", "--value", "--keep-going", "--progress", "--url",
                  "--model", "--key-env", "--jobs", "--timeout", "--retries"):
         C.ok(flag in text, f"--help lists {flag}")
-    for default in ("default 0.5", "default 2097152", "default 1)", "default 120", "default 0, at most 10",
-                    "default BASAL_API_KEY", "$BASAL_URL, else http://127.0.0.1:8000", "$BASAL_MODEL",
+    for default in ("default 0.5", "default 2097152", "default 1)", "default 120", "at most 10) (default 0)",
+                    "default BASAL_API_KEY", "default http://127.0.0.1:8000; env BASAL_URL", "env BASAL_MODEL",
                     "default text with --ask/--template, json with --request", "default auto"):
         C.ok(default in text, f"--help states the default {default!r}")
     C.eq(err, "", "--help writes nothing on stderr")
