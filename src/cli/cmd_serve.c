@@ -34,7 +34,7 @@ typedef struct {
     const char *config;
     const char **models;
     size_t n_models;
-    const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend;
+    const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend, *cors;
     long long state_cache_mb, tree_max_tokens, max_batch_tokens, max_inflight, long_tokens, long_slice_ms,
         max_body_bytes, threads, max_questions, max_request_tokens, header_timeout, body_timeout, keepalive_timeout,
         max_connections, max_client_connections;
@@ -55,6 +55,7 @@ static void usage(FILE *f) {
             "  --max-questions N (1024)  --max-request-tokens N (65536)   per-request limits\n"
             "  --header-timeout S (10)  --body-timeout S (60)  --keepalive-timeout S (5)   HTTP deadlines\n"
             "  --max-connections N (0: max-inflight + 1024)  --max-client-connections N (128 per address)\n"
+            "  --cors ORIGIN[,ORIGIN]|'*'  allow browser pages of these origins (CORS; default off; env BASAL_CORS)\n"
             "  --readout f32|bf16  --kernels fused  --backend auto|cpu|cuda  --gemm-table PATH (CUDA only)\n");
 }
 
@@ -82,6 +83,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         STR("--config", config) STR("--dtype", dtype) STR("--readout", readout) STR("--kernels", kernels)
         STR("--gemm-table", gemm_table) STR("--addr", addr) STR("--schedule", schedule)
         STR("--release-date", release_date) STR("--api-key-env", api_key_env) STR("--backend", backend)
+        STR("--cors", cors)
         NUM("--state-cache-mb", state_cache_mb, 0, INT_MAX) NUM("--tree-max-tokens", tree_max_tokens, 1, INT_MAX)
         NUM("--max-batch-tokens", max_batch_tokens, 1, INT_MAX) NUM("--max-inflight", max_inflight, 1, INT_MAX)
         NUM("--long-tokens", long_tokens, 0, INT_MAX) NUM("--long-slice-ms", long_slice_ms, 0, INT_MAX)
@@ -201,6 +203,9 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         return bs_fail(e, BS_ENOMEM, "out of memory");
     if (f->access_log || (env_log && *env_log && strcmp(env_log, "0"))) c->access_log = 1;
     if (f->metrics) c->metrics = 1;
+    const char *env_cors = getenv("BASAL_CORS");
+    const char *cors = f->cors ? f->cors : env_cors && *env_cors ? env_cors : NULL;
+    if (cors && (rc = bs_cfg_set_cors(c, cors, e)) < 0) return rc;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
     if (f->set_header_timeout) c->header_timeout_s = (long)f->header_timeout;
@@ -414,6 +419,7 @@ int cmd_serve(int argc, char **argv) {
         .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
         .api_key = api_key, .api_key_len = api_key ? strlen(api_key) : 0, .release_date = c.release_date,
         .metrics = c.metrics, .access_log = c.access_log,
+        .cors_origins = (const char *const *)c.cors_origins, .n_cors_origins = c.n_cors_origins,
         .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
         .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
         .max_client_connections = c.max_client_connections,

@@ -96,6 +96,9 @@ struct bs_server {
     int access_log, metrics_on;
     bs_metrics *metrics;
     bs_buf models_body, health_body;
+    bs_buf served_names;     /* x-basal-served-models (an unknown model's answer) */
+    char **cors;             /* CORS origins ("*" = any); n_cors 0 = CORS off */
+    size_t n_cors;
     int listen_fd;
     /* loop thread only */
     uv_loop_t loop;
@@ -165,6 +168,7 @@ struct conn {
     char *path;              /* decoded path (or the raw target when it names no route); NULL before */
     int minor;               /* HTTP/1.<minor> */
     int head;                /* HEAD: no body in the answer */
+    char *origin;            /* the Origin header (CORS), or NULL */
     int keep_alive;
     bs_route route;
     bs_dialect dialect;
@@ -217,6 +221,7 @@ static const char *reason(int status) {
     switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -302,6 +307,8 @@ static void reset_request(conn *c) {
     bs_buf_free(&c->body);
     free(c->path);
     c->path = NULL;
+    free(c->origin);
+    c->origin = NULL;
     c->method[0] = 0;
     c->head = c->chunked = c->admitted = 0;
     c->clen = c->received = 0;
@@ -322,6 +329,7 @@ static void maybe_free(conn *c) {
     bs_buf_free(&c->body);
     bs_buf_free(&c->out);
     free(c->path);
+    free(c->origin);
     free(c->in);
     free(c);
     pthread_mutex_lock(&s->mu);
@@ -592,6 +600,17 @@ static const char *http_date(bs_server *s) {
     return s->date;
 }
 
+static int cors_any(const bs_server *s) {
+    for (size_t i = 0; i < s->n_cors; i++)
+        if (!strcmp(s->cors[i], "*")) return 1;
+    return 0;
+}
+
+/* CORS is on and the request came from an allowed origin. */
+static int cors_ok(const bs_server *s, const conn *c) {
+    return c->origin && bs_cors_allowed((const char *const *)s->cors, s->n_cors, c->origin, strlen(c->origin));
+}
+
 /* Writes r (one header block, then the body unless HEAD) and accounts for it. */
 static void respond(conn *c, reply_t *r, int close_after) {
     bs_server *s = c->s;
@@ -607,8 +626,17 @@ static void respond(conn *c, reply_t *r, int close_after) {
     c->close_after = close_after;
     bs_buf *o = &c->out;
     bs_buf_free(o);
-    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
-                  reason(r->status), http_date(s), r->ctype, r->body.len);
+    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\n", r->status, reason(r->status), http_date(s));
+    /* a 204 (CORS preflight) has neither (RFC 9110 §8.6) */
+    if (r->status != 204) bs_buf_printf(o, "Content-Type: %s\r\nContent-Length: %zu\r\n", r->ctype, r->body.len);
+    if (cors_ok(s, c)) {
+        /* "*" answers any origin with "*"; a list echoes the one allowed,
+         * and the answer varies with Origin for caches */
+        int any = cors_any(s);
+        bs_buf_printf(o, "Access-Control-Allow-Origin: %s\r\n", any ? "*" : c->origin);
+        if (!any) bs_buf_puts(o, "Vary: Origin\r\n");
+        if (r->status != 204) bs_buf_puts(o, "Access-Control-Expose-Headers: " BS_CORS_EXPOSE_HEADERS "\r\n");
+    }
     if (c->path && !strncmp(c->path, "/v1/", 4)) {
         char rid[33];
         bs_request_id(rid);
@@ -732,10 +760,15 @@ static void body_complete(conn *c) {
     const char *mname = bs_body_model(body, &ml);
     size_t mi = mname ? find_model(s, mname, ml) : s->default_model;
     if (mi == BS_METRICS_NO_MODEL) {
+        /* the body is the spec's, byte for byte (02 §12: as hosted TypeSafe
+         * answers); the served names go in a header, so that a client sees
+         * what it could have asked for */
         bs_reply_unknown_model(&er, c->dialect, mname, ml);
         bj_free(body);
         release_slot(s, c);
-        respond_error(c, &er, 0);
+        reply_take(&rep, &er);
+        reply_header(&rep, "x-basal-served-models", s->served_names.data ? s->served_names.data : "");
+        respond(c, &rep, 0);
         return;
     }
     c->model = mi;
@@ -776,9 +809,24 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         reply_take(rep, &er);
         return 0;
     }
+    int post = r == R_SYSTEMONE || r == R_BASAL;
+    if (s->n_cors && !strcmp(c->method, "OPTIONS")) {
+        /* a CORS preflight: never authenticated (browsers send no
+         * credentials with it); the methods and headers only for an
+         * allowed origin, so that a browser refuses the others */
+        reply_init(rep, 204);
+        reply_header(rep, "Allow", post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        if (cors_ok(s, c)) {
+            reply_header(rep, "Access-Control-Allow-Methods", post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+            reply_header(rep, "Access-Control-Allow-Headers", BS_CORS_ALLOW_HEADERS);
+            reply_header(rep, "Access-Control-Max-Age", BS_CORS_MAX_AGE);
+        }
+        return 0;
+    }
     if (bs_route_method_ok(r, c->method, &allow) < 0) {
         bs_reply_method(&er);
         reply_take(rep, &er);
+        if (s->n_cors) allow = post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
         reply_header(rep, "Allow", allow);
         return 0;
     }
@@ -957,6 +1005,12 @@ static int parse_headers(conn *c) {
         } else if (ci_eq(h[i].name, h[i].name_len, "expect")) {
             trim(&v, &vl);
             expect = ci_eq(v, vl, "100-continue");
+        } else if (ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && s->n_cors) {
+            trim(&v, &vl);
+            if ((c->origin = malloc(vl + 1))) {
+                memcpy(c->origin, v, vl);
+                c->origin[vl] = 0;
+            }
         } else if (ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
             if ((auth = malloc(vl + 1))) {
                 memcpy(auth, v, vl);
@@ -1236,6 +1290,9 @@ static void free_server(bs_server *s) {
     bs_metrics_destroy(s->metrics);
     bs_buf_free(&s->models_body);
     bs_buf_free(&s->health_body);
+    bs_buf_free(&s->served_names);
+    for (size_t i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     for (size_t i = 0; i < IP_BUCKETS; i++)
         while (s->ips[i]) {
             ip_entry *n = s->ips[i]->next;
@@ -1284,6 +1341,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->max_conn = limit;
     bs_buf_init(&s->models_body);
     bs_buf_init(&s->health_body);
+    bs_buf_init(&s->served_names);
     const char **names = calloc(o->n_models, sizeof *names);
     if (!(s->models = calloc(o->n_models, sizeof *s->models)) || !names) goto oom;
     for (size_t i = 0; i < o->n_models; i++) {
@@ -1307,7 +1365,11 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
         bs_engine_set_batch_hook(s->models[i].engine, on_batch, &s->models[i]);
     }
     build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
-    if (s->models_body.oom || s->health_body.oom) goto oom;
+    bs_names_header(&s->served_names, names, o->n_models);
+    if (s->models_body.oom || s->health_body.oom || s->served_names.oom) goto oom;
+    if (o->n_cors_origins && !(s->cors = calloc(o->n_cors_origins, sizeof *s->cors))) goto oom;
+    for (; s->n_cors < o->n_cors_origins; s->n_cors++)
+        if (!(s->cors[s->n_cors] = bs_strfmt("%s", o->cors_origins[s->n_cors]))) goto oom;
     free(names);
     names = NULL;
     int rc;

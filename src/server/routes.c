@@ -73,6 +73,30 @@ int bs_auth_check(const char *header, const char *key, size_t key_len) {
     return diff ? 401 : 0;
 }
 
+int bs_cors_allowed(const char *const *origins, size_t n, const char *origin, size_t len) {
+    if (!len) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(origins[i], "*")) return 1;
+        if (strlen(origins[i]) == len && !strncasecmp(origins[i], origin, len)) return 1;
+    }
+    return 0;
+}
+
+void bs_names_header(bs_buf *out, const char *const *names, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        if (i) bs_buf_puts(out, ", ");
+        for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++) {
+            if (*p < 0x21 || *p > 0x7e || *p == '%' || *p == ',') {
+                char esc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+                bs_buf_put(out, esc, 3);
+            } else {
+                bs_buf_putc(out, (char)*p);
+            }
+        }
+    }
+}
+
 static uint64_t splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -24,6 +24,23 @@ int bs_route_method_ok(bs_route r, const char *method, const char **allow);
 int bs_auth_check(const char *header, const char *key, size_t key_len);
 
 
+/* CORS (opt-in): is this Origin header value one of the configured origins
+ * ("*" allows any)? Scheme and host compare without regard to ASCII case
+ * (RFC 6454 §6.1 serialises them lower-case; a configuration may not). */
+int bs_cors_allowed(const char *const *origins, size_t n, const char *origin, size_t len);
+/* The headers a preflight allows (the request's own ones are read by
+ * nothing here: a fixed list keeps the answer cacheable by Max-Age). */
+#define BS_CORS_ALLOW_HEADERS "Authorization, Content-Type, X-Request-Id"
+#define BS_CORS_EXPOSE_HEADERS \
+    "x-typesafe-request-id, x-basal-queue-ms, x-basal-compute-ms, x-basal-batch-requests, x-basal-served-models, " \
+    "retry-after"
+#define BS_CORS_MAX_AGE "600"
+
+/* The served names for a header value (x-basal-served-models on an unknown
+ * model's answer): comma-separated, bytes outside printable ASCII and '%'
+ * or ',' percent-encoded, so that no name can break the header block. */
+void bs_names_header(bs_buf *out, const char *const *names, size_t n);
+
 /* 32 lowercase hex digits, unique per request (02 §1.2). */
 void bs_request_id(char out[33]);
 
