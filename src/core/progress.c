@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,25 @@ void bs_progress_add(bs_progress *p, uint64_t n) {
 
 void bs_progress_total(bs_progress *p, uint64_t total) {
     if (p) atomic_store(&p->total, total);
+}
+
+void bs_progress_printf(bs_progress *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (!p) {
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        return;
+    }
+    pthread_mutex_lock(&p->mu); /* the ticker draws under it */
+    if (p->tty && p->written) fputs("\r\033[K", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (p->tty && p->written) draw(p, 0);
+    else fflush(stderr);
+    pthread_mutex_unlock(&p->mu);
+    va_end(ap);
 }
 
 void bs_progress_end(bs_progress *p) {

@@ -27,6 +27,10 @@ void bs_progress_set(bs_progress *p, uint64_t done);
 void bs_progress_add(bs_progress *p, uint64_t n);
 /* A new total (a phase whose size is learnt later), keeps done. */
 void bs_progress_total(bs_progress *p, uint64_t total);
+/* A message line on stderr while p runs: on a terminal the bar is cleared,
+ * the line written, and the bar drawn again below it. p may be NULL (then it
+ * is a plain fprintf). A newline is added. */
+void bs_progress_printf(bs_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Stops the ticker, writes the closing line (see above) and frees p. */
 void bs_progress_end(bs_progress *p);
 
