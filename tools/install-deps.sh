@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian 12 packages for building and testing basal-c (spec 07 §9). Node 20 and
 # npm come with the machine image; Debian's older nodejs is installed only when
-# no node is present.
+# no node is present. Only missing packages are installed (apt is not called
+# at all when everything is there), so `make test` and `make run` call it
+# every time.
 set -euo pipefail
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libuv1-dev libh2o-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
@@ -16,7 +18,15 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if [ "$(id -u)" -ne 0 ]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "install-deps: missing Debian packages: ${missing[*]}" >&2
+            echo "install-deps: run as root: apt-get install ${missing[*]}  (or install sudo)" >&2
+            exit 1
+        fi
+        sudo="sudo"
+    fi
+    echo "install-deps: installing ${missing[*]}" >&2
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
