@@ -163,6 +163,8 @@ struct conn {
     char *in;                /* received bytes not yet consumed */
     size_t in_len, in_cap;
     bs_buf out;              /* the answer being written */
+    bs_buf *sink;            /* bs_http_feed: what would be written goes here */
+    int sink_written;        /* bs_http_feed: a write "completed", on_written is due */
     /* the current request */
     char method[16];
     char *path;              /* decoded path (or the raw target when it names no route); NULL before */
@@ -217,28 +219,6 @@ static void reply_header(reply_t *r, const char *k, const char *v) {
     }
 }
 
-static const char *reason(int status) {
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 422: return "Unprocessable Content";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    case 529: return "Overloaded";
-    default: return "Unknown";
-    }
-}
 
 /* ---- accounting ---- */
 
@@ -399,6 +379,10 @@ static void on_interim_written(uv_write_t *w, int status) {
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 static int write_interim(conn *c) {
+    if (c->sink) {
+        bs_buf_put(c->sink, continue_line, sizeof continue_line - 1);
+        return 0;
+    }
     if (c->interim_busy) return 0;
     uv_buf_t b = uv_buf_init((char *)continue_line, sizeof continue_line - 1);
     c->wr_interim.data = c;
@@ -477,7 +461,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void start_reading(conn *c) {
-    if (c->closing || c->peer_eof) return;
+    if (c->closing || c->peer_eof || c->sink) return;
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->read_stopped = 0;
 }
 
@@ -522,6 +506,10 @@ static void begin_linger(conn *c) {
     }
     c->state = C_LINGER;
     c->in_len = 0;
+    if (c->sink) { /* no socket to shut down: input is dropped from now on */
+        timer_set(c, LINGER_MS);
+        return;
+    }
     c->shut.data = c;
     if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         conn_close(c);
@@ -626,7 +614,7 @@ static void respond(conn *c, reply_t *r, int close_after) {
     c->close_after = close_after;
     bs_buf *o = &c->out;
     bs_buf_free(o);
-    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\n", r->status, reason(r->status), http_date(s));
+    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\n", r->status, bs_http_reason(r->status), http_date(s));
     /* a 204 (CORS preflight) has neither (RFC 9110 §8.6) */
     if (r->status != 204) bs_buf_printf(o, "Content-Type: %s\r\nContent-Length: %zu\r\n", r->ctype, r->body.len);
     if (cors_ok(s, c)) {
@@ -650,7 +638,7 @@ static void respond(conn *c, reply_t *r, int close_after) {
     if (close_after) bs_buf_puts(o, "Connection: close\r\n");
     else if (c->minor == 0) bs_buf_puts(o, "Connection: keep-alive\r\n");
     bs_buf_puts(o, "\r\n");
-    if (!c->head) bs_buf_put(o, r->body.data, r->body.len);
+    if (!c->head && r->body.len) bs_buf_put(o, r->body.data, r->body.len);
     bs_buf_free(&r->body);
     record(s, c, r->status);
     if (s->access_log) access_log(c, r, bs_now_ms() - c->start_ms);
@@ -662,8 +650,13 @@ static void respond(conn *c, reply_t *r, int close_after) {
         return;
     }
     timer_set(c, (uint64_t)s->body_timeout_s * 1000);
-    uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
     c->wr.data = c;
+    if (c->sink) { /* bs_http_feed: the write completes when the feeder says so */
+        bs_buf_put(c->sink, o->data, o->len);
+        c->sink_written = 1;
+        return;
+    }
+    uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
     if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) conn_close(c);
 }
 
@@ -838,6 +831,7 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     if (r == R_METRICS) {
         int64_t *fw = calloc(s->n_models, sizeof *fw);
         for (size_t i = 0; fw && i < s->n_models; i++) {
+            if (!s->models[i].engine) continue; /* bs_http_feed has none */
             bs_engine_stats st;
             bs_engine_get_stats(s->models[i].engine, &st);
             fw[i] = st.forward_tokens;
@@ -871,55 +865,9 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     return 1;
 }
 
-static int ci_eq(const char *a, size_t n, const char *lit) { return strlen(lit) == n && !strncasecmp(a, lit, n); }
 
-/* Trims optional whitespace around [*p, *p + *n). */
-static void trim(const char **p, size_t *n) {
-    while (*n && (**p == ' ' || **p == '\t')) (*p)++, (*n)--;
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t')) (*n)--;
-}
 
-/* One Content-Length field value: a comma list of equal decimal numbers
- * (RFC 9112 §6.3). Returns 0 and merges into *have and *out (a different value
- * than before is an error), -1 when invalid or conflicting. Numbers too large
- * for 64 bits become ULLONG_MAX (answered 413 like any body over the limit). */
-static int content_length(const char *v, size_t n, int *have, unsigned long long *out) {
-    size_t i = 0;
-    do {
-        size_t j = i;
-        while (j < n && v[j] != ',') j++;
-        const char *p = v + i;
-        size_t len = j - i;
-        trim(&p, &len);
-        if (!len) return -1;
-        unsigned long long x = 0;
-        for (size_t k = 0; k < len; k++) {
-            if (p[k] < '0' || p[k] > '9') return -1;
-            unsigned d = (unsigned)(p[k] - '0');
-            x = x > (ULLONG_MAX - d) / 10 ? ULLONG_MAX : x * 10 + d;
-        }
-        if (*have && *out != x) return -1;
-        *have = 1;
-        *out = x;
-        i = j + 1;
-    } while (i <= n);
-    return 0;
-}
 
-/* Does the first line end in an HTTP version whose major is not 1? */
-static int other_major(const char *in, size_t len) {
-    const char *eol = memchr(in, '\n', len);
-    if (!eol) return 0;
-    size_t n = (size_t)(eol - in);
-    if (n && in[n - 1] == '\r') n--;
-    const char *sp = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (in[i] == ' ') sp = in + i;
-    if (!sp) return 0;
-    size_t vl = (size_t)(in + n - sp - 1);
-    const char *v = sp + 1;
-    return vl >= 6 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[5] != '1';
-}
 
 /* Parses the header block in c->in. Returns 1 when the body is to be read
  * next, 0 when more input is needed or the request was answered. */
@@ -946,7 +894,7 @@ static int parse_headers(conn *c) {
         return 0;
     }
     if (rc < 0) {
-        if (other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
+        if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
         else if (nh == MAX_HEADERS) bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
         else bs_reply_bad_request(&er, BS_DIALECT_SYSTEMONE, "Malformed request line or header field.");
         respond_error(c, &er, 1);
@@ -982,36 +930,36 @@ static int parse_headers(conn *c) {
         const char *v = h[i].value;
         size_t vl = h[i].value_len;
         if (!h[i].name) continue; /* obsolete line folding: the parser joined it */
-        if (ci_eq(h[i].name, h[i].name_len, "content-length")) {
-            if (content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
-        } else if (ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
-            trim(&v, &vl);
+        if (bs_http_ci_eq(h[i].name, h[i].name_len, "content-length")) {
+            if (bs_http_content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
+            bs_http_trim(&v, &vl);
             /* only "chunked" alone, in one field (several codings, or a
              * second field, is a coding this server does not implement) */
-            te_chunked = !have_te && ci_eq(v, vl, "chunked");
+            te_chunked = !have_te && bs_http_ci_eq(v, vl, "chunked");
             have_te = 1;
-        } else if (ci_eq(h[i].name, h[i].name_len, "connection")) {
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "connection")) {
             size_t a = 0;
             while (a < vl) {
                 size_t b = a;
                 while (b < vl && v[b] != ',') b++;
                 const char *t = v + a;
                 size_t tl = b - a;
-                trim(&t, &tl);
-                if (ci_eq(t, tl, "close")) conn_close_tok = 1;
-                if (ci_eq(t, tl, "keep-alive")) conn_keep = 1;
+                bs_http_trim(&t, &tl);
+                if (bs_http_ci_eq(t, tl, "close")) conn_close_tok = 1;
+                if (bs_http_ci_eq(t, tl, "keep-alive")) conn_keep = 1;
                 a = b + 1;
             }
-        } else if (ci_eq(h[i].name, h[i].name_len, "expect")) {
-            trim(&v, &vl);
-            expect = ci_eq(v, vl, "100-continue");
-        } else if (ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && s->n_cors) {
-            trim(&v, &vl);
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "expect")) {
+            bs_http_trim(&v, &vl);
+            expect = bs_http_ci_eq(v, vl, "100-continue");
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && s->n_cors) {
+            bs_http_trim(&v, &vl);
             if ((c->origin = malloc(vl + 1))) {
                 memcpy(c->origin, v, vl);
                 c->origin[vl] = 0;
             }
-        } else if (ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
             if ((auth = malloc(vl + 1))) {
                 memcpy(auth, v, vl);
                 auth[vl] = 0;
@@ -1443,4 +1391,88 @@ void bs_server_destroy(bs_server *s) {
     pthread_mutex_unlock(&s->mu);
     uv_thread_join(&s->thread);
     free_server(s);
+}
+
+/* ---- bs_http_feed (server_int.h): one connection without a socket ---- */
+
+/* The completions a loop would deliver: finished writes. */
+static void feed_settle(conn *c) {
+    while (!c->closing && c->sink_written) {
+        c->sink_written = 0;
+        on_written(&c->wr, 0);
+    }
+}
+
+int bs_http_feed(const bs_http_feed_opts *o, const char *data, size_t len, bs_buf *out) {
+    static const char *const names[] = { "basal-tiny" };
+    bs_server *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->n_models = 1;
+    s->max_inflight = 1024;
+    s->max_body = o->max_body;
+    s->metrics_on = o->metrics;
+    s->header_timeout_s = BS_DEFAULT_HEADER_TIMEOUT_S;
+    s->body_timeout_s = BS_DEFAULT_BODY_TIMEOUT_S;
+    s->keepalive_timeout_s = BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
+    s->max_conn = s->max_client_conn = 16;
+    s->engines_closed = 1; /* no engine: a valid request ends in 500 "engine stopped" */
+    conn *c = NULL;
+    if (o->cors && (s->cors = calloc(1, sizeof *s->cors))) s->n_cors = 1; /* freed with s */
+    if (!(s->models = calloc(1, sizeof *s->models)) || !(s->models[0].name = bs_strfmt("%s", names[0])) ||
+        !(s->metrics = bs_metrics_create(names, 1, s->max_inflight)) ||
+        (o->api_key && !(s->api_key = bs_strfmt("k3y"))) ||
+        (o->cors && (!s->cors || !(s->cors[0] = bs_strfmt("https://a.example")))) || !(c = calloc(1, sizeof *c)))
+        goto oom;
+    s->api_key_len = s->api_key ? 3 : 0;
+    build_bodies(s, BS_DEFAULT_RELEASE_DATE);
+    bs_names_header(&s->served_names, names, 1);
+    if (s->models_body.oom || s->health_body.oom || s->served_names.oom || uv_loop_init(&s->loop) != 0) goto oom;
+    s->loop_ready = 1;
+    /* set up as on_connection sets up an accepted connection */
+    c->s = s;
+    c->sink = out;
+    c->read_stopped = 1;
+    reset_request(c);
+    uv_tcp_init(&s->loop, &c->tcp);
+    uv_timer_init(&s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    s->conns = c;
+    s->n_conns = s->n_active = 1;
+    atomic_fetch_add(&s->live, 1);
+    c->active = 1;
+    c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
+    size_t step = o->chunk ? o->chunk : len ? len : 1, at = 0;
+    while (at < len && !c->closing) {
+        size_t end = len - at < step ? len : at + step;
+        while (at < end && !c->closing) { /* on_alloc may offer less than a piece */
+            uv_buf_t b;
+            on_alloc((uv_handle_t *)&c->tcp, end - at, &b);
+            if (!b.base || !b.len) {
+                on_read((uv_stream_t *)&c->tcp, UV_ENOBUFS, &b);
+                break;
+            }
+            size_t k = end - at < b.len ? end - at : b.len;
+            memcpy(b.base, data + at, k);
+            at += k;
+            on_read((uv_stream_t *)&c->tcp, (ssize_t)k, &b);
+            feed_settle(c);
+        }
+    }
+    if (!c->closing) {
+        uv_buf_t b = uv_buf_init(NULL, 0);
+        on_read((uv_stream_t *)&c->tcp, UV_EOF, &b);
+        feed_settle(c);
+    }
+    if (!c->closing) conn_close(c);
+    uv_run(&s->loop, UV_RUN_DEFAULT); /* the close callbacks free c */
+    free_server(s);
+    return 0;
+oom:
+    free(c);
+    free_server(s);
+    return -1;
 }
