@@ -27,7 +27,7 @@ build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps fixtures goldens clean run bench fuzz fuzz-run
+.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
@@ -162,7 +162,21 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json
 fixtures: build/basal deps
 	BASAL=build/basal tools/make-fixtures.sh build/fixtures
 
-test: test-release test-asan
+# `make test` works alone on a fresh Debian 12 clone (README): the Debian
+# packages (tools/install-deps.sh asks apt only for what is missing, so it is
+# quick once installed; needs root or sudo then) and the pinned npm oracles
+# come first, then both builds, then the tests of each variant. In this order,
+# not as parallel prerequisites: nothing compiles before the headers exist.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test:
+	tools/install-deps.sh
+	$(MAKE) deps
+	$(MAKE) -j$(JOBS) all asan
+	$(MAKE) test-release
+	$(MAKE) test-asan
+
+system-deps:
+	tools/install-deps.sh
 
 test-release: all fixtures
 	SHARED=$(SHARED) tests/run.sh build

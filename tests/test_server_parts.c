@@ -2,6 +2,7 @@
  * §2, the error bodies of core/reply.h, request ids, and the Prometheus
  * registry of §9 (series, histograms, batch counting). */
 #include "check.h"
+#include "server/config.h"
 #include "server/metrics.h"
 #include "server/server_int.h"
 
@@ -122,6 +123,58 @@ static void test_ids(void) {
     CHECK(strcmp(a, b) != 0);
 }
 
+/* CORS origins (issue 18): what a configuration accepts, what a request's
+ * Origin matches, and the served-names header. */
+static void test_cors(void) {
+    const char *good[] = { "*", "http://a", "https://app.example", "http://localhost:3000", "http://[::1]:8080",
+                           "https://x-y.example.COM" };
+    const char *bad[] = { "", "a.example", "ftp://a", "https://", "https://a/", "https://a/b", "https://a b",
+                          "https://a,b", "https://u@a", "https://a?x", "*.example", "http://a\n" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) CHECK_INT(bs_cfg_check_origin(good[i]), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (bs_cfg_check_origin(bad[i]) == 0) fprintf(stderr, "origin accepted: %s\n", bad[i]);
+        CHECK(bs_cfg_check_origin(bad[i]) < 0);
+    }
+    const char *list[] = { "https://a.example", "http://localhost:3000" };
+    CHECK_INT(bs_cors_allowed(list, 2, "https://a.example", 17), 1);
+    CHECK_INT(bs_cors_allowed(list, 2, "HTTPS://A.EXAMPLE", 17), 1);
+    CHECK_INT(bs_cors_allowed(list, 2, "https://a.example.evil", 22), 0);
+    CHECK_INT(bs_cors_allowed(list, 2, "https://a.exampl", 16), 0);
+    CHECK_INT(bs_cors_allowed(list, 2, "http://localhost:3001", 21), 0);
+    CHECK_INT(bs_cors_allowed(list, 2, "", 0), 0);
+    CHECK_INT(bs_cors_allowed(list, 0, "https://a.example", 17), 0);
+    const char *any[] = { "*" };
+    CHECK_INT(bs_cors_allowed(any, 1, "null", 4), 1);
+    bs_serve_config c;
+    bs_err e;
+    CHECK_INT(bs_serve_config_init(&c, &e), 0);
+    CHECK_INT(bs_cfg_set_cors(&c, " https://a.example ,http://b:1", &e), 0);
+    CHECK_INT(c.n_cors_origins, 2);
+    CHECK_STR(c.cors_origins[0], "https://a.example");
+    CHECK_STR(c.cors_origins[1], "http://b:1");
+    CHECK(bs_cfg_set_cors(&c, "https://a.example,", &e) < 0); /* an empty entry */
+    CHECK_INT(c.n_cors_origins, 0);
+    CHECK(bs_cfg_set_cors(&c, "https://a/x", &e) < 0);
+    CHECK_CONTAINS(e.msg, "https://a/x");
+    bs_serve_config_free(&c);
+    CHECK_INT(bs_serve_config_init(&c, &e), 0);
+    const char *y = "cors_origins: [\"https://a\", \"*\"]\nmodels:\n  - path: /m\n";
+    CHECK_INT(bs_serve_config_parse_yaml(&c, y, strlen(y), "t.yml", &e), 0);
+    CHECK_INT(c.n_cors_origins, 2);
+    bs_serve_config_free(&c);
+    CHECK_INT(bs_serve_config_init(&c, &e), 0);
+    y = "cors_origins: https://a/b\nmodels:\n  - path: /m\n";
+    CHECK(bs_serve_config_parse_yaml(&c, y, strlen(y), "t.yml", &e) < 0);
+    CHECK_CONTAINS(e.msg, "t.yml:1: cors_origins");
+    bs_serve_config_free(&c);
+    bs_buf b;
+    bs_buf_init(&b);
+    const char *names[] = { "basal-1.5-4.5B", "a b,c%\xc3\xbc\r\n" };
+    bs_names_header(&b, names, 2);
+    CHECK_STR(b.data, "basal-1.5-4.5B, a%20b%2Cc%25%C3%BC%0D%0A");
+    bs_buf_free(&b);
+}
+
 static int has_line(const char *text, const char *line) {
     size_t n = strlen(line);
     for (const char *p = text; (p = strstr(p, line)); p++)
@@ -223,6 +276,7 @@ int main(void) {
     test_auth();
     test_bodies();
     test_ids();
+    test_cors();
     test_metrics();
     return check_report("test_server_parts");
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian 12 packages for building and testing basal-c (spec 07 §9). Node 20 and
 # npm come with the machine image; Debian's older nodejs is installed only when
-# no node is present.
+# no node is present. Only missing packages are installed (apt is not called
+# at all when everything is there), so `make test` and `make run` call it
+# every time.
 set -euo pipefail
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libuv1-dev libh2o-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
@@ -11,13 +13,26 @@ pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx),
 pkgs+=(chromium)                  # tests/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
 pkgs+=(systemd curl)              # tests/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    # not Debian: the build finds out what is missing; say where the list is
+    echo "install-deps: no dpkg here; the packages needed are listed in tools/install-deps.sh" >&2
+    exit 0
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if [ "$(id -u)" -ne 0 ]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "install-deps: missing Debian packages: ${missing[*]}" >&2
+            echo "install-deps: run as root: apt-get install ${missing[*]}  (or install sudo)" >&2
+            exit 1
+        fi
+        sudo="sudo"
+    fi
+    echo "install-deps: installing ${missing[*]}" >&2
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/progress.h"
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/engine.h"
@@ -202,20 +203,31 @@ int cmd_bench(int argc, char **argv) {
         lat2[i] = bs_now_ms() - s;
         if (i >= 5) packed_tokens += run.forward_tokens - f0;
         run.profile = NULL;
-        fprintf(stderr, "item %d: lat1 %.1f ms, lat2 %.1f ms\n", i, lat1[i], lat2[i]);
+        fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, n, i < 5 ? " (discarded)" : "", lat1[i],
+                lat2[i]);
     }
     double dec_runs[3] = {0, 0, 0};
     /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
     run.batching = strcmp(batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
     if (tp_items > 0) {
+        int warm = group < tp_items ? group : tp_items;
+        char what[96];
+        snprintf(what, sizeof what, "bench: throughput, %d passes of %d decisions", passes, tp_items);
+        bs_progress *pg = bs_progress_start(what, (uint64_t)(warm + passes * tp_items), "decisions");
         for (int pass = -1; pass < passes; pass++) { /* pass -1 is the warm-up group */
             double s = bs_now_ms();
-            int items = pass < 0 ? (group < tp_items ? group : tp_items) : tp_items;
-            for (int g0 = 0; g0 < items; g0 += group)
-                if (decide_items(&m, &lc, &run, &bodies[g0], items - g0 < group ? items - g0 : group, &e) < 0)
+            int items = pass < 0 ? warm : tp_items;
+            for (int g0 = 0; g0 < items; g0 += group) {
+                int k = items - g0 < group ? items - g0 : group;
+                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e) < 0) {
+                    bs_progress_end(pg);
                     goto fail_run;
+                }
+                bs_progress_add(pg, (uint64_t)k);
+            }
             if (pass >= 0) dec_runs[pass] = items / ((bs_now_ms() - s) / 1000.0);
         }
+        bs_progress_end(pg);
     }
     bs_runner_free(&run);
     /* sgemm peak on the model's gate/up shape at 300 rows, same threads (CPU

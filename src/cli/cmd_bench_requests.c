@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/progress.h"
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/engine.h"
@@ -203,9 +204,14 @@ int cmd_bench_requests(int argc, char **argv) {
         int64_t total_fwd = 0;
         if (nmode) bs_buf_putc(&rep, ',');
         bs_buf_printf(&rep, "{\"batching\":\"%s\",\"requests\":[", tok);
+        char what[96];
+        snprintf(what, sizeof what, "bench-requests: %s batching", tok);
+        bs_progress *pg = bs_progress_start(what, (uint64_t)nrq, "requests");
         for (size_t i = 0; i < nrq; i++) {
+            bs_progress_set(pg, i);
             bs_usage u = {0};
             if (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) { /* warm-up */
+                bs_progress_end(pg);
                 fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                 bs_runner_free(&run);
                 goto done;
@@ -214,6 +220,7 @@ int cmd_bench_requests(int argc, char **argv) {
             for (int r = 0; r < reps; r++) {
                 double s = bs_now_ms();
                 if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) {
+                    bs_progress_end(pg);
                     fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                     bs_runner_free(&run);
                     goto done;
@@ -225,7 +232,11 @@ int cmd_bench_requests(int argc, char **argv) {
             int64_t fwd = fwd_sum / reps;
             size_t nq = u.questions, input = u.input_tokens;
             if (!nmode) {
-                if (!(first_answers[i] = bs_strfmt("%s", ans.data))) { bs_runner_free(&run); goto done; }
+                if (!(first_answers[i] = bs_strfmt("%s", ans.data))) {
+                    bs_progress_end(pg);
+                    bs_runner_free(&run);
+                    goto done;
+                }
             } else if (strcmp(first_answers[i], ans.data)) {
                 fprintf(stderr, "basal bench-requests: %s: the %s answer differs from the first mode's\n", rq[i].id,
                         tok);
@@ -242,6 +253,8 @@ int cmd_bench_requests(int argc, char **argv) {
                                 "\"min_ms\":%.3f,\"max_ms\":%.3f}",
                           nq, input, (long long)fwd, ms[reps / 2], ms[0], ms[reps - 1]);
         }
+        bs_progress_set(pg, nrq);
+        bs_progress_end(pg);
         double dec_s = total_ms > 0 ? (double)decisions / (total_ms / 1000.0) : 0;
         bs_buf_printf(&rep, "],\"input_tokens\":%zu,\"forward_tokens\":%lld,\"decisions_per_s\":%.3f}", total_input,
                       (long long)total_fwd, dec_s);

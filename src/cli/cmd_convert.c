@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/progress.h"
 #include "basal.h"
 #include "cli/cli.h"
 #include "core/util.h"
@@ -363,6 +364,9 @@ static int pread_all(int fd, void *buf, size_t n, uint64_t off) {
     return 0;
 }
 
+/* the weights being written (one conversion per process) */
+static bs_progress *g_progress;
+
 /* Copies n floats from element offset src of the checkpoint into tensor idx,
  * starting at its element dst. */
 static int copy_floats(int fd, const char *ckpt, bs_st_writer *w, int idx, int64_t dst, int64_t src,
@@ -373,6 +377,7 @@ static int copy_floats(int fd, const char *ckpt, bs_st_writer *w, int idx, int64
             return bs_fail(e, BS_EIO, "%s: read error", ckpt);
         int rc = bs_st_write_f32(w, idx, dst, buf, (size_t)k, e);
         if (rc) return rc;
+        bs_progress_add(g_progress, (uint64_t)k * 4);
         n -= k;
         src += k;
         dst += k;
@@ -436,6 +441,13 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
 #undef ADD
     rc = bs_st_begin(w, outdir, 1, e);
     if (rc) goto cleanup;
+    {
+        uint64_t total = 0;
+        for (int i = 0; i < bs_st_count(w); i++) total += (uint64_t)bs_st_numel(w, i) * 4;
+        char what[300];
+        snprintf(what, sizeof what, "convert-llama2c: writing the weights of %s", outdir);
+        g_progress = bs_progress_start(what, total, "B");
+    }
 #define IDX(...) (snprintf(name, sizeof name, __VA_ARGS__), bs_st_find(w, name))
 #define COPY(i, src, n) do { \
         rc = copy_floats(fd, ckpt, w, (i), 0, (src), (n), buf, bufn, e); \
@@ -465,6 +477,8 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
 #undef IDX
     rc = bs_st_finish(w, e);
 cleanup:
+    bs_progress_end(g_progress);
+    g_progress = NULL;
     bs_st_free(w);
     free(buf);
     return rc;

@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "core/progress.h"
 #include "core/prompt.h"
 
 #include "basal.h"
@@ -113,6 +115,8 @@ typedef struct gen_job {
     int nt;
     int64_t total_chunks;
     int round_bf16;
+    bs_progress *prog;
+    int elem_bytes;
     _Atomic int64_t next;
     _Atomic int failed;
     pthread_mutex_t mu;
@@ -146,31 +150,24 @@ static void *gen_worker(void *arg) {
             pthread_mutex_unlock(&j->mu);
             break;
         }
+        bs_progress_add(j->prog, (uint64_t)n * (uint64_t)j->elem_bytes);
     }
     free(buf);
     return NULL;
 }
 
-static int write_weights(const opts *o, bs_err *e) {
+/* (name, shape, mean, std); the stream is keyed by the name, except for
+ * a tied head, which replays the embedding's stream */
+typedef struct spec { char name[160]; int nd; int64_t s0, s1; double mean, std; } spec;
+
+/* The tensors of the model, in declaration order: *out (free it), *n. */
+static int weight_specs(const opts *o, spec **out, int *n_out, bs_err *e) {
     const preset *p = &o->p;
-    bs_st_writer *w = NULL;
-    gen_tensor *ts = NULL;
-    int nt = 0, rc;
     char name[160];
     int q = p->Nh * p->hd, kv = p->Nkv * p->hd;
-    rc = bs_st_new(&w, e);
-    if (rc) return rc;
-
-    /* (name, shape, mean, std); the stream is keyed by the name, except for
-     * a tied head, which replays the embedding's stream */
-    struct spec { char name[160]; int nd; int64_t s0, s1; double mean, std; } *sp = NULL;
     int nsp = 0, cap = 16 + p->L * 20;
-    sp = calloc((size_t)cap, sizeof *sp);
-    ts = calloc((size_t)cap, sizeof *ts);
-    if (!sp || !ts) {
-        rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
-    }
+    spec *sp = calloc((size_t)cap, sizeof *sp);
+    if (!sp) return bs_fail(e, BS_ENOMEM, "out of memory");
 #define SPEC(nd_, a_, b_, m_, s_) do { \
         snprintf(sp[nsp].name, sizeof sp[nsp].name, "%s", name); \
         sp[nsp].nd = nd_; sp[nsp].s0 = a_; sp[nsp].s1 = b_; sp[nsp].mean = m_; sp[nsp].std = s_; nsp++; \
@@ -204,6 +201,31 @@ static int write_weights(const opts *o, bs_err *e) {
         }
     }
 #undef SPEC
+    *out = sp;
+    *n_out = nsp;
+    return BS_OK;
+}
+
+/* Bytes of the tensor data (the headers and small files come on top). */
+static uint64_t weights_bytes(const opts *o, const spec *sp, int nsp) {
+    uint64_t b = 0, es = o->dtype == BS_F32 ? 4 : 2;
+    for (int i = 0; i < nsp; i++) b += (uint64_t)sp[i].s0 * (uint64_t)(sp[i].nd == 2 ? sp[i].s1 : 1) * es;
+    return b;
+}
+
+static int write_weights(const opts *o, bs_err *e) {
+    bs_st_writer *w = NULL;
+    gen_tensor *ts = NULL;
+    spec *sp = NULL;
+    int nt = 0, nsp = 0, rc;
+    bs_progress *prog = NULL;
+    if ((rc = weight_specs(o, &sp, &nsp, e)) < 0) return rc;
+    rc = bs_st_new(&w, e);
+    if (rc) goto cleanup;
+    if (!(ts = calloc((size_t)nsp, sizeof *ts))) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto cleanup;
+    }
     for (int i = 0; i < nsp; i++) {
         int64_t shape[2] = {sp[i].s0, sp[i].s1};
         rc = bs_st_add(w, sp[i].name, o->dtype, sp[i].nd, shape, e);
@@ -225,7 +247,11 @@ static int write_weights(const opts *o, bs_err *e) {
         t->first_chunk = i ? ts[i - 1].first_chunk + (ts[i - 1].numel + CHUNK - 1) / CHUNK : 0;
     }
 
-    gen_job job = {.w = w, .ts = ts, .nt = nt, .round_bf16 = o->dtype == BS_F32};
+    char what[300];
+    snprintf(what, sizeof what, "make-model: writing the weights of %s", o->outdir);
+    prog = bs_progress_start(what, weights_bytes(o, sp, nsp), "B");
+    gen_job job = {.w = w, .ts = ts, .nt = nt, .round_bf16 = o->dtype == BS_F32, .prog = prog,
+                   .elem_bytes = o->dtype == BS_F32 ? 4 : 2};
     job.total_chunks = ts[nt - 1].first_chunk + (ts[nt - 1].numel + CHUNK - 1) / CHUNK;
     atomic_init(&job.next, 0);
     atomic_init(&job.failed, 0);
@@ -249,6 +275,7 @@ static int write_weights(const opts *o, bs_err *e) {
     }
     rc = bs_st_finish(w, e);
 cleanup:
+    bs_progress_end(prog);
     bs_st_free(w);
     free(sp);
     free(ts);
@@ -406,8 +433,62 @@ static const char *const out_files[] = {
     "basal.json", "CALIBRATION.json",
 };
 
+/* The directory that will hold OUTDIR (which does not exist yet). */
+static char *parent_dir(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    if (n == 0) return bs_strfmt(".");
+    while (n > 1 && path[n - 1] == '/') n--;
+    return bs_strfmt("%.*s", (int)n, path);
+}
+
+static void human(uint64_t v, char *out, size_t cap) {
+    if (v >= 1000000000ull) snprintf(out, cap, "%.1f GB", (double)v / 1e9);
+    else if (v >= 1000000ull) snprintf(out, cap, "%.1f MB", (double)v / 1e6);
+    else snprintf(out, cap, "%.1f kB", (double)v / 1e3);
+}
+
+/* Room for the whole model before anything is written (a mini-shape model is
+ * 3.2 GB, 4.5b-shape 9.5 GB): the tokenizer file, the weights, and a margin
+ * for the headers and small files. BASAL_SKIP_DISK_CHECK=1 skips it (to
+ * exercise the disk-full path of the writer itself in tests/t_disk_full.sh). */
+static int check_space(const opts *o, bs_err *e) {
+    const char *skip = getenv("BASAL_SKIP_DISK_CHECK");
+    if (skip && !strcmp(skip, "1")) return BS_OK;
+    spec *sp = NULL;
+    int nsp = 0, rc = weight_specs(o, &sp, &nsp, e);
+    if (rc < 0) return rc;
+    uint64_t need = weights_bytes(o, sp, nsp) + 1024ull * 1024;
+    free(sp);
+    struct stat st;
+    if (stat(o->tokenizer, &st) == 0) need += (uint64_t)st.st_size;
+    char *dir = parent_dir(o->outdir);
+    if (!dir) return bs_fail(e, BS_ENOMEM, "out of memory");
+    struct statvfs vs;
+    if (statvfs(dir, &vs) != 0) {
+        rc = bs_fail(e, BS_EIO, "%s: %s", dir, strerror(errno));
+        free(dir);
+        return rc;
+    }
+    uint64_t avail = (uint64_t)vs.f_bavail * (uint64_t)vs.f_frsize;
+    if (avail < need) {
+        char a[32], b[32];
+        human(need, a, sizeof a);
+        human(avail, b, sizeof b);
+        rc = bs_fail(e, BS_EIO,
+                     "not enough disk space in %s: the model needs %llu bytes (%s), %llu bytes (%s) are available; "
+                     "nothing was written",
+                     dir, (unsigned long long)need, a, (unsigned long long)avail, b);
+    }
+    free(dir);
+    return rc;
+}
+
 static int make_model(const opts *o, bs_err *e) {
     json_int_t eos = 0;
+    int src = check_space(o, e);
+    if (src < 0) return src;
     if (mkdir(o->outdir, 0755) != 0)
         return bs_fail(e, BS_EIO, "%s%s%s", o->outdir,
                        errno == EEXIST ? " exists; choose a new output path" : ": ",

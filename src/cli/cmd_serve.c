@@ -42,7 +42,7 @@ typedef struct {
     const char *config;
     const char **models;
     size_t n_models;
-    const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend;
+    const char *dtype, *readout, *kernels, *gemm_table, *addr, *schedule, *release_date, *api_key_env, *backend, *cors;
     const char *access_log, *access_log_file, *log_format; /* NULL: not given */
     long long state_cache_mb, tree_max_tokens, max_batch_tokens, max_inflight, long_tokens, long_slice_ms,
         max_body_bytes, threads, max_questions, max_request_tokens, header_timeout, body_timeout, keepalive_timeout,
@@ -122,6 +122,8 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
                 &f->access_log_file),
         CLI_CHOICE("--log-format", "text", "BASAL_LOG_FORMAT", "every log line as text or one JSON object; YAML log_format",
                    &f->log_format, "text|json"),
+        CLI_STR("--cors", "ORIGIN[,ORIGIN]|'*'", "off", "BASAL_CORS",
+                "allow browser pages of these origins (CORS; 204 preflight); YAML cors_origins", &f->cors),
         CLI_SW("--no-ui", "GET / answers 404 instead of the playground page (YAML ui: false)", &f->no_ui),
         CLI_SW("--metrics", "Prometheus text on GET /metrics (also YAML metrics: true)", &f->metrics),
         CLI_STR("--api-key-env", "NAME", "none: no authentication", NULL,
@@ -256,6 +258,9 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
         return bs_fail(e, BS_ENOMEM, "out of memory");
     if (f->metrics) c->metrics = 1;
     if (f->no_ui) c->ui = 0;
+    const char *env_cors = getenv("BASAL_CORS");
+    const char *cors = f->cors ? f->cors : env_cors && *env_cors ? env_cors : NULL;
+    if (cors && (rc = bs_cfg_set_cors(c, cors, e)) < 0) return rc;
     if (f->set_max_body_bytes) c->max_body_bytes = f->max_body_bytes;
     if (f->set_threads) c->threads = (long)f->threads;
     if (f->set_header_timeout) c->header_timeout_s = (long)f->header_timeout;
@@ -437,6 +442,7 @@ int cmd_serve(int argc, char **argv) {
         .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
         .api_key = k.api_key, .api_key_len = k.api_key ? strlen(k.api_key) : 0, .release_date = c.release_date,
         .metrics = c.metrics, .access_log = g_access, .no_ui = !c.ui,
+        .cors_origins = (const char *const *)c.cors_origins, .n_cors_origins = c.n_cors_origins,
         .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
         .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
         .max_client_connections = c.max_client_connections,

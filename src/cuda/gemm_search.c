@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/progress.h"
 #include "core/util.h"
 
 #include "cuda/backend.h"
@@ -240,6 +241,7 @@ static int search_shape(sctx *x, int n, int k, const int *classes, int nc, bs_ge
     double *ms = NULL;
     uint64_t *digest = NULL;
     int *group = NULL;
+    bs_progress *pg = NULL;
     bs_lt_layouts *lay = calloc((size_t)nc, sizeof *lay);
     if (!heur_first || !lay) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     for (int ci = 0; ci < nc; ci++)
@@ -276,7 +278,11 @@ static int search_shape(sctx *x, int n, int k, const int *classes, int nc, bs_ge
     if (!ms || !digest || !consistent || !group) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     fprintf(stderr, "gemm-search: [%d, %d] %s: %d configurations, %d run here; timing %d classes up to M = %d\n", n, k,
             bs_cuda_dtype_name(o->dtype), enumerated, n_c, nc, mmax);
+    char what[96];
+    snprintf(what, sizeof what, "gemm-search: [%d, %d] timing", n, k);
+    pg = bs_progress_start(what, (uint64_t)n_c, "candidates");
     for (int c = 0; c < n_c; c++) {
+        bs_progress_set(pg, (uint64_t)c);
         int have_top = 0;
         consistent[c] = 1;
         for (int ci = nc - 1; ci >= 0; ci--) {
@@ -314,6 +320,9 @@ static int search_shape(sctx *x, int n, int k, const int *classes, int nc, bs_ge
         }
         if (!have_top) consistent[c] = 0;
     }
+    bs_progress_set(pg, (uint64_t)n_c);
+    bs_progress_end(pg);
+    pg = NULL;
     double *best = calloc((size_t)nc, sizeof *best);
     if (!best) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     for (int ci = 0; ci < nc; ci++) {
@@ -403,6 +412,7 @@ static int search_shape(sctx *x, int n, int k, const int *classes, int nc, bs_ge
                         "geometric-mean slowdown %.4f\n", n, k, n_cons, n_c, n_groups, score);
     free(best);
 done:
+    bs_progress_end(pg);
     if (lay)
         for (int ci = 0; ci < nc; ci++) bs_lt_layouts_free(&lay[ci]);
     free(lay);

@@ -92,6 +92,12 @@ int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
                "(%g) and is ignored", dir, m->cfg.rope_theta);
     if ((rc = bs_weights_open(&m->weights, dir, e)) < 0) goto fail;
     if ((rc = bs_weights_check_llama(&m->weights, &m->cfg, e)) < 0) goto fail;
+    {
+        /* read from disk now, with progress, not during the first requests */
+        char what[512];
+        snprintf(what, sizeof what, "loading the weights of %s", dir);
+        bs_weights_prefetch(&m->weights, what);
+    }
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
     if (!m->layers) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
     for (int l = 0; l < m->cfg.n_layers; l++)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/progress.h"
 #include "core/util.h"
 
 /* The reference library's limit; a larger header is either hostile or corrupt. */
@@ -511,6 +512,32 @@ out:
     free(single);
     free(index);
     return rc;
+}
+
+void bs_weights_prefetch(const bs_weights *w, const char *what) {
+    uint64_t total = 0;
+    for (int f = 0; f < w->n_files; f++) total += w->files[f].size;
+    bs_progress *p = bs_progress_start(what, total, "B");
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    const uint64_t step = 64ull << 20;
+    volatile unsigned char sink = 0;
+    for (int f = 0; f < w->n_files; f++) {
+        const unsigned char *base = w->files[f].base;
+        uint64_t size = w->files[f].size;
+        for (uint64_t at = 0; at < size; at += step) {
+            uint64_t n = size - at < step ? size - at : step;
+            /* the kernel reads ahead the whole step; touching one byte per
+             * page then waits for it */
+            madvise((void *)((uintptr_t)(base + at) & ~(uintptr_t)(page - 1)), (size_t)n, MADV_WILLNEED);
+            unsigned char acc = 0;
+            for (uint64_t i = 0; i < n; i += (uint64_t)page) acc ^= base[at + i];
+            sink ^= acc;
+            bs_progress_add(p, n);
+        }
+    }
+    (void)sink;
+    bs_progress_end(p);
 }
 
 /* ---- Llama tensor set (spec 05 §4.3) ----------------------------------- */

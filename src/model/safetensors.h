@@ -52,4 +52,10 @@ float bs_tensor_get_f32(const bs_tensor *t, int64_t i);
 /* Widens n elements starting at element off into out. */
 void bs_tensor_read_f32(const bs_tensor *t, int64_t off, int64_t n, float *out);
 
+/* Reads every page of the mapped files once (in 64 MiB steps, with a
+ * progress line titled `what` for a large model, core/progress.h), so that a
+ * model is in memory when its loading ends rather than at its first
+ * requests. Never fails: it only reads what is mapped already. */
+void bs_weights_prefetch(const bs_weights *w, const char *what);
+
 #endif

@@ -81,6 +81,8 @@ void bs_serve_config_free(bs_serve_config *c) {
     free(c->backend);
     free(c->access_log_file);
     free(c->log_format);
+    for (size_t i = 0; i < c->n_cors_origins; i++) free(c->cors_origins[i]);
+    free(c->cors_origins);
     for (size_t i = 0; i < c->n_models; i++) model_free(&c->models[i]);
     free(c->models);
     memset(c, 0, sizeof *c);
@@ -167,6 +169,7 @@ typedef struct {
     yaml_document_t *doc;
     const char *name;
     bs_err *e;
+    bs_serve_config *cfg;
 } yctx;
 
 static int yfail(yctx *y, const yaml_node_t *n, const char *fmt, const char *arg) {
@@ -244,6 +247,83 @@ static int get_enum(yctx *y, const char *key, const yaml_node_t *v, int (*check)
 }
 
 static int check_dtype_fn(const char *s) { return bs_cfg_check_dtype(s); }
+
+int bs_cfg_check_origin(const char *v) {
+    if (!strcmp(v, "*")) return 0;
+    const char *h = !strncmp(v, "http://", 7) ? v + 7 : !strncmp(v, "https://", 8) ? v + 8 : NULL;
+    if (!h || !*h) return -1;
+    for (const char *p = h; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        /* host (a name, IPv4 or [IPv6]) and port: no path, query, user,
+         * space, comma or control character can be part of an Origin */
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '-' || ch == ':' || ch == '[' || ch == ']' || ch == '_'))
+            return -1;
+    }
+    return 0;
+}
+
+static void cors_clear(bs_serve_config *c) {
+    for (size_t i = 0; i < c->n_cors_origins; i++) free(c->cors_origins[i]);
+    free(c->cors_origins);
+    c->cors_origins = NULL;
+    c->n_cors_origins = 0;
+}
+
+static int cors_add(bs_serve_config *c, const char *o, size_t n) {
+    char **na = realloc(c->cors_origins, (c->n_cors_origins + 1) * sizeof *na);
+    if (!na) return -1;
+    c->cors_origins = na;
+    if (!(na[c->n_cors_origins] = malloc(n + 1))) return -1;
+    memcpy(na[c->n_cors_origins], o, n);
+    na[c->n_cors_origins][n] = 0;
+    c->n_cors_origins++;
+    return 0;
+}
+
+int bs_cfg_set_cors(bs_serve_config *c, const char *list, bs_err *e) {
+    cors_clear(c);
+    const char *p = list;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        while (n && (*p == ' ' || *p == '\t')) p++, n--;
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+        if (cors_add(c, p, n) < 0) {
+            cors_clear(c);
+            return bs_fail(e, BS_ENOMEM, "out of memory");
+        }
+        if (bs_cfg_check_origin(c->cors_origins[c->n_cors_origins - 1]) < 0) {
+            int rc = bs_fail(e, BS_EINVAL,
+                             "CORS origin '%.200s' is not \"*\" or scheme://host[:port] (http or https, no path)",
+                             c->cors_origins[c->n_cors_origins - 1]);
+            cors_clear(c);
+            return rc;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return BS_OK;
+}
+
+/* cors_origins: "*" / one origin, or a list of them. */
+static int get_cors(yctx *y, const char *key, const yaml_node_t *v) {
+    cors_clear(y->cfg);
+    if (is_null(v)) return BS_OK;
+    if (scalar(v)) {
+        if (bs_cfg_check_origin(scalar(v)) < 0) return yfail(y, v, "%s: expected \"*\" or scheme://host[:port] origins", key);
+        return cors_add(y->cfg, scalar(v), strlen(scalar(v))) < 0 ? bs_fail(y->e, BS_ENOMEM, "out of memory") : BS_OK;
+    }
+    if (v->type != YAML_SEQUENCE_NODE) return yfail(y, v, "%s: expected a list of origins", key);
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        const yaml_node_t *a = yaml_document_get_node(y->doc, *it);
+        const char *s = a ? scalar(a) : NULL;
+        if (!s || is_null(a) || strlen(s) != a->data.scalar.length || bs_cfg_check_origin(s) < 0)
+            return yfail(y, a ? a : v, "%s: expected \"*\" or scheme://host[:port] origins", key);
+        if (cors_add(y->cfg, s, strlen(s)) < 0) return bs_fail(y->e, BS_ENOMEM, "out of memory");
+    }
+    return BS_OK;
+}
 static int check_backend_fn(const char *s) { return bs_cfg_check_backend(s); }
 static int check_log_format_fn(const char *s) { return strcmp(s, "text") && strcmp(s, "json") ? -1 : 0; }
 
@@ -277,6 +357,7 @@ static const char *const top_keys[] = {
     "addr", "default_model", "max_inflight", "long_slice_ms", "release_date", "access_log", "metrics",
     "gemm_cache", "api_key_env", "max_body_bytes", "backend", "threads", "header_timeout_s", "body_timeout_s",
     "keepalive_timeout_s", "max_connections", "max_client_connections", "models", "access_log_file", "log_format", "ui",
+    "cors_origins",
 };
 
 static int unknown_key(yctx *y, const yaml_node_t *k, const char *key, const char *const *known, size_t n) {
@@ -379,6 +460,7 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "keepalive_timeout_s")) return get_long(y, key, v, 1, &c->keepalive_timeout_s);
     if (!strcmp(key, "max_connections")) return get_long(y, key, v, 0, &c->max_connections);
     if (!strcmp(key, "max_client_connections")) return get_long(y, key, v, 1, &c->max_client_connections);
+    if (!strcmp(key, "cors_origins")) return get_cors(y, key, v);
     if (!strcmp(key, "models")) return models_value(y, c, v);
     return unknown_key(y, k, key, top_keys, sizeof top_keys / sizeof *top_keys);
 }
@@ -395,7 +477,7 @@ int bs_serve_config_parse_yaml(bs_serve_config *c, const char *text, size_t len,
         goto done;
     }
     have_doc = 1;
-    yctx y = { &doc, name, e };
+    yctx y = { &doc, name, e, c };
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root) {
         rc = bs_fail(e, BS_EINVAL, "%s: empty configuration (models is required)", name);

@@ -46,6 +46,10 @@ typedef struct bs_serve_config {
     long max_client_connections; /* >= 1 */
     char *backend;           /* auto | cpu | cuda */
     long threads;            /* >= 0; 0 = online CPUs */
+    /* CORS, opt-in: origins whose pages may call the API from a browser
+     * ("*" alone = any origin); none = CORS off. */
+    char **cors_origins;
+    size_t n_cors_origins;
     bs_serve_model *models;
     size_t n_models;
 } bs_serve_config;
@@ -99,5 +103,11 @@ int bs_parse_addr(const char *s, struct sockaddr_storage *out, socklen_t *len, b
 int bs_cfg_check_dtype(const char *v);
 int bs_cfg_check_schedule(const char *v, int *fifo);
 int bs_cfg_check_backend(const char *v);
+/* One CORS origin: "*", or scheme "://" host [":" port] as a browser sends it
+ * in Origin (http or https, no path, no trailing slash). 0 or -1. */
+int bs_cfg_check_origin(const char *v);
+/* Appends the origins of a comma list ("a,b", or "*") to the configuration
+ * (replacing what was there). Errors name the bad origin. */
+int bs_cfg_set_cors(bs_serve_config *c, const char *list, bs_err *e);
 
 #endif

@@ -101,6 +101,9 @@ struct bs_server {
     /* the loading state: engines arrive with bs_server_set_ready */
     atomic_int ready;
     atomic_long n_loaded;
+    bs_buf served_names;     /* x-basal-served-models (an unknown model's answer) */
+    char **cors;             /* CORS origins ("*" = any); n_cors 0 = CORS off */
+    size_t n_cors;
     int listen_fd;
     /* loop thread only */
     uv_loop_t loop;
@@ -168,11 +171,14 @@ struct conn {
     char *in;                /* received bytes not yet consumed */
     size_t in_len, in_cap;
     bs_buf out;              /* the answer being written */
+    bs_buf *sink;            /* bs_http_feed: what would be written goes here */
+    int sink_written;        /* bs_http_feed: a write "completed", on_written is due */
     /* the current request */
     char method[16];
     char *path;              /* decoded path (or the raw target when it names no route); NULL before */
     int minor;               /* HTTP/1.<minor> */
     int head;                /* HEAD: no body in the answer */
+    char *origin;            /* the Origin header (CORS), or NULL */
     int keep_alive;
     bs_route route;
     bs_dialect dialect;
@@ -222,27 +228,6 @@ static void reply_header(reply_t *r, const char *k, const char *v) {
     }
 }
 
-static const char *reason(int status) {
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 422: return "Unprocessable Content";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    case 529: return "Overloaded";
-    default: return "Unknown";
-    }
-}
 
 /* ---- accounting ---- */
 
@@ -318,6 +303,8 @@ static void reset_request(conn *c) {
     bs_buf_free(&c->body);
     free(c->path);
     c->path = NULL;
+    free(c->origin);
+    c->origin = NULL;
     c->method[0] = 0;
     c->head = c->chunked = c->admitted = 0;
     c->clen = c->received = 0;
@@ -338,6 +325,7 @@ static void maybe_free(conn *c) {
     bs_buf_free(&c->body);
     bs_buf_free(&c->out);
     free(c->path);
+    free(c->origin);
     free(c->in);
     free(c);
     pthread_mutex_lock(&s->mu);
@@ -407,6 +395,10 @@ static void on_interim_written(uv_write_t *w, int status) {
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 static int write_interim(conn *c) {
+    if (c->sink) {
+        bs_buf_put(c->sink, continue_line, sizeof continue_line - 1);
+        return 0;
+    }
     if (c->interim_busy) return 0;
     uv_buf_t b = uv_buf_init((char *)continue_line, sizeof continue_line - 1);
     c->wr_interim.data = c;
@@ -485,7 +477,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void start_reading(conn *c) {
-    if (c->closing || c->peer_eof) return;
+    if (c->closing || c->peer_eof || c->sink) return;
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->read_stopped = 0;
 }
 
@@ -530,6 +522,10 @@ static void begin_linger(conn *c) {
     }
     c->state = C_LINGER;
     c->in_len = 0;
+    if (c->sink) { /* no socket to shut down: input is dropped from now on */
+        timer_set(c, LINGER_MS);
+        return;
+    }
     c->shut.data = c;
     if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         conn_close(c);
@@ -624,6 +620,17 @@ static const char *http_date(bs_server *s) {
     return s->date;
 }
 
+static int cors_any(const bs_server *s) {
+    for (size_t i = 0; i < s->n_cors; i++)
+        if (!strcmp(s->cors[i], "*")) return 1;
+    return 0;
+}
+
+/* CORS is on and the request came from an allowed origin. */
+static int cors_ok(const bs_server *s, const conn *c) {
+    return c->origin && bs_cors_allowed((const char *const *)s->cors, s->n_cors, c->origin, strlen(c->origin));
+}
+
 /* Writes r (one header block, then the body unless HEAD) and accounts for it. */
 static void respond(conn *c, reply_t *r, int close_after) {
     bs_server *s = c->s;
@@ -639,8 +646,17 @@ static void respond(conn *c, reply_t *r, int close_after) {
     c->close_after = close_after;
     bs_buf *o = &c->out;
     bs_buf_free(o);
-    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
-                  reason(r->status), http_date(s), r->ctype, r->body.len);
+    bs_buf_printf(o, "HTTP/1.1 %d %s\r\nDate: %s\r\n", r->status, bs_http_reason(r->status), http_date(s));
+    /* a 204 (CORS preflight) has neither (RFC 9110 §8.6) */
+    if (r->status != 204) bs_buf_printf(o, "Content-Type: %s\r\nContent-Length: %zu\r\n", r->ctype, r->body.len);
+    if (cors_ok(s, c)) {
+        /* "*" answers any origin with "*"; a list echoes the one allowed,
+         * and the answer varies with Origin for caches */
+        int any = cors_any(s);
+        bs_buf_printf(o, "Access-Control-Allow-Origin: %s\r\n", any ? "*" : c->origin);
+        if (!any) bs_buf_puts(o, "Vary: Origin\r\n");
+        if (r->status != 204) bs_buf_puts(o, "Access-Control-Expose-Headers: " BS_CORS_EXPOSE_HEADERS "\r\n");
+    }
     /* every answer has an id for the access log; the /v1 routes also send it (02 §1.2) */
     bs_request_id(c->rid);
     if (c->path && !strncmp(c->path, "/v1/", 4)) bs_buf_printf(o, "x-typesafe-request-id: %s\r\n", c->rid);
@@ -652,7 +668,7 @@ static void respond(conn *c, reply_t *r, int close_after) {
     if (close_after) bs_buf_puts(o, "Connection: close\r\n");
     else if (c->minor == 0) bs_buf_puts(o, "Connection: keep-alive\r\n");
     bs_buf_puts(o, "\r\n");
-    if (!c->head) bs_buf_put(o, r->body.data, r->body.len);
+    if (!c->head && r->body.len) bs_buf_put(o, r->body.data, r->body.len);
     bs_buf_free(&r->body);
     record(s, c, r->status);
     if (s->access_log) access_log(c, r, bs_now_ms() - c->start_ms);
@@ -665,8 +681,13 @@ static void respond(conn *c, reply_t *r, int close_after) {
         return;
     }
     timer_set(c, (uint64_t)s->body_timeout_s * 1000);
-    uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
     c->wr.data = c;
+    if (c->sink) { /* bs_http_feed: the write completes when the feeder says so */
+        bs_buf_put(c->sink, o->data, o->len);
+        c->sink_written = 1;
+        return;
+    }
+    uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
     if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) conn_close(c);
 }
 
@@ -764,10 +785,15 @@ static void body_complete(conn *c) {
     const char *mname = bs_body_model(body, &ml);
     size_t mi = mname ? find_model(s, mname, ml) : s->default_model;
     if (mi == BS_METRICS_NO_MODEL) {
+        /* the body is the spec's, byte for byte (02 §12: as hosted TypeSafe
+         * answers); the served names go in a header, so that a client sees
+         * what it could have asked for */
         bs_reply_unknown_model(&er, c->dialect, mname, ml);
         bj_free(body);
         release_slot(s, c);
-        respond_error(c, &er, 0);
+        reply_take(&rep, &er);
+        reply_header(&rep, "x-basal-served-models", s->served_names.data ? s->served_names.data : "");
+        respond(c, &rep, 0);
         return;
     }
     c->model = mi;
@@ -808,9 +834,24 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         reply_take(rep, &er);
         return 0;
     }
+    int post = r == R_SYSTEMONE || r == R_BASAL;
+    if (s->n_cors && !strcmp(c->method, "OPTIONS")) {
+        /* a CORS preflight: never authenticated (browsers send no
+         * credentials with it); the methods and headers only for an
+         * allowed origin, so that a browser refuses the others */
+        reply_init(rep, 204);
+        reply_header(rep, "Allow", post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        if (cors_ok(s, c)) {
+            reply_header(rep, "Access-Control-Allow-Methods", post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+            reply_header(rep, "Access-Control-Allow-Headers", BS_CORS_ALLOW_HEADERS);
+            reply_header(rep, "Access-Control-Max-Age", BS_CORS_MAX_AGE);
+        }
+        return 0;
+    }
     if (bs_route_method_ok(r, c->method, &allow) < 0) {
         bs_reply_method(&er);
         reply_take(rep, &er);
+        if (s->n_cors) allow = post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
         reply_header(rep, "Allow", allow);
         return 0;
     }
@@ -851,6 +892,7 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     if (r == R_METRICS) {
         bs_metrics_engine *fw = calloc(s->n_models ? s->n_models : 1, sizeof *fw);
         for (size_t i = 0; fw && i < s->n_models; i++) {
+            if (!s->models[i].engine) continue; /* bs_http_feed has none */
             bs_engine_stats st;
             bs_engine_get_stats(s->models[i].engine, &st);
             fw[i].forward_tokens = st.forward_tokens;
@@ -886,55 +928,9 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     return 1;
 }
 
-static int ci_eq(const char *a, size_t n, const char *lit) { return strlen(lit) == n && !strncasecmp(a, lit, n); }
 
-/* Trims optional whitespace around [*p, *p + *n). */
-static void trim(const char **p, size_t *n) {
-    while (*n && (**p == ' ' || **p == '\t')) (*p)++, (*n)--;
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t')) (*n)--;
-}
 
-/* One Content-Length field value: a comma list of equal decimal numbers
- * (RFC 9112 §6.3). Returns 0 and merges into *have and *out (a different value
- * than before is an error), -1 when invalid or conflicting. Numbers too large
- * for 64 bits become ULLONG_MAX (answered 413 like any body over the limit). */
-static int content_length(const char *v, size_t n, int *have, unsigned long long *out) {
-    size_t i = 0;
-    do {
-        size_t j = i;
-        while (j < n && v[j] != ',') j++;
-        const char *p = v + i;
-        size_t len = j - i;
-        trim(&p, &len);
-        if (!len) return -1;
-        unsigned long long x = 0;
-        for (size_t k = 0; k < len; k++) {
-            if (p[k] < '0' || p[k] > '9') return -1;
-            unsigned d = (unsigned)(p[k] - '0');
-            x = x > (ULLONG_MAX - d) / 10 ? ULLONG_MAX : x * 10 + d;
-        }
-        if (*have && *out != x) return -1;
-        *have = 1;
-        *out = x;
-        i = j + 1;
-    } while (i <= n);
-    return 0;
-}
 
-/* Does the first line end in an HTTP version whose major is not 1? */
-static int other_major(const char *in, size_t len) {
-    const char *eol = memchr(in, '\n', len);
-    if (!eol) return 0;
-    size_t n = (size_t)(eol - in);
-    if (n && in[n - 1] == '\r') n--;
-    const char *sp = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (in[i] == ' ') sp = in + i;
-    if (!sp) return 0;
-    size_t vl = (size_t)(in + n - sp - 1);
-    const char *v = sp + 1;
-    return vl >= 6 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[5] != '1';
-}
 
 /* Parses the header block in c->in. Returns 1 when the body is to be read
  * next, 0 when more input is needed or the request was answered. */
@@ -961,7 +957,7 @@ static int parse_headers(conn *c) {
         return 0;
     }
     if (rc < 0) {
-        if (other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
+        if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
         else if (nh == MAX_HEADERS) bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
         else bs_reply_bad_request(&er, BS_DIALECT_SYSTEMONE, "Malformed request line or header field.");
         respond_error(c, &er, 1);
@@ -997,30 +993,36 @@ static int parse_headers(conn *c) {
         const char *v = h[i].value;
         size_t vl = h[i].value_len;
         if (!h[i].name) continue; /* obsolete line folding: the parser joined it */
-        if (ci_eq(h[i].name, h[i].name_len, "content-length")) {
-            if (content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
-        } else if (ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
-            trim(&v, &vl);
+        if (bs_http_ci_eq(h[i].name, h[i].name_len, "content-length")) {
+            if (bs_http_content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
+            bs_http_trim(&v, &vl);
             /* only "chunked" alone, in one field (several codings, or a
              * second field, is a coding this server does not implement) */
-            te_chunked = !have_te && ci_eq(v, vl, "chunked");
+            te_chunked = !have_te && bs_http_ci_eq(v, vl, "chunked");
             have_te = 1;
-        } else if (ci_eq(h[i].name, h[i].name_len, "connection")) {
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "connection")) {
             size_t a = 0;
             while (a < vl) {
                 size_t b = a;
                 while (b < vl && v[b] != ',') b++;
                 const char *t = v + a;
                 size_t tl = b - a;
-                trim(&t, &tl);
-                if (ci_eq(t, tl, "close")) conn_close_tok = 1;
-                if (ci_eq(t, tl, "keep-alive")) conn_keep = 1;
+                bs_http_trim(&t, &tl);
+                if (bs_http_ci_eq(t, tl, "close")) conn_close_tok = 1;
+                if (bs_http_ci_eq(t, tl, "keep-alive")) conn_keep = 1;
                 a = b + 1;
             }
-        } else if (ci_eq(h[i].name, h[i].name_len, "expect")) {
-            trim(&v, &vl);
-            expect = ci_eq(v, vl, "100-continue");
-        } else if (ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "expect")) {
+            bs_http_trim(&v, &vl);
+            expect = bs_http_ci_eq(v, vl, "100-continue");
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && s->n_cors) {
+            bs_http_trim(&v, &vl);
+            if ((c->origin = malloc(vl + 1))) {
+                memcpy(c->origin, v, vl);
+                c->origin[vl] = 0;
+            }
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
             if ((auth = malloc(vl + 1))) {
                 memcpy(auth, v, vl);
                 auth[vl] = 0;
@@ -1299,6 +1301,9 @@ static void free_server(bs_server *s) {
     bs_metrics_destroy(s->metrics);
     bs_buf_free(&s->models_body);
     bs_buf_free(&s->health_body);
+    bs_buf_free(&s->served_names);
+    for (size_t i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     for (size_t i = 0; i < IP_BUCKETS; i++)
         while (s->ips[i]) {
             ip_entry *n = s->ips[i]->next;
@@ -1349,6 +1354,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->max_conn = limit;
     bs_buf_init(&s->models_body);
     bs_buf_init(&s->health_body);
+    bs_buf_init(&s->served_names);
     const char **names = calloc(o->n_models, sizeof *names);
     if (!(s->models = calloc(o->n_models, sizeof *s->models)) || !names) goto oom;
     for (size_t i = 0; i < o->n_models; i++) {
@@ -1375,7 +1381,11 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     atomic_store(&s->ready, have_engines);
     atomic_store(&s->n_loaded, have_engines ? (long)o->n_models : 0);
     build_bodies(s, o->release_date ? o->release_date : BS_DEFAULT_RELEASE_DATE);
-    if (s->models_body.oom || s->health_body.oom) goto oom;
+    bs_names_header(&s->served_names, names, o->n_models);
+    if (s->models_body.oom || s->health_body.oom || s->served_names.oom) goto oom;
+    if (o->n_cors_origins && !(s->cors = calloc(o->n_cors_origins, sizeof *s->cors))) goto oom;
+    for (; s->n_cors < o->n_cors_origins; s->n_cors++)
+        if (!(s->cors[s->n_cors] = bs_strfmt("%s", o->cors_origins[s->n_cors]))) goto oom;
     free(names);
     names = NULL;
     int rc;
@@ -1464,4 +1474,89 @@ void bs_server_destroy(bs_server *s) {
     pthread_mutex_unlock(&s->mu);
     uv_thread_join(&s->thread);
     free_server(s);
+}
+
+/* ---- bs_http_feed (server_int.h): one connection without a socket ---- */
+
+/* The completions a loop would deliver: finished writes. */
+static void feed_settle(conn *c) {
+    while (!c->closing && c->sink_written) {
+        c->sink_written = 0;
+        on_written(&c->wr, 0);
+    }
+}
+
+int bs_http_feed(const bs_http_feed_opts *o, const char *data, size_t len, bs_buf *out) {
+    static const char *const names[] = { "basal-tiny" };
+    bs_server *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->n_models = 1;
+    s->max_inflight = 1024;
+    s->max_body = o->max_body;
+    s->metrics_on = o->metrics;
+    s->header_timeout_s = BS_DEFAULT_HEADER_TIMEOUT_S;
+    s->body_timeout_s = BS_DEFAULT_BODY_TIMEOUT_S;
+    s->keepalive_timeout_s = BS_DEFAULT_KEEPALIVE_TIMEOUT_S;
+    s->max_conn = s->max_client_conn = 16;
+    s->engines_closed = 1; /* no engine: a valid request ends in 500 "engine stopped" */
+    atomic_store(&s->ready, 1); /* past loading, so that the routes are reached */
+    conn *c = NULL;
+    if (o->cors && (s->cors = calloc(1, sizeof *s->cors))) s->n_cors = 1; /* freed with s */
+    if (!(s->models = calloc(1, sizeof *s->models)) || !(s->models[0].name = bs_strfmt("%s", names[0])) ||
+        !(s->metrics = bs_metrics_create(names, 1, s->max_inflight)) ||
+        (o->api_key && !(s->api_key = bs_strfmt("k3y"))) ||
+        (o->cors && (!s->cors || !(s->cors[0] = bs_strfmt("https://a.example")))) || !(c = calloc(1, sizeof *c)))
+        goto oom;
+    s->api_key_len = s->api_key ? 3 : 0;
+    build_bodies(s, BS_DEFAULT_RELEASE_DATE);
+    bs_names_header(&s->served_names, names, 1);
+    if (s->models_body.oom || s->health_body.oom || s->served_names.oom || uv_loop_init(&s->loop) != 0) goto oom;
+    s->loop_ready = 1;
+    /* set up as on_connection sets up an accepted connection */
+    c->s = s;
+    c->sink = out;
+    c->read_stopped = 1;
+    reset_request(c);
+    uv_tcp_init(&s->loop, &c->tcp);
+    uv_timer_init(&s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    s->conns = c;
+    s->n_conns = s->n_active = 1;
+    atomic_fetch_add(&s->live, 1);
+    c->active = 1;
+    c->state = C_IDLE;
+    c->since_ms = bs_now_ms();
+    size_t step = o->chunk ? o->chunk : len ? len : 1, at = 0;
+    while (at < len && !c->closing) {
+        size_t end = len - at < step ? len : at + step;
+        while (at < end && !c->closing) { /* on_alloc may offer less than a piece */
+            uv_buf_t b;
+            on_alloc((uv_handle_t *)&c->tcp, end - at, &b);
+            if (!b.base || !b.len) {
+                on_read((uv_stream_t *)&c->tcp, UV_ENOBUFS, &b);
+                break;
+            }
+            size_t k = end - at < b.len ? end - at : b.len;
+            memcpy(b.base, data + at, k);
+            at += k;
+            on_read((uv_stream_t *)&c->tcp, (ssize_t)k, &b);
+            feed_settle(c);
+        }
+    }
+    if (!c->closing) {
+        uv_buf_t b = uv_buf_init(NULL, 0);
+        on_read((uv_stream_t *)&c->tcp, UV_EOF, &b);
+        feed_settle(c);
+    }
+    if (!c->closing) conn_close(c);
+    uv_run(&s->loop, UV_RUN_DEFAULT); /* the close callbacks free c */
+    free_server(s);
+    return 0;
+oom:
+    free(c);
+    free_server(s);
+    return -1;
 }

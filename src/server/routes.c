@@ -1,5 +1,6 @@
 /* Paths, methods, authentication and request ids (spec 02 §1.2, §2); the error
  * bodies themselves are in core/reply.c. */
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,6 +77,30 @@ int bs_auth_check(const char *header, const char *key, size_t key_len) {
     return diff ? 401 : 0;
 }
 
+int bs_cors_allowed(const char *const *origins, size_t n, const char *origin, size_t len) {
+    if (!len) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(origins[i], "*")) return 1;
+        if (strlen(origins[i]) == len && !strncasecmp(origins[i], origin, len)) return 1;
+    }
+    return 0;
+}
+
+void bs_names_header(bs_buf *out, const char *const *names, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        if (i) bs_buf_puts(out, ", ");
+        for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++) {
+            if (*p < 0x21 || *p > 0x7e || *p == '%' || *p == ',') {
+                char esc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+                bs_buf_put(out, esc, 3);
+            } else {
+                bs_buf_putc(out, (char)*p);
+            }
+        }
+    }
+}
+
 static uint64_t splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -101,4 +126,83 @@ void bs_request_id(char out[33]) {
         out[2 * i + 1] = hex[r[i] & 15];
     }
     out[32] = 0;
+}
+
+/* ---- HTTP/1.1 pieces of the request parser (http.c) ---- */
+
+const char *bs_http_reason(int status) {
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    case 529: return "Overloaded";
+    default: return "Unknown";
+    }
+}
+
+
+int bs_http_ci_eq(const char *a, size_t n, const char *lit) { return strlen(lit) == n && !strncasecmp(a, lit, n); }
+
+
+/* Trims optional whitespace around [*p, *p + *n). */
+void bs_http_trim(const char **p, size_t *n) {
+    while (*n && (**p == ' ' || **p == '\t')) (*p)++, (*n)--;
+    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t')) (*n)--;
+}
+
+
+/* One Content-Length field value: a comma list of equal decimal numbers
+ * (RFC 9112 §6.3). Returns 0 and merges into *have and *out (a different value
+ * than before is an error), -1 when invalid or conflicting. Numbers too large
+ * for 64 bits become ULLONG_MAX (answered 413 like any body over the limit). */
+int bs_http_content_length(const char *v, size_t n, int *have, unsigned long long *out) {
+    size_t i = 0;
+    do {
+        size_t j = i;
+        while (j < n && v[j] != ',') j++;
+        const char *p = v + i;
+        size_t len = j - i;
+        bs_http_trim(&p, &len);
+        if (!len) return -1;
+        unsigned long long x = 0;
+        for (size_t k = 0; k < len; k++) {
+            if (p[k] < '0' || p[k] > '9') return -1;
+            unsigned d = (unsigned)(p[k] - '0');
+            x = x > (ULLONG_MAX - d) / 10 ? ULLONG_MAX : x * 10 + d;
+        }
+        if (*have && *out != x) return -1;
+        *have = 1;
+        *out = x;
+        i = j + 1;
+    } while (i <= n);
+    return 0;
+}
+
+
+/* Does the first line end in an HTTP version whose major is not 1? */
+int bs_http_other_major(const char *in, size_t len) {
+    const char *eol = memchr(in, '\n', len);
+    if (!eol) return 0;
+    size_t n = (size_t)(eol - in);
+    if (n && in[n - 1] == '\r') n--;
+    const char *sp = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (in[i] == ' ') sp = in + i;
+    if (!sp) return 0;
+    size_t vl = (size_t)(in + n - sp - 1);
+    const char *v = sp + 1;
+    return vl >= 6 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[5] != '1';
 }

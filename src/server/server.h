@@ -45,6 +45,10 @@ typedef struct bs_server_opts {
     long keepalive_timeout_s;      /* an idle keep-alive connection */
     long max_connections;          /* open connections in all (0: max_inflight + 1024, within the fd limit) */
     long max_client_connections;   /* open connections per client address */
+    /* CORS, opt-in (none = off: OPTIONS is a 405 like any other method):
+     * the origins allowed to call from a browser, "*" = any. */
+    const char *const *cors_origins;
+    size_t n_cors_origins;
 } bs_server_opts;
 
 #define BS_DEFAULT_HEADER_TIMEOUT_S 10

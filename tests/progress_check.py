@@ -1,0 +1,198 @@
+"""Progress output of long commands (issue 18 item 4), checked from outside:
+
+- not a terminal (stderr a file): timestamped lines `<UTC ISO time> basal:
+  <what>: <pct>% (<done> of <total>), ...` at the interval of
+  BASAL_PROGRESS_INTERVAL_MS (shortened here so that a small run is "long"),
+  times inside the run's wall-clock window, spaced by at least the interval
+  (no spam), percentages not decreasing, and a closing `done:` line whose
+  amount is the independent total (the tensor bytes read back from the
+  safetensors header by Python; the decision count of `bench`'s options);
+- the default interval (5 s) writes nothing for short work; BASAL_PROGRESS=off
+  writes nothing at all;
+- a terminal (a pty): one line redrawn with \\r and ESC[K, a full bar at the
+  end and a final newline.
+Usage: progress_check.py BASAL FIXTURES TMPDIR"""
+import datetime
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import time
+
+BASAL, FIXTURES, TMP = sys.argv[1], sys.argv[2], sys.argv[3]
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z basal: (.*?): (.*)$")
+
+
+def run(args, env_extra, cwd=None):
+    env = dict(os.environ)
+    env.pop("BASAL_PROGRESS", None)
+    env.pop("BASAL_PROGRESS_INTERVAL_MS", None)
+    env.update(env_extra)
+    t0 = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    p = subprocess.run([BASAL] + args, env=env, capture_output=True, cwd=cwd, timeout=600)
+    t1 = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return p.returncode, p.stderr.decode(), t0, t1
+
+
+def progress_lines(err, what):
+    out = []
+    head = f"Z basal: {what}: "
+    for line in err.splitlines():
+        m = LINE.match(line)
+        if m and line[23:].startswith(head):
+            out.append((datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f"), line[23 + len(head):]))
+    return out
+
+
+def si(v):
+    """The decimal kB/MB/GB form of core/progress.c, written again here."""
+    if v < 1000:
+        return f"{v} B"
+    for i, u in enumerate(["kB", "MB", "GB", "TB"]):
+        x = v / 1000 ** (i + 1)
+        if x < 1000 or u == "TB":
+            return f"{x:.1f} {u}"
+
+
+def tensor_bytes(d):
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    return sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in h.items() if k != "__metadata__")
+
+
+def check_series(lines, t0, t1, interval_ms, total_text, final_text, what):
+    check(len(lines) >= 2, f"{what}: at least one progress line and the closing one ({len(lines)})")
+    if not lines:
+        return
+    slack = datetime.timedelta(milliseconds=50)
+    check(all(t0 - slack <= t <= t1 + slack for t, _ in lines), f"{what}: timestamps inside the run {t0}..{t1}")
+    gaps = [(b[0] - a[0]).total_seconds() * 1000 for a, b in zip(lines[:-2], lines[1:-1])]
+    check(all(g >= interval_ms * 0.8 for g in gaps), f"{what}: lines at least {interval_ms} ms apart: {gaps[:8]}")
+    body = [s for _, s in lines[:-1]]
+    pct = []
+    for s in body:
+        m = re.match(r"(\d+)% \((.+) of (.+?)\), ([\d.]+ s|\d+ min \d+ s) elapsed(, about .* left)?$", s)
+        if check(m is not None, f"{what}: progress line form: {s!r}"):
+            pct.append(int(m.group(1)))
+            check(m.group(3) == total_text, f"{what}: total {m.group(3)!r} = {total_text!r}")
+    check(pct == sorted(pct) and all(0 <= p <= 100 for p in pct), f"{what}: percentages do not decrease: {pct}")
+    check(re.fullmatch(re.escape(final_text) + r" in [\d.]+ s", lines[-1][1]) is not None,
+          f"{what}: closing line {lines[-1][1]!r}, expected {final_text!r} in ... s")
+
+
+# ---- make-model, line form ----
+out = os.path.join(TMP, "m1")
+rc, err, t0, t1 = run(["make-model", out, "--preset", "tiny"], {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0, f"make-model exit {rc}: {err[-400:]}")
+if rc == 0:
+    total = tensor_bytes(out)
+    what = f"make-model: writing the weights of {out}"
+    lines = progress_lines(err, what)
+    check_series(lines, t0, t1, 10, f"{si(total)}", f"done: {si(total)}", "make-model")
+
+# ---- the default interval: nothing for short work; off: nothing ----
+for env, name in (({}, "default interval"), ({"BASAL_PROGRESS": "off", "BASAL_PROGRESS_INTERVAL_MS": "10"}, "off")):
+    o = os.path.join(TMP, "m-" + name.replace(" ", "-"))
+    rc, err, t0, t1 = run(["make-model", o, "--preset", "tiny"], env)
+    check(rc == 0 and not LINE.search(err) and "%" not in err and "\r" not in err,
+          f"make-model ({name}): no progress output: {err[-300:]!r}")
+    check((t1 - t0).total_seconds() < 5, f"make-model ({name}) ran under the 5 s interval")
+
+# ---- bench: item i/N and the throughput phase ----
+model = os.path.join(FIXTURES, "tiny-bias")
+rc, err, t0, t1 = run(["bench", "--model", model, "--lat-n", "2", "--state-tokens", "40", "--throughput-items", "32",
+                       "--threads", "1", "--out", os.path.join(TMP, "bench.json")], {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0, f"bench exit {rc}: {err[-400:]}")
+if rc == 0:
+    items = re.findall(r"^item (\d+)/(\d+)( \(discarded\))?: lat1", err, re.M)
+    # --lat-n 2 plus the 5 discarded items (spec 06 §7.1)
+    check([(int(a), int(b), bool(c)) for a, b, c in items] == [(i, 7, i <= 5) for i in range(1, 8)],
+          f"bench: item i/N lines: {items}")
+    what = "bench: throughput, 3 passes of 32 decisions"
+    lines = progress_lines(err, what)
+    # warm-up group of 16 (the group size) then 3 passes of 32
+    check_series(lines, t0, t1, 10, "112 decisions", "done: 112 decisions", "bench")
+
+# ---- bench-requests ----
+reqs = os.path.join(TMP, "reqs.jsonl")
+with open(reqs, "w") as f:
+    for i in range(12):
+        f.write(json.dumps({"id": f"r{i}", "request": {"state": f"Zgłoszenie {i}: " + "słowo " * 30, "questions": {
+            "q": {"type": "choice", "instructions": "Dział?", "criteria": ["a", "b", "c"]}}}}, ensure_ascii=False) + "\n")
+rc, err, t0, t1 = run(["bench-requests", "--model", model, "--requests", reqs, "--batching", "tree", "--reps", "3",
+                       "--threads", "1", "--out", os.path.join(TMP, "br.json")], {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0, f"bench-requests exit {rc}: {err[-400:]}")
+if rc == 0:
+    check_series(progress_lines(err, "bench-requests: tree batching"), t0, t1, 10, "12 requests", "done: 12 requests",
+                 "bench-requests")
+
+# ---- a terminal: the bar ----
+o = os.path.join(TMP, "m-tty")
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ.pop("BASAL_PROGRESS", None)
+    os.environ.pop("BASAL_PROGRESS_INTERVAL_MS", None)
+    os.execv(BASAL, [BASAL, "make-model", o, "--preset", "tiny"])
+buf = b""
+deadline = time.time() + 120
+while time.time() < deadline:
+    try:
+        chunk = os.read(fd, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    buf += chunk
+_, status = os.waitpid(pid, 0)
+text = buf.decode("utf-8", "replace")
+check(os.WEXITSTATUS(status) == 0, f"make-model on a terminal: exit {status}")
+redraws = text.count("\r\x1b[K")
+what = f"make-model: writing the weights of {o}"
+if redraws:  # drawn at most every 100 ms: a fast run may finish before the first
+    check(f"{what} [{'#' * 24}] done: " in text, f"terminal: full bar at the end: {text[-300:]!r}")
+    check(re.search(r"\[#*\.+\] \d+% ", text) is not None or redraws == 1, "terminal: a partial bar")
+    check(not LINE.search(text), "terminal: no timestamped lines")
+else:
+    check("%" not in text, f"terminal, under 100 ms: nothing drawn: {text!r}")
+# a slower one on the terminal: mini layers, so that the bar is drawn
+o2 = os.path.join(TMP, "m-tty2")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(BASAL, [BASAL, "make-model", o2, "--preset", "tiny-hd128", "--dtype", "f32", "--layers", "24"])
+buf = b""
+while True:
+    try:
+        chunk = os.read(fd, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    buf += chunk
+_, status = os.waitpid(pid, 0)
+text = buf.decode("utf-8", "replace")
+what = f"make-model: writing the weights of {o2}"
+check(os.WEXITSTATUS(status) == 0, f"make-model tiny-hd128 on a terminal: exit {status}")
+check(text.count("\r\x1b[K") >= 2, f"terminal: the bar was redrawn: {text[:300]!r}")
+check(re.search(re.escape(what) + r" \[#{24}\] done: [\d.]+ MB in [\d.]+ s\r?\n", text) is not None,
+      f"terminal: closing bar and newline: {text[-300:]!r}")
+check(not LINE.search(text), "terminal: no timestamped lines")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
