@@ -66,6 +66,15 @@ async function main() {
   ok(typeof a1.confidence === "number" && a1.confidence >= 0 && a1.confidence <= 1, "choice confidence");
   ok(Number.isInteger(r1.usage.input_tokens) && r1.usage.input_tokens > 0 && r1.usage.output_tokens === 0, "usage");
 
+  // a choice with 40 options (spec 03 §5: two engine rounds) reads as a normal typed choice answer
+  const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, i % 3 ? null : `opcja ${i}`]));
+  const rl = await c.systemOne({ state: S, questions: { topic: choice("Której kategorii dotyczy zgłoszenie?", many) } });
+  const al = rl.answers.topic;
+  ok(al.type === "choice" && al.choice in many, `40-option choice answer ${JSON.stringify(al).slice(0, 200)}`);
+  ok(JSON.stringify(Object.keys(al.probabilities)) === JSON.stringify(Object.keys(many)), "40-option keys in order");
+  ok(Math.abs(sum(al.probabilities) - 1) <= 1e-9, `40-option probabilities sum ${sum(al.probabilities)}`);
+  ok(al.probabilities[al.choice] === Math.max(...Object.values(al.probabilities)), "40-option choice is the argmax");
+
   const r2 = await c.systemOne({ state: { ticket: S, channel: "email" }, questions: {
     pay: noul("Czy chodzi o płatność?", { true: "tak", false: "nie" }) } });
   ok(r2.answers.pay.type === "noul" && r2.answers.pay.noul >= 0 && r2.answers.pay.noul <= 1,
