@@ -30,10 +30,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cpu/bf16_round_avx512.h" /* round16_bf16 */
+
 /* LDA: packed x is stored panel by panel (32 rows, MR * KC / 2 words each,
  * see pack_a), so row i0 of a panel start is at i0 * LDA words. */
-enum { MR = 32, NR = 32, KC = 1536, MC = 256, NC = 1024, LDA = KC / 2, STEP_PAIRS = 16, ROW_CHUNK = 512 };
-_Static_assert(ROW_CHUNK % (2 * STEP_PAIRS) == 0 && KC % (2 * STEP_PAIRS) == 0 && (int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR &&
+enum { MR = 32, NR = 32, KC = 1536, MC = 256, NC = 1024, LDA = KC / 2, STEP_PAIRS = 16 };
+_Static_assert(KC % (2 * STEP_PAIRS) == 0 && (int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR &&
                    MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS && MC % MR == 0,
                "AMX blocking exceeds the driver's limits");
 
@@ -87,18 +89,22 @@ static int round_pairs(int kc) { return ((kc + 1) / 2 + STEP_PAIRS - 1) / STEP_P
  * rounding is the AVX512-BF16 packing's (bs_f32_to_bf16); zero pairs pad the
  * last step; rows past `rows` in the last panel are not written and their
  * outputs never stored. */
-static void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
-    /* one row at a time through the AVX512-BF16 packing (ROW_CHUNK k per
-     * call, its block), then whole steps of 16 pairs into place */
-    uint32_t tmp[ROW_CHUNK / 2 + 16] __attribute__((aligned(64)));
+static __attribute__((target("avx512f"))) void pack_a(const float *x, int ldx, int rows, int k0, int kc,
+                                                       float *ap) {
+    const int steps = round_pairs(kc) / STEP_PAIRS;
     for (int i = 0; i < rows; i++) {
-        uint32_t *row = (uint32_t *)(void *)(ap + (size_t)(i / MR) * MR * LDA) + (i % MR) * STEP_PAIRS;
-        for (int c = 0; c < kc; c += ROW_CHUNK) {
-            int n = kc - c < ROW_CHUNK ? kc - c : ROW_CHUNK, np = (n + 1) / 2, ns = round_pairs(n) / STEP_PAIRS;
-            bs_gemm_impl_avx512bf16.pack_a(x + (size_t)i * ldx, ldx, 1, k0 + c, n, (float *)(void *)tmp);
-            memset(tmp + np, 0, (size_t)(ns * STEP_PAIRS - np) * 4);
-            uint32_t *dst = row + (size_t)(c / (2 * STEP_PAIRS)) * MR * STEP_PAIRS;
-            for (int t = 0; t < ns; t++) memcpy(dst + (size_t)t * MR * STEP_PAIRS, tmp + t * STEP_PAIRS, STEP_PAIRS * 4);
+        const float *src = x + (size_t)i * ldx + k0;
+        float *dst = ap + (size_t)(i / MR) * MR * LDA + (i % MR) * STEP_PAIRS;
+        for (int s = 0; s < steps; s++) {
+            /* 32 elements = 16 pairs, element 2p in the low half of word p;
+             * past kc, zeros (the zero pairs padding the step) */
+            int k = s * 2 * STEP_PAIRS, left = kc - k;
+            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+            __m256i lo = round16_bf16(_mm512_maskz_loadu_ps(m0, src + k));
+            __m256i hi = round16_bf16(_mm512_maskz_loadu_ps(m1, src + k + 16));
+            _mm512_storeu_si512((void *)(dst + (size_t)s * MR * STEP_PAIRS),
+                                _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
         }
     }
 }

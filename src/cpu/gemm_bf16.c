@@ -130,16 +130,7 @@ _Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR 
 #define BF16_FN __attribute__((target("avx512f,avx512bf16,avx2,fma,f16c")))
 #define BF16_INLINE __attribute__((target("avx512f,avx512bf16,avx2,fma,f16c"), always_inline)) static inline
 
-/* bs_f32_to_bf16 on 16 lanes: round-to-nearest-even, NaN kept NaN (quiet). */
-BF16_INLINE __m256i round16_bf16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    return _mm512_cvtepi32_epi16(r);
-}
+#include "cpu/bf16_round_avx512.h" /* round16_bf16 */
 
 /* x rows into pairs (16 elements = 8 pairs per vector), row stride LDA words. */
 static BF16_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
