@@ -23,7 +23,8 @@
  * family asserts it). */
 enum { BS_GEMM_MAX_MR = 32, BS_GEMM_MAX_NR = 32, BS_GEMM_SMALL_FLOATS = 49408 };
 
-/* One tile: R rows of packed x at a (row stride lda of the family) times a
+/* One tile: R rows of packed x at a (row stride lda of the family; the AMX
+ * family packs a 32-row panel in tile order, the panel at a) times a
  * packed strip b, depth kc, into a full nr-column tile c (row stride ldc).
  * The tile starts from zero when first, else from its current value, which
  * the caller has placed in stage (nr floats per row, 64-byte aligned). A
