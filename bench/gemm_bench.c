@@ -75,6 +75,12 @@ static int pad;
  * default choice, or BASAL_BF16=amx) */
 static bs_compute compute = BS_COMPUTE_F32;
 static void run_ours(const call *c) { bs_gemm_mode(c->pool, compute, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad); }
+/* With --compute bf16, the f32 compute mode on the same bf16-stored weights,
+ * measured in the same run (the "f32" column is still our kernel in the
+ * chosen mode on f32-stored weights). */
+static void run_ours_f32mode(const call *c) {
+    bs_gemm_mode(c->pool, BS_COMPUTE_F32, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad);
+}
 static void run_blas(const call *c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, c->n, c->k, 1.0f, c->x, c->k + pad,
                 c->wf, c->k, 0.0f, c->y, c->n + pad);
@@ -230,8 +236,9 @@ int main(int argc, char **argv) {
 
     printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
            reps);
-    printf("%-5s %-8s %6s %6s %5s %2s | %8s %8s %8s | %6s %6s\n", "model", "proj", "N", "K", "M", "t",
-           "bf16", "f32", "openblas", "bf16/ob", "f32/ob");
+    int f32mode = compute == BS_COMPUTE_BF16;
+    printf("%-5s %-8s %6s %6s %5s %2s | %8s %8s %8s | %6s %6s%s\n", "model", "proj", "N", "K", "M", "t",
+           "bf16", "f32", "openblas", "bf16/ob", "f32/ob", f32mode ? " |  f32mode bf16/f32mode" : "");
     for (int si = 0; si < nsel; si++) {
         const shape *s = &all_shapes[sel[si]];
         int mx = 0;
@@ -257,17 +264,21 @@ int main(int argc, char **argv) {
                 int m = ms[mi];
                 call cb = {m, s->n, s->k, x, &wmb, wf, y, pool}, cf = cb;
                 cf.w = &wmf;
-                run_fn fns[3];
-                const call *cs[3];
-                double res[3] = {0, 0, 0};
+                run_fn fns[4];
+                const call *cs[4];
+                double res[4] = {0, 0, 0, 0};
                 int nv = 0;
                 fns[nv] = run_ours; cs[nv++] = &cb;
                 if (f32) { fns[nv] = run_ours; cs[nv++] = &cf; }
                 if (blas) { fns[nv] = run_blas; cs[nv++] = &cb; }
+                if (f32mode) { fns[nv] = run_ours_f32mode; cs[nv++] = &cb; }
                 measure(nv, fns, cs, reps, 0.05, res);
-                double gb = res[0], gf = f32 ? res[1] : 0, go = blas ? res[nv - 1] : 0;
-                printf("%-5s %-8s %6d %6d %5d %2d | %8.1f %8.1f %8.1f | %6.3f %6.3f\n", s->model, s->name,
+                double gb = res[0], gf = f32 ? res[1] : 0, go = blas ? res[nv - 1 - f32mode] : 0;
+                double gm = f32mode ? res[nv - 1] : 0;
+                printf("%-5s %-8s %6d %6d %5d %2d | %8.1f %8.1f %8.1f | %6.3f %6.3f", s->model, s->name,
                        s->n, s->k, m, t, gb, gf, go, go > 0 ? gb / go : 0, go > 0 ? gf / go : 0);
+                if (f32mode) printf(" | %8.1f %6.3f", gm, gm > 0 ? gb / gm : 0);
+                printf("\n");
                 fflush(stdout);
             }
             bs_pool_destroy(pool);

@@ -117,7 +117,9 @@ static float chain_hw(const float *x, const uint16_t *wb, int k) {
 }
 
 static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
-    const shape shapes[] = {{37, 53}, {64, 512}, {5, 300}, {130, 517}, {48, 1040}, {200, 64}};
+    /* K = 1600 and 3101 (odd) pass over the AMX kernels' K block (1536):
+     * the accumulation goes through y between blocks */
+    const shape shapes[] = {{37, 53}, {64, 512}, {5, 300}, {130, 517}, {48, 1040}, {200, 64}, {45, 1600}, {33, 3101}};
     enum { NS = sizeof shapes / sizeof *shapes };
     int hw = bs_gemm_bf16_hw_supported(), amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
     long amx_differ = 0, amx_total = 0;
@@ -171,7 +173,7 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
             }
             /* batch invariance within the mode; storages equal */
             int mism = 0;
-            const int ms[] = {2, 5, 6, 13, 14, 15, 29, 64, 141, 300};
+            const int ms[] = {2, 5, 6, 13, 14, 15, 16, 17, 29, 31, 32, 33, 64, 141, 300};
             for (size_t q = 0; q < sizeof ms / sizeof *ms; q++) {
                 int m = ms[q];
                 if (m > mm) continue;

@@ -117,7 +117,7 @@ UKR_P(1) UKR_P(2) UKR_P(3) UKR_P(4) UKR_P(5) UKR_P(6)
 const bs_gemm_impl bs_gemm_impl_bf16_portable = {
     PMR, PNR, PKC, PMC, PNC, PLDA, PLDA * PNR, pack_a_portable, pack_b_portable,
     {NULL, ukr_portable_1, ukr_portable_2, ukr_portable_3, ukr_portable_4, ukr_portable_5, ukr_portable_6},
-    "bf16-portable", 0};
+    "bf16-portable", 0, 0};
 
 #ifdef BS_X86
 /* ---- AVX512-BF16: VDPBF16PS on 14 x 32 tiles -------------------------------- */
@@ -130,16 +130,7 @@ _Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR 
 #define BF16_FN __attribute__((target("avx512f,avx512bf16,avx2,fma,f16c")))
 #define BF16_INLINE __attribute__((target("avx512f,avx512bf16,avx2,fma,f16c"), always_inline)) static inline
 
-/* bs_f32_to_bf16 on 16 lanes: round-to-nearest-even, NaN kept NaN (quiet). */
-BF16_INLINE __m256i round16_bf16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    return _mm512_cvtepi32_epi16(r);
-}
+#include "cpu/bf16_round_avx512.h" /* round16_bf16 */
 
 /* x rows into pairs (16 elements = 8 pairs per vector), row stride LDA words. */
 static BF16_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
@@ -239,7 +230,7 @@ UKR(1) UKR(2) UKR(3) UKR(4) UKR(5) UKR(6) UKR(7) UKR(8) UKR(9) UKR(10) UKR(11) U
 const bs_gemm_impl bs_gemm_impl_avx512bf16 = {
     MR, NR, KC, MC, NC, LDA, (KC / 2) * NR, pack_a, pack_b,
     {NULL, ukr_1, ukr_2, ukr_3, ukr_4, ukr_5, ukr_6, ukr_7, ukr_8, ukr_9, ukr_10, ukr_11, ukr_12, ukr_13, ukr_14},
-    "avx512-bf16", 0};
+    "avx512-bf16", 0, 0};
 
 /* One VDPBF16PS on a single lane, for the test that pins the step above to
  * the hardware. */
