@@ -107,7 +107,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     const char *name = argv[i];
+    int asks_help = i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"));
     if (!strcmp(name, "version")) {
+        if (asks_help) {
+            printf("usage: basal version\nprint the version, git commit and backends (also --version, -V)\n");
+            return 0;
+        }
         if (i + 1 < argc) {
             cli_error("version", "unexpected argument '%s'", argv[i + 1]);
             return 2;
@@ -116,7 +121,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(name, "help")) {
-        if (i + 1 >= argc) {
+        if (i + 1 >= argc || asks_help) {
             usage(stdout);
             return 0;
         }
