@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     float *gx = malloc((size_t)gm * gk * 4), *gw = malloc((size_t)gn * gk * 4), *gy = malloc((size_t)gm * gn * 4);
     for (size_t i = 0; i < (size_t)gm * gk; i++) gx[i] = frand();
     for (size_t i = 0; i < (size_t)gn * gk; i++) gw[i] = frand();
-    bs_wmat w = {BS_F32, gw, gn, gk};
+    bs_wmat w = {BS_F32, gw, gn, gk, NULL, BS_WPACK_NONE};
     double best_g[16];
     for (int r = 0; r < reps; r++) {
         double t0 = now();

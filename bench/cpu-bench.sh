@@ -11,7 +11,8 @@
 #              about 7 minutes on 2 cores; needs a 32k-position model)
 # Peak RSS of each run comes from /usr/bin/time -v.
 # Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k]
-# DTYPE=bf16 runs `single` in the bf16 compute mode (BASAL_BF16=amx: its AMX kernel).
+# DTYPE=bf16 runs single, five-2k and doc-16k in the bf16 compute mode (its default kernel: AMX where the CPU has it;
+# BASAL_BF16=avx512-bf16|portable picks another).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -43,7 +44,7 @@ state = " ".join(words[(i * 7) % 15] + ("." if i % 9 == 8 else "") for i in rang
 qs = {f"q{i}": {"type": "noul", "instructions": f"Czy zgłoszenie dotyczy tematu {w}?"} for i, w in enumerate(words[:5])}
 print(json.dumps({"id": "five-2k", "request": {"model": None, "state": state, "questions": qs}}, ensure_ascii=False))
 PY
-    timed five-2k "$B" bench-requests --model "$M" --requests "$out/five-2k.jsonl" --batching tree --reps "${REPS:-1}" \
+    timed five-2k "$B" bench-requests --model "$M" ${DTYPE:+--dtype "$DTYPE"} --requests "$out/five-2k.jsonl" --batching tree --reps "${REPS:-1}" \
         --out "$out/five-2k.json"
     echo "five-2k: peak RSS $(peak five-2k)" | tee -a "$out/summary.txt"
 fi
@@ -57,7 +58,7 @@ doc = " ".join(f"§{i // 40 + 1}." if i % 40 == 0 else words[(i * 5) % 12] for i
 qs = {f"q{i}": {"type": "noul", "instructions": f"Czy umowa przewiduje: {w}?"} for i, w in enumerate(words[:5])}
 print(json.dumps({"id": "doc-16k", "request": {"model": None, "state": doc, "questions": qs}}, ensure_ascii=False))
 PY
-    timed doc-16k "$B" bench-requests --model "$M32" --requests "$out/doc-16k.jsonl" --batching tree --reps 1 --no-warmup \
+    timed doc-16k "$B" bench-requests --model "$M32" ${DTYPE:+--dtype "$DTYPE"} --requests "$out/doc-16k.jsonl" --batching tree --reps 1 --no-warmup \
         --out "$out/doc-16k.json"
     echo "doc-16k: peak RSS $(peak doc-16k)" | tee -a "$out/summary.txt"
 fi

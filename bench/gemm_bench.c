@@ -72,8 +72,9 @@ typedef struct {
  * of strides that are multiples of 4 KiB) */
 static int pad;
 /* --compute bf16: our columns run the bf16 compute mode (its kernel: the
- * default choice, or BASAL_BF16=amx) */
+ * fastest of the CPU, or the one BASAL_BF16 names) */
 static bs_compute compute = BS_COMPUTE_F32;
+static int prepack = 1; /* --no-prepack: kernels that can read prepacked weights pack them per call */
 static void run_ours(const call *c) { bs_gemm_mode(c->pool, compute, c->x, c->k + pad, c->m, c->w, c->y, c->n + pad); }
 /* With --compute bf16, the f32 compute mode on the same bf16-stored weights,
  * measured in the same run (the "f32" column is still our kernel in the
@@ -119,7 +120,7 @@ static void measure(int nv, run_fn const *fn, const call *const *c, int reps, do
 static void usage(void) {
     fprintf(stderr,
             "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
-            "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16]\n"
+            "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16] [--no-prepack]\n"
             "       gemm_bench --probe [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n");
 }
 
@@ -141,7 +142,7 @@ static int probe(const int *sel, int nsel, const int *threads, int nthr, int mma
         if (!x || !wf || !ref || !y) { fprintf(stderr, "out of memory\n"); exit(1); }
         for (size_t i = 0; i < (size_t)mbig * s->k; i++) x[i] = frand();
         for (size_t i = 0; i < (size_t)s->n * s->k; i++) wf[i] = bs_bf16_to_f32(bs_f32_to_bf16(frand()));
-        bs_wmat wm = {BS_F32, wf, s->n, s->k};
+        bs_wmat wm = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE};
         for (int ti = 0; ti < nthr; ti++) {
             int t = threads[ti];
             openblas_set_num_threads(t);
@@ -215,6 +216,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--cputime")) use_cputime = 1;
         else if (!strcmp(a, "--best")) use_best = 1;
         else if (!strcmp(a, "--pad")) pad = 16;
+        else if (!strcmp(a, "--no-prepack")) prepack = 0;
         else if (!strcmp(a, "--compute") && v) { compute = !strcmp(v, "bf16") ? BS_COMPUTE_BF16 : BS_COMPUTE_F32; i++; }
         else if (!strcmp(a, "--ours")) probe_ours = 1;
         else if (!strcmp(a, "--list")) {
@@ -254,7 +256,12 @@ int main(int argc, char **argv) {
             wb[i] = bs_f32_to_bf16(frand());
             wf[i] = bs_bf16_to_f32(wb[i]);
         }
-        bs_wmat wmb = {BS_BF16, wb, s->n, s->k}, wmf = {BS_F32, wf, s->n, s->k};
+        bs_wmat wmb = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE}, wmf = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE};
+        /* as a model load does for the bf16 mode (the AMX layout) */
+        if (prepack && (bs_gemm_prepack(NULL, &wmb, compute, NULL) < 0 || bs_gemm_prepack(NULL, &wmf, compute, NULL) < 0)) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
         for (int ti = 0; ti < nthr; ti++) {
             int t = threads[ti];
             bs_pool *pool = bs_pool_create(t);
@@ -283,6 +290,8 @@ int main(int argc, char **argv) {
             }
             bs_pool_destroy(pool);
         }
+        bs_gemm_unpack(&wmb);
+        bs_gemm_unpack(&wmf);
         free(x); free(wf); free(wb); free(y);
     }
     return 0;

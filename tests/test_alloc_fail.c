@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "core/pyjson.h"
+#include "device/device.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
@@ -102,26 +103,18 @@ static int decide(bs_basal_model *m, const bs_prefix_set *pinned, bs_buf *out, i
     return rc;
 }
 
-int main(void) {
-    const char *fx = check_env("FIXTURES", "build/fixtures");
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
-    bs_pool *pool = bs_pool_create(1);
-    bs_basal_model m;
+/* Every allocation of one decision made to fail in turn, in the model's
+ * current compute mode. */
+static void sweep_decisions(bs_basal_model *m, const char *mode) {
     bs_err e = {0};
-    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) {
-        fprintf(stderr, "%s\n", e.msg);
-        CHECK(0);
-        return check_report("test_alloc_fail");
-    }
     bs_prefix_set pinned = {0};
-    CHECK_INT(bs_prefix_set_build(&pinned, &m, NULL, &e), 0);
+    CHECK_INT(bs_prefix_set_build(&pinned, m, NULL, &e), 0);
     bs_buf ref, got;
     bs_buf_init(&ref);
     bs_buf_init(&got);
     int st = 0;
     arm(0);
-    CHECK_INT(decide(&m, &pinned, &ref, &st), 0);
+    CHECK_INT(decide(m, &pinned, &ref, &st), 0);
     long total = disarm();
     fprintf(stderr, "a decision makes %ld allocations\n", total);
     CHECK(total > 50);
@@ -129,7 +122,7 @@ int main(void) {
     for (long n = 1; n <= total; n++) {
         arm(n);
         st = 0;
-        int rc = decide(&m, &pinned, &got, &st);
+        int rc = decide(m, &pinned, &got, &st);
         disarm();
         if (rc == 0) {
             survived++;
@@ -145,10 +138,49 @@ int main(void) {
             }
         }
     }
-    fprintf(stderr, "decision: %ld allocations swept, %ld failed cleanly, %ld tolerated with the same answer\n",
-            total, failed_cleanly, survived);
+    fprintf(stderr, "%s decision: %ld allocations swept, %ld failed cleanly, %ld tolerated with the same answer\n",
+            mode, total, failed_cleanly, survived);
     CHECK_INT(failed_cleanly + survived, total);
     bs_prefix_set_free(&pinned);
+    bs_buf_free(&ref);
+    bs_buf_free(&got);
+}
+
+int main(void) {
+    const char *fx = check_env("FIXTURES", "build/fixtures");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
+    bs_pool *pool = bs_pool_create(1);
+    bs_basal_model m;
+    bs_err e = {0};
+    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        CHECK(0);
+        return check_report("test_alloc_fail");
+    }
+    sweep_decisions(&m, "f32");
+    /* the bf16 compute mode: attaching it packs the weights for the AMX
+     * kernels where the CPU has them (each failure point: a clean error, the
+     * model left in f32), and the AMX driver, whose scratch failing takes its
+     * serial path: the answer must stay bitwise the same */
+    arm(0);
+    CHECK_INT(bs_device_attach(&m.model, "cpu", "bf16", &e), 0);
+    long attach_total = disarm();
+    for (long n = 1; n <= attach_total; n++) {
+        CHECK_INT(bs_device_attach(&m.model, "cpu", "f32", &e), 0);
+        arm(n);
+        bs_err ae = {0};
+        int rc = bs_device_attach(&m.model, "cpu", "bf16", &ae);
+        disarm();
+        if (rc < 0) {
+            CHECK_INT(rc, BS_ENOMEM);
+            CHECK(ae.msg[0] != 0);
+            CHECK(m.model.compute == BS_COMPUTE_F32);
+        }
+    }
+    fprintf(stderr, "bf16 attach (%s kernels): %ld allocations swept\n", bs_gemm_bf16_kernel_name(), attach_total);
+    CHECK_INT(bs_device_attach(&m.model, "cpu", "bf16", &e), 0);
+    sweep_decisions(&m, "bf16");
     bs_basal_free(&m);
 
     /* model loading: the count first, then a sample of failure points spread
@@ -172,8 +204,6 @@ int main(void) {
         }
     }
     fprintf(stderr, "model load: %ld allocations, %ld failure points tried\n", load_total, tried);
-    bs_buf_free(&ref);
-    bs_buf_free(&got);
     bs_pool_destroy(pool);
     return check_report("test_alloc_fail");
 }

@@ -142,7 +142,8 @@ static void invariance(const char *model_name, int families) {
 
     /* dtype bf16: batch- and thread-invariant within the mode, the same bits
      * from the instruction and from the emulation, not the f32 bits; the
-     * AMX kernel (opt-in) invariant within itself. */
+     * AMX kernel invariant within itself, with its weights packed per call
+     * or once at load. */
     float *alone16 = malloc(sz * 4);
     m.compute = BS_COMPUTE_BF16;
     int bf16_native = bs_gemm_force_bf16_hw(0);
@@ -168,6 +169,19 @@ static void invariance(const char *model_name, int families) {
         snprintf(what, sizeof what, "bf16 mode (%s): 1 thread, one row", bs_gemm_bf16_kernel_name());
         expect_same(what, got, ref, sz);
         m.pool = pool2;
+        if (k == 2) { /* the weights packed at load, as dtype bf16 does: the same bits */
+            bs_err pe = {0};
+            CHECK_INT(bs_model_prepack(&m, &pe), 0);
+            CHECK(m.layers[0].wg.packed != NULL);
+            CHECK_INT(run_rows(&m, rev, NP, mixed, 4, out_ids, NIDS, got), 0);
+            expect_same("bf16 mode (amx-bf16), prepacked weights: trie row vs alone", got, ref, sz);
+            m.pool = pool1;
+            CHECK_INT(run_rows(&m, order, NP, all, 1, out_ids, NIDS, got), 0);
+            expect_same("bf16 mode (amx-bf16), prepacked weights: 1 thread, one row", got, ref, sz);
+            m.pool = pool2;
+            bs_model_unpack(&m);
+            CHECK(m.layers[0].wg.packed == NULL);
+        }
         free(own);
     }
     bs_gemm_force_bf16_hw(bf16_native);

@@ -12,10 +12,14 @@
  *    hardware kernel and the emulation bitwise equal on the same inputs;
  *    batch invariance (every M, row offsets, 1/2/3 threads) and f32, bf16 and
  *    f16 storage of the same values equal, within the mode.
- * 3. The AMX kernels (opt-in, BASAL_BF16=amx), where the CPU and OS allow
- *    AMX: the float64 bound and batch invariance within themselves; how many
- *    outputs differ from the pair-step kernels is printed (TDPBF16PS is not
- *    the VDPBF16PS step sequence: gemm_amx.c). */
+ * 3. The AMX kernels (the bf16 default where the CPU and OS allow AMX):
+ *    the float64 bound; sampled outputs against the mode's definition run
+ *    here one output at a time (a TDPBF16PS per 32-element step, C carried
+ *    through memory), bit for bit; batch invariance within themselves; the
+ *    weights prepacked as a model load does (bs_gemm_prepack) give the same
+ *    bits as packed per call, for every storage, M, offset and thread count;
+ *    how many outputs differ from the pair-step kernels is printed
+ *    (TDPBF16PS is not the VDPBF16PS step sequence: gemm_amx.c). */
 #include <stdint.h>
 
 #include "check.h"
@@ -116,6 +120,47 @@ static float chain_hw(const float *x, const uint16_t *wb, int k) {
     return acc;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* One output of the AMX mode from its definition: for each 32-element step
+ * of k, one TDPBF16PS whose A tile holds only x's 16 pairs (row 0) and whose
+ * B tile only w's 16 pairs (column 0), C[0][0] carrying the sum, zero pairs
+ * past k. Tiles configured as the library does (16 rows x 64 bytes each),
+ * so the library's per-thread configuration stays valid. */
+typedef struct __attribute__((packed)) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+static __attribute__((target("amx-tile,amx-bf16"))) float chain_amx(const float *x, const uint16_t *wb, int k) {
+    amx_cfg tc;
+    memset(&tc, 0, sizeof tc);
+    tc.palette = 1;
+    for (int t = 0; t < 8; t++) { tc.colsb[t] = 64; tc.rows[t] = 16; }
+    _tile_loadconfig(&tc);
+    uint32_t a[16 * 16], b[16 * 16];
+    float c[16 * 16];
+    memset(c, 0, sizeof c);
+    for (int e = 0; e < k; e += 32) {
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        for (int p = 0; p < 16; p++) {
+            int t = e + 2 * p;
+            if (t >= k) break;
+            a[p] = bf16_of(x[t]) | (t + 1 < k ? bf16_of(x[t + 1]) << 16 : 0u);
+            b[p * 16] = wb[t] | (t + 1 < k ? (uint32_t)wb[t + 1] << 16 : 0u);
+        }
+        _tile_loadd(0, c, 64);
+        _tile_loadd(4, a, 64);
+        _tile_loadd(6, b, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_stored(0, c, 64);
+    }
+    return c[0];
+}
+#endif
+
 static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
     /* K = 1600 and 3101 (odd) pass over the AMX kernels' K block (1536):
      * the accumulation goes through y between blocks */
@@ -136,7 +181,8 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
             wb[i] = bs_f32_to_bf16(v); w[i] = bs_bf16_to_f32(wb[i]); wh[i] = bs_f32_to_f16(w[i]);
         }
         for (int i = 0; i < mm * k; i++) x[i] = frand() * (i % 7 == 0 ? 30.0f : 1.0f);
-        bs_wmat wf = {BS_F32, w, n, k}, wbf = {BS_BF16, wb, n, k}, whf = {BS_F16, wh, n, k};
+        bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE},
+               whf = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE};
         for (int fam = 0; fam < 1 + hw + amx; fam++) {
             bs_gemm_force_bf16_hw(fam);
             CHECK_STR(bs_gemm_bf16_kernel_name(), fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : "amx-bf16");
@@ -159,6 +205,17 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
                 if (fam == 2) {
                     for (int i = 0; i < mm * n; i++) amx_differ += ubits(solo[i]) != ubits(ref_em[i]);
                     amx_total += (long)mm * n;
+#if defined(__x86_64__)
+                    int badamx = 0;
+                    for (int t = 0; t < 200; t++) {
+                        int i = (int)(xr() % (uint64_t)mm), j = (int)(xr() % (uint64_t)n);
+                        float want = chain_amx(x + (size_t)i * k, wb + (size_t)j * k, k);
+                        if (!same(want, solo[(size_t)i * n + j]) && badamx++ < 3)
+                            fprintf(stderr, "amx N=%d K=%d y[%d][%d]: kernel %a, definition %a\n", n, k, i, j,
+                                    solo[(size_t)i * n + j], want);
+                    }
+                    CHECK_INT(badamx, 0);
+#endif
                 }
             } else {
                 CHECK(memcmp(solo, ref_em, (size_t)mm * n * 4) == 0); /* instruction kernel == emulation */
@@ -190,6 +247,31 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
             }
             if (mism) fprintf(stderr, "%s N=%d K=%d: %d batched cases differ from M=1\n", bs_gemm_bf16_kernel_name(), n, k, mism);
             CHECK_INT(mism, 0);
+            /* weights prepacked as a model load does: only the AMX kernels
+             * take them, with the same bits */
+            bs_wmat pk[3] = {wf, wbf, whf};
+            int packed = 0, pmism = 0;
+            for (int q = 0; q < 3; q++) packed += bs_gemm_prepack(pool2, &pk[q], BS_COMPUTE_BF16, NULL) == 1;
+            CHECK_INT(packed, fam == 2 ? 3 : 0);
+            const int pms[] = {1, 7, 16, 17, 33, 64, 141, 300};
+            for (size_t q = 0; q < sizeof pms / sizeof *pms; q++) {
+                int m = pms[q];
+                if (m > mm) continue;
+                for (int st = 0; st < 3; st++) {
+                    int o = st == 2 ? mm - m : st * 3;
+                    if (o + m > mm) continue;
+                    bs_gemm_mode(st == 0 ? NULL : st == 1 ? pool2 : pool3, BS_COMPUTE_BF16, x + (size_t)o * k, k, m,
+                                 &pk[st], y, n);
+                    int d = memcmp(y, solo + (size_t)o * n, (size_t)m * n * 4) != 0;
+                    if (d) fprintf(stderr, "  prepacked: M=%d offset %d storage %d differs\n", m, o, st);
+                    pmism += d;
+                }
+            }
+            CHECK_INT(pmism, 0);
+            for (int q = 0; q < 3; q++) {
+                bs_gemm_unpack(&pk[q]);
+                CHECK(pk[q].packed == NULL);
+            }
         }
         free(w); free(x); free(wb); free(wh); free(solo); free(y); free(ref_em);
     }

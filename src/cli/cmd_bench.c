@@ -119,7 +119,9 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
     if (!x || !w || !y) { free(x); free(w); free(y); return 0; }
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    bs_wmat wm = {BS_F32, w, N, K};
+    bs_wmat wm = {BS_F32, w, N, K, NULL, BS_WPACK_NONE};
+    /* the weights as a loaded model holds them in this mode */
+    if (!blas && bs_gemm_prepack(pool, &wm, mode, NULL) < 0) { free(x); free(w); free(y); return 0; }
     double best = 1e30;
     for (int r = 0; r < 4; r++) {
         double t0 = bs_now_ms();
@@ -128,6 +130,7 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
         double t = bs_now_ms() - t0;
         if (r > 0 && t < best) best = t;
     }
+    bs_gemm_unpack(&wm);
     free(x); free(w); free(y);
     return 2.0 * M * (double)N * K / (best / 1000.0) / 1e9;
 }

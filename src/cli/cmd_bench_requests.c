@@ -132,6 +132,7 @@ const cli_doc cli_doc_bench_requests = {
 int cmd_bench_requests(int argc, char **argv) {
     const char *model_dir = NULL, *requests = NULL, *out_path = NULL, *batching = "tree";
     int reps = 10, threads = 0, no_prefix_cache = 0, warmup = 1;
+    cli_device dev = {0};
     const cli_opt opts[] = {
         CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
         CLI_STR("--requests", "JSONL", "", NULL, "the requests, one {\"id\", \"request\"} per line (required)",
@@ -142,6 +143,7 @@ int cmd_bench_requests(int argc, char **argv) {
         CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &no_prefix_cache),
         CLI_SWITCH_TO("--no-warmup", "skip the warm-up decision (for runs of many minutes)", &warmup, 0),
         CLI_STR("--out", "FILE", "", NULL, "JSON report (must not exist)", &out_path),
+        CLI_DEVICE_ROWS(&dev),
     };
     int rc = cli_parse(&cli_doc_bench_requests, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
@@ -172,14 +174,17 @@ int cmd_bench_requests(int argc, char **argv) {
     if (!pool || !ms) goto done;
     if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench-requests: %s\n", e.msg); goto done; }
     loaded = 1;
+    if (cli_device_attach("bench-requests", &m.model, &dev) < 0) goto done;
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (!no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
     if (read_requests(requests, m.name, &rq, &nrq) < 0) goto done;
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
-    bs_buf_printf(&rep, "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"reps\":%d,"
-                        "\"prefix_cache\":%s,\"modes\":[", m.name, load_s, bs_pool_size(pool),
-                  bs_gemm_kernel_name(bs_gemm_kernel()), reps, no_prefix_cache ? "false" : "true");
+    int bf16 = m.model.compute == BS_COMPUTE_BF16;
+    bs_buf_printf(&rep, "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name, load_s, bs_pool_size(pool),
+                  bs_gemm_kernel_name(bs_gemm_kernel()), bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
+                  reps, no_prefix_cache ? "false" : "true");
     char modes[64];
     snprintf(modes, sizeof modes, "%s", batching);
     double mode_dec_s[3] = {0, 0, 0};

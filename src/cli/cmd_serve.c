@@ -70,7 +70,7 @@ const cli_doc cli_doc_serve = {
     "warning; set them in the file. `basal init` writes a commented basal-serve.yml with every key.\n"
     "Other environment: HF_HOME (Hugging Face cache for repository references), BASAL_HOME,\n"
     "XDG_CACHE_HOME, the variable named by --api-key-env, BASAL_CPU (cap the CPU kernel family),\n"
-    "BASAL_BF16=amx (AMX bf16 kernels).\n"
+    "BASAL_BF16=auto|amx|avx512-bf16|portable (the kernel of dtype bf16; auto = the fastest the CPU has).\n"
     "The address is bound before the models load: GET /health answers 503 {\"status\":\"loading\"} until\n"
     "they are, then 200 (readiness); GET /health/live is always 200 (liveness). SIGHUP reopens the\n"
     "access log file; SIGINT or SIGTERM finish the requests in flight, then exit 0.\n",

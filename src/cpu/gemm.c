@@ -290,11 +290,11 @@ UKR_AVX2(6)
 
 static const bs_gemm_impl impl_generic = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a, pack_b_generic,
-    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", 0, 0};
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", 0, 0, NULL};
 #ifdef BS_X86
 static const bs_gemm_impl impl_avx2 = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a_avx2, pack_b_avx2,
-    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", 0, 0};
+    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", 0, 0, NULL};
 #endif
 
 /* A rectangle of source lines (a block of x, or the rows of a weight strip)
@@ -494,7 +494,7 @@ static size_t scratch_floats(const gemm_job *j) {
  * floats start 64 bytes in. */
 static _Atomic(void *) cached_scratch;
 
-static float *scratch_take(size_t floats) {
+float *bs_gemm_scratch_take(size_t floats) {
     size_t bytes = floats * sizeof(float) + 64;
     void *b = atomic_exchange(&cached_scratch, NULL);
     if (b && *(size_t *)b < bytes) {
@@ -508,7 +508,7 @@ static float *scratch_take(size_t floats) {
     return (float *)((char *)b + 64);
 }
 
-static void scratch_give_back(float *f) {
+void bs_gemm_scratch_give_back(float *f) {
     void *b = (char *)f - 64, *expected = NULL;
     if (!atomic_compare_exchange_strong(&cached_scratch, &expected, b)) free(b);
 }
@@ -548,6 +548,10 @@ static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, i
         for (int i = 0; i < m; i++) memset(y + (size_t)i * ldy, 0, (size_t)w->n * sizeof(float));
         return;
     }
+    if (impl->run) {
+        impl->run(pool, x, ldx, m, w, y, ldy);
+        return;
+    }
     gemm_job j = {x, ldx, m, w, y, ldy, impl, 1, 1, (m + impl->mr - 1) / impl->mr,
                   (w->n + impl->nr - 1) / impl->nr, NULL, 0, impl->mc};
     int nthreads = bs_pool_size(pool);
@@ -555,10 +559,10 @@ static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, i
     int rows = (j.panels + j.row_groups - 1) / j.row_groups * impl->mr;
     if (rows < j.mc_cap) j.mc_cap = rows;
     j.per_thread = scratch_floats(&j);
-    j.scratch = scratch_take((size_t)nthreads * j.per_thread);
+    j.scratch = bs_gemm_scratch_take((size_t)nthreads * j.per_thread);
     if (j.scratch) {
         bs_pool_run(pool, j.row_groups * j.col_groups, gemm_task, &j);
-        scratch_give_back(j.scratch);
+        bs_gemm_scratch_give_back(j.scratch);
         return;
     }
     gemm_serial_small(&j);
@@ -577,24 +581,33 @@ int bs_gemm_bf16_hw_supported(void) {
 #endif
 }
 
-/* The bf16 kernel: 0 the portable emulation, 1 AVX512-BF16, 2 AMX (its own
- * bits: only when BASAL_BF16=amx asks for it, gemm_amx.c). By default the
- * instruction when the f32 family is avx512 and the CPU has it. -1: not
- * chosen yet. */
+/* The bf16 kernel: 0 the portable emulation, 1 AVX512-BF16 (the same
+ * bits), 2 AMX (its own bits, gemm_amx.c). By default the fastest this CPU
+ * runs: AMX where the CPU has it and the kernel grants the tile state, else
+ * the instruction when the f32 family is avx512, else the emulation.
+ * BASAL_BF16=amx|avx512-bf16|portable asks for one (a kernel the CPU cannot
+ * run falls back to the next one down). -1: not chosen yet. */
 static atomic_int bf16_kernel = -1;
 
 static int bf16_supported(int k) {
-    if (k == 1) return bs_gemm_bf16_hw_supported();
-    if (k == 2) return bs_gemm_bf16_hw_supported() && bs_gemm_amx_available();
+    if (k == 1) return bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported();
+    if (k == 2) return bf16_supported(1) && bs_gemm_amx_available();
     return k == 0;
+}
+
+int bs_gemm_bf16_parse(const char *name) {
+    if (!name || !*name || !strcmp(name, "auto")) return -1;
+    if (!strcmp(name, "amx") || !strcmp(name, "amx-bf16")) return 2;
+    if (!strcmp(name, "avx512-bf16") || !strcmp(name, "avx512bf16")) return 1;
+    if (!strcmp(name, "portable") || !strcmp(name, "bf16-portable")) return 0;
+    return -2;
 }
 
 static int bf16_choice(void) {
     int k = atomic_load(&bf16_kernel);
     if (k >= 0) return k;
-    const char *env = getenv("BASAL_BF16");
-    k = bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported() ? 1 : 0;
-    if (k == 1 && env && !strcmp(env, "amx") && bf16_supported(2)) k = 2;
+    int want = bs_gemm_bf16_parse(getenv("BASAL_BF16"));
+    for (k = want >= 0 ? want : 2; k > 0 && !bf16_supported(k); k--) {}
     int expected = -1;
     atomic_compare_exchange_strong(&bf16_kernel, &expected, k);
     return atomic_load(&bf16_kernel);
@@ -624,6 +637,30 @@ const char *bs_gemm_bf16_kernel_name(void) { return bf16_impl()->name; }
 void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
                   int ldy) {
     gemm_with(mode == BS_COMPUTE_BF16 ? bf16_impl() : impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
+}
+
+int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes) {
+    if (bytes) *bytes = 0;
+    if (mode != BS_COMPUTE_BF16 || bf16_choice() != 2 || w->packed || w->n <= 0 || w->k <= 0) return 0;
+#if defined(__x86_64__)
+    size_t n = bs_gemm_amx_packed_bytes(w);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n)) return BS_ENOMEM;
+    bs_gemm_amx_prepack(pool, w, p);
+    w->packed = p;
+    w->packed_kind = BS_WPACK_AMX;
+    if (bytes) *bytes = n;
+    return 1;
+#else
+    (void)pool;
+    return 0;
+#endif
+}
+
+void bs_gemm_unpack(bs_wmat *w) {
+    free((void *)w->packed);
+    w->packed = NULL;
+    w->packed_kind = BS_WPACK_NONE;
 }
 
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {

@@ -11,10 +11,18 @@
 #include "cpu/pool.h"
 #include "core/util.h"
 
+/* Layouts of prepacked weights (bs_gemm_prepack). */
+typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1 } bs_wpack;
+
 typedef struct bs_wmat {
     bs_dtype dtype;
     const void *data; /* row-major [n][k] */
     int n, k;
+    /* The same weights in a kernel's own layout (owned by whoever called
+     * bs_gemm_prepack), or NULL: kernels that read it use it, the others
+     * read data. */
+    const void *packed;
+    bs_wpack packed_kind;
 } bs_wmat;
 
 /* Kernel families of the CPU backend (GEMM, attention, element-wise). All
@@ -43,14 +51,27 @@ void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m
                   int ldy);
 /* Whether the CPU has AVX512-BF16 (VDPBF16PS). */
 int bs_gemm_bf16_hw_supported(void);
-/* The bf16 kernel in use: "avx512-bf16" (the instruction, when the CPU has it
- * and the f32 family is avx512), "bf16-portable" (the exact emulation, the
- * same bits), or "amx-bf16" (AMX tiles: other bits, only when the
- * environment has BASAL_BF16=amx and the CPU and OS allow AMX). */
+/* The bf16 kernel in use: "amx-bf16" (AMX tiles, where the CPU has them and
+ * the kernel grants the tile state: the fastest, but its own bits),
+ * "avx512-bf16" (the instruction, when the CPU has it and the f32 family is
+ * avx512), or "bf16-portable" (the exact emulation of the instruction: the
+ * same bits as avx512-bf16 on every CPU). BASAL_BF16=amx|avx512-bf16|portable
+ * asks for one; a kernel the CPU cannot run falls back to the next. */
 const char *bs_gemm_bf16_kernel_name(void);
+/* BASAL_BF16's value: 2 amx, 1 avx512-bf16, 0 portable, -1 unset or auto,
+ * -2 unknown. */
+int bs_gemm_bf16_parse(const char *name);
 /* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX) if this
  * CPU can run it; returns the previous one. */
 int bs_gemm_force_bf16_hw(int k);
+
+/* Packs w once for the kernel that mode uses on this CPU, when that kernel
+ * reads weights in its own layout (the AMX kernels: packing them on every
+ * call was a fifth of a decision's time). Returns 1 with w->packed set
+ * (release with bs_gemm_unpack; the bytes in *bytes if not NULL), 0 when the
+ * kernel needs nothing, BS_ENOMEM. */
+int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes);
+void bs_gemm_unpack(bs_wmat *w);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

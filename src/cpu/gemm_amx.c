@@ -1,43 +1,56 @@
-/* AMX-BF16 kernels for the bf16 compute mode (opt-in: BASAL_BF16=amx).
+/* AMX-BF16 kernels for the bf16 compute mode (dtype bf16 on a CPU with AMX;
+ * BASAL_BF16 picks another bf16 kernel).
  *
  * TDPBF16PS does not compute the VDPBF16PS pair steps of gemm_bf16.c:
  * measured on this Sapphire Rapids (tests/test_gemm_bf16.c prints it), its
  * result for one k pair already differs from both pair orders in about 10%
  * of random cases, and for 16 pairs per instruction in about 40%; it is
  * closest to (but not) one rounding of the whole exact dot product. Its
- * internal arithmetic is undocumented, so no other CPU can reproduce its bits:
- * this is a separate mode, never chosen by dtype bf16 alone. Within it, each
- * output is still computed by a fixed sequence that depends only on K: 16-pair
- * (32-element) tile steps in k order, K blocks of KC = 1536 through y (one
- * block for the mini shapes' K = 1536: a tile's C stays in the tile
- * registers over the whole block; measured, KC = 512 was 15-28% slower for
- * its extra C stores and reloads), zero pairs padding the last step of a
- * block; each C row depends only on its own x row, so results are
+ * internal arithmetic is undocumented, so no other CPU can reproduce its bits.
+ * Within the mode each output is still a fixed sequence that depends only on
+ * K: one TDPBF16PS per 32-element tile step, steps in k order, zero pairs
+ * padding the last step. Between K blocks the f32 C tile passes through y
+ * (a tile store and reload, exact), so the blocking constants below never
+ * change a bit; each C row depends only on its own x row, so results are
  * batch-invariant (tested) and thread-count independent.
  *
- * Tiles: C is 32 x 32 (four 16 x 16 f32 tiles; two when a tile has <= 16
- * rows), A two 16-row tiles of 16 pairs, B two 16-pair tiles of 16 columns.
- * The weight strips are those of the AVX512-BF16 kernels ([pair][32]); x is
- * packed in tile order (pack_a). C is read from and written to y directly
- * (c_in_place): no staging copy. */
+ * This family has its own driver (bs_gemm_amx_run), not gemm.c's: measured,
+ * the shared driver's shape (x repacked per K block and per column group,
+ * weights packed per call into a strip buffer larger than L2) left the tile
+ * loop waiting on L2 and memory at about 1/4 of its in-cache speed. Here:
+ *  - x is packed once per call, in parallel, over the whole K (tile order:
+ *    a panel of 32 rows is one 2 KiB block per tile step);
+ *  - the weights are packed once at model load (bs_gemm_amx_prepack; the
+ *    same layout packed per call when they are not), one 32-column strip
+ *    being one 2 KiB block per step, so a strip's K block is 32 KiB of
+ *    contiguous memory that stays in L1 while every panel of the row block
+ *    passes over it;
+ *  - a task walks row blocks of MB panels, column blocks of CB strips and K
+ *    blocks of KB steps, so that the C block and the x block of one K block
+ *    stay in L2 across the K blocks.
+ * Tiles: C is 32 x 32 (four 16 x 16 f32 tiles; two when a panel has <= 16
+ * rows, whose lower half is never computed), A two 16-row tiles of 16 pairs,
+ * B two 16-pair tiles of 16 columns. */
 #include "cpu/gemm_impl.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cpu/bf16_round_avx512.h" /* round16_bf16 */
 
-/* LDA: packed x is stored panel by panel (32 rows, MR * KC / 2 words each,
- * see pack_a), so row i0 of a panel start is at i0 * LDA words. */
-enum { MR = 32, NR = 32, KC = 1536, MC = 256, NC = 1024, LDA = KC / 2, STEP_PAIRS = 16 };
-_Static_assert(KC % (2 * STEP_PAIRS) == 0 && (int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR &&
-                   MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS && MC % MR == 0,
-               "AMX blocking exceeds the driver's limits");
+/* STEP: pairs per tile step; WORDS: 32-bit words of one panel's (or one
+ * strip's) tile step; KB: steps per K block (a strip's block: 32 KiB, in L1);
+ * MB: panels per row block; CB: strips per column block (MB x CB x 4 KiB of
+ * C, 320 KiB, and MB x KB x 2 KiB of x, 320 KiB, in L2); X_CHUNK: bytes of
+ * packed x per pass at most (longer inputs are done in row chunks). */
+enum { MR = 32, NR = 32, STEP = 16, WORDS = 512, KB = 16, MB = 10, CB = 8 };
+static const size_t X_CHUNK = (size_t)16 << 20;
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f")))
 
@@ -79,122 +92,255 @@ static AMX_FN void configure(void) {
     thread_configured = 1;
 }
 
-static int round_pairs(int kc) { return ((kc + 1) / 2 + STEP_PAIRS - 1) / STEP_PAIRS * STEP_PAIRS; }
+/* Tile steps over depth k (pairs rounded up to whole steps). */
+static int steps_of(int k) { return ((k + 1) / 2 + STEP - 1) / STEP; }
 
-/* x rows in tile order: within each 32-row panel, step s (16 pairs) of rows
- * 0..15 is one contiguous 1 KiB block (row r at word s * 512 + r * 16), rows
- * 16..31 the next, so a tile is 16 consecutive cache lines and a panel is
- * read front to back (the row-major layout of the AVX512-BF16 kernels ran as
- * fast in a noisy A/B run; this one needs no row stride sized for KC). The
- * rounding is the AVX512-BF16 packing's (bs_f32_to_bf16); zero pairs pad the
- * last step; rows past `rows` in the last panel are not written and their
- * outputs never stored. */
-static __attribute__((target("avx512f"))) void pack_a(const float *x, int ldx, int rows, int k0, int kc,
-                                                       float *ap) {
-    const int steps = round_pairs(kc) / STEP_PAIRS;
-    for (int i = 0; i < rows; i++) {
-        const float *src = x + (size_t)i * ldx + k0;
-        float *dst = ap + (size_t)(i / MR) * MR * LDA + (i % MR) * STEP_PAIRS;
-        for (int s = 0; s < steps; s++) {
-            /* 32 elements = 16 pairs, element 2p in the low half of word p;
-             * past kc, zeros (the zero pairs padding the step) */
-            int k = s * 2 * STEP_PAIRS, left = kc - k;
+/* ---- packing ----------------------------------------------------------------- */
+
+/* One panel of x (rows < 32 rows; the rest zero) over steps [s0, s0 + ns)
+ * into dst, one step per WORDS words: rows 0..15 (16 words each) then rows
+ * 16..31, element 2p in the low half of word p, rounded as the AVX512-BF16
+ * packing (bs_f32_to_bf16); zeros past k. */
+static __attribute__((target("avx512f"))) void pack_panel(const float *x, int ldx, int rows, int k, int s0, int ns,
+                                                           uint32_t *dst) {
+    for (int i = 0; i < MR; i++) {
+        uint32_t *d = dst + (i / 16) * 256 + (i % 16) * 16;
+        if (i >= rows) {
+            for (int s = 0; s < ns; s++) memset(d + (size_t)s * WORDS, 0, 64);
+            continue;
+        }
+        const float *src = x + (size_t)i * ldx;
+        for (int s = 0; s < ns; s++) {
+            int e = (s0 + s) * 2 * STEP, left = k - e;
             __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
             __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
-            __m256i lo = round16_bf16(_mm512_maskz_loadu_ps(m0, src + k));
-            __m256i hi = round16_bf16(_mm512_maskz_loadu_ps(m1, src + k + 16));
-            _mm512_storeu_si512((void *)(dst + (size_t)s * MR * STEP_PAIRS),
+            __m256i lo = round16_bf16(_mm512_maskz_loadu_ps(m0, src + e));
+            __m256i hi = round16_bf16(_mm512_maskz_loadu_ps(m1, src + e + 16));
+            _mm512_storeu_si512((void *)(d + (size_t)s * WORDS),
                                 _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
         }
     }
 }
 
-static void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
-    bs_gemm_impl_avx512bf16.pack_b(w, n0, k0, kc, dst);
-    int p0 = (kc + 1) / 2, p1 = round_pairs(kc);
-    memset(dst + (size_t)p0 * NR, 0, (size_t)(p1 - p0) * NR * 4);
+/* Strip j of w (columns 32j.., zero past N) over steps [s0, s0 + ns) into
+ * dst: [pair][32 columns] words, the AVX512-BF16 weight packing, zero pairs
+ * past K. */
+static void pack_strip(const bs_wmat *w, int j, int s0, int ns, uint32_t *dst) {
+    int k0 = s0 * 2 * STEP, kc = w->k - k0 < ns * 2 * STEP ? w->k - k0 : ns * 2 * STEP;
+    int pairs = kc > 0 ? (kc + 1) / 2 : 0;
+    if (kc > 0) bs_gemm_impl_avx512bf16.pack_b(w, j * NR, k0, kc, (float *)(void *)dst);
+    memset(dst + (size_t)pairs * NR, 0, (size_t)(ns * STEP - pairs) * NR * 4);
 }
 
-static AMX_FN void ukr_body(const float *a, const float *b, int kc, float *c, int ldc, int first, int R) {
+size_t bs_gemm_amx_packed_bytes(const bs_wmat *w) {
+    return (size_t)((w->n + NR - 1) / NR) * (size_t)steps_of(w->k) * WORDS * 4;
+}
+
+typedef struct {
+    const bs_wmat *w;
+    uint32_t *dst;
+    int strips, per_task;
+} prepack_job;
+
+static void prepack_task(void *arg, int task, int thread) {
+    (void)thread;
+    const prepack_job *p = arg;
+    int S = steps_of(p->w->k);
+    for (int j = task * p->per_task; j < p->strips && j < (task + 1) * p->per_task; j++)
+        pack_strip(p->w, j, 0, S, p->dst + (size_t)j * S * WORDS);
+}
+
+void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst) {
+    prepack_job p = {w, dst, (w->n + NR - 1) / NR, 8};
+    bs_pool_run(pool, (p.strips + p.per_task - 1) / p.per_task, prepack_task, &p);
+}
+
+/* ---- the tile kernel ----------------------------------------------------------- */
+
+/* C (32 x 32 at c, row stride ldc floats) += panel a times strip b over
+ * steps tile steps (a and b at their first step); from zero when first. two:
+ * the panel has rows 16..31. */
+static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, float *c, int ldc, int first,
+                              int two) {
     configure();
-    /* R <= 16: the lower half of the tile (tiles 2, 3 and A tile 5) is not
-     * computed; each output's own sequence of tile steps is the same. */
-    const int two = R > 16;
-    float t[MR * NR] __attribute__((aligned(64)));
-    float *cc = c;
-    int ldcc = ldc;
-    if (R != MR) { /* a partial tile goes through t: rows R.. are never read from or written to c */
-        cc = t;
-        ldcc = NR;
-        if (!first) {
-            for (int i = 0; i < R; i++) memcpy(t + i * NR, c + (size_t)i * ldc, NR * sizeof(float));
-            memset(t + R * NR, 0, (size_t)(MR - R) * NR * sizeof(float));
-        }
-    }
+    const size_t ld = (size_t)ldc * 4;
     if (first) {
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     } else {
-        _tile_loadd(0, cc, ldcc * 4);
-        _tile_loadd(1, cc + 16, ldcc * 4);
+        _tile_loadd(0, c, ld);
+        _tile_loadd(1, c + 16, ld);
         if (two) {
-            _tile_loadd(2, cc + (size_t)16 * ldcc, ldcc * 4);
-            _tile_loadd(3, cc + (size_t)16 * ldcc + 16, ldcc * 4);
+            _tile_loadd(2, c + (size_t)16 * ldc, ld);
+            _tile_loadd(3, c + (size_t)16 * ldc + 16, ld);
         }
     }
-    int steps = round_pairs(kc) / STEP_PAIRS;
     if (two) {
-        for (int s = 0; s < steps; s++) {
-            const float *as = a + (size_t)s * MR * STEP_PAIRS, *bs = b + (size_t)s * STEP_PAIRS * NR;
-            _tile_loadd(6, bs, NR * 4);
-            _tile_loadd(4, as, STEP_PAIRS * 4);
-            _tile_loadd(7, bs + 16, NR * 4);
+        for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
+            _tile_loadd(6, b, NR * 4);
+            _tile_loadd(4, a, STEP * 4);
+            _tile_loadd(7, b + 16, NR * 4);
             _tile_dpbf16ps(0, 4, 6);
-            _tile_loadd(5, as + 16 * STEP_PAIRS, STEP_PAIRS * 4);
+            _tile_loadd(5, a + 256, STEP * 4);
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
     } else {
-        for (int s = 0; s < steps; s++) {
-            const float *as = a + (size_t)s * MR * STEP_PAIRS, *bs = b + (size_t)s * STEP_PAIRS * NR;
-            _tile_loadd(4, as, STEP_PAIRS * 4);
-            _tile_loadd(6, bs, NR * 4);
-            _tile_loadd(7, bs + 16, NR * 4);
+        for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
+            _tile_loadd(4, a, STEP * 4);
+            _tile_loadd(6, b, NR * 4);
+            _tile_loadd(7, b + 16, NR * 4);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
         }
     }
-    _tile_stored(0, cc, ldcc * 4);
-    _tile_stored(1, cc + 16, ldcc * 4);
+    _tile_stored(0, c, ld);
+    _tile_stored(1, c + 16, ld);
     if (two) {
-        _tile_stored(2, cc + (size_t)16 * ldcc, ldcc * 4);
-        _tile_stored(3, cc + (size_t)16 * ldcc + 16, ldcc * 4);
+        _tile_stored(2, c + (size_t)16 * ldc, ld);
+        _tile_stored(3, c + (size_t)16 * ldc + 16, ld);
     }
-    if (R != MR)
-        for (int i = 0; i < R; i++) memcpy(c + (size_t)i * ldc, t + i * NR, NR * sizeof(float));
 }
 
-#define UKR(R)                                                                                      \
-    static void ukr_##R(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage, \
-                        const float *next, int next_rows, const float *pf) {                        \
-        (void)stage; (void)next; (void)next_rows; (void)pf;                                         \
-        ukr_body(a, b, kc, c, ldc, first, R);                                                       \
+/* One 32 x 32 output tile of y with r valid rows and nv valid columns: in
+ * place when whole, else through a copy, so that rows and columns past the
+ * ends are neither read nor written. */
+static void tile(const uint32_t *a, const uint32_t *b, int steps, float *y, int ldy, int r, int nv, int first) {
+    if (r == MR && nv == NR) {
+        tile_32x32(a, b, steps, y, ldy, first, 1);
+        return;
     }
-UKR(1) UKR(2) UKR(3) UKR(4) UKR(5) UKR(6) UKR(7) UKR(8) UKR(9) UKR(10) UKR(11) UKR(12) UKR(13) UKR(14) UKR(15)
-UKR(16) UKR(17) UKR(18) UKR(19) UKR(20) UKR(21) UKR(22) UKR(23) UKR(24) UKR(25) UKR(26) UKR(27) UKR(28) UKR(29)
-UKR(30) UKR(31) UKR(32)
+    float t[MR * NR] __attribute__((aligned(64)));
+    if (!first) {
+        memset(t, 0, sizeof t);
+        for (int i = 0; i < r; i++) memcpy(t + i * NR, y + (size_t)i * ldy, (size_t)nv * sizeof(float));
+    }
+    tile_32x32(a, b, steps, t, NR, first, r > 16);
+    for (int i = 0; i < r; i++) memcpy(y + (size_t)i * ldy, t + i * NR, (size_t)nv * sizeof(float));
+}
+
+/* ---- driver -------------------------------------------------------------------- */
+
+typedef struct {
+    const float *x;
+    int ldx, m; /* rows of this chunk */
+    const bs_wmat *w;
+    const uint32_t *wp; /* prepacked weights, or NULL: each strip block packed into sbuf */
+    float *y;
+    int ldy;
+    int S, panels, strips, rgs, cgs;
+    uint32_t *xp;   /* panels x S steps */
+    uint32_t *sbuf; /* per thread: one strip block (KB steps) */
+} amx_job;
+
+static void pack_task(void *arg, int p, int thread) {
+    (void)thread;
+    const amx_job *j = arg;
+    int rows = j->m - p * MR < MR ? j->m - p * MR : MR;
+    pack_panel(j->x + (size_t)p * MR * j->ldx, j->ldx, rows, j->w->k, 0, j->S, j->xp + (size_t)p * j->S * WORDS);
+}
+
+static void compute_task(void *arg, int task, int thread) {
+    const amx_job *j = arg;
+    int rg = task / j->cgs, cg = task % j->cgs;
+    int p0 = (int)((long long)j->panels * rg / j->rgs), p1 = (int)((long long)j->panels * (rg + 1) / j->rgs);
+    int s0 = (int)((long long)j->strips * cg / j->cgs), s1 = (int)((long long)j->strips * (cg + 1) / j->cgs);
+    uint32_t *sbuf = j->sbuf + (size_t)thread * KB * WORDS;
+    for (int pb = p0; pb < p1; pb += MB) {
+        int pe = pb + MB < p1 ? pb + MB : p1;
+        for (int cb = s0; cb < s1; cb += CB) {
+            int ce = cb + CB < s1 ? cb + CB : s1;
+            for (int k = 0; k < j->S; k += KB) {
+                int ns = j->S - k < KB ? j->S - k : KB;
+                for (int s = cb; s < ce; s++) {
+                    const uint32_t *b;
+                    if (j->wp) {
+                        b = j->wp + ((size_t)s * j->S + k) * WORDS;
+                    } else {
+                        pack_strip(j->w, s, k, ns, sbuf);
+                        b = sbuf;
+                    }
+                    int nv = j->w->n - s * NR < NR ? j->w->n - s * NR : NR;
+                    for (int p = pb; p < pe; p++) {
+                        int r = j->m - p * MR < MR ? j->m - p * MR : MR;
+                        tile(j->xp + ((size_t)p * j->S + k) * WORDS, b, ns, j->y + (size_t)p * MR * j->ldy + s * NR,
+                             j->ldy, r, nv, k == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Out of memory: the product cannot fail, so it runs serially with one
+ * panel's K block of x and one strip block on the stack (64 KiB): the same
+ * tile steps in the same order, so the same bits. */
+static __attribute__((noinline)) void run_small(const float *x, int ldx, int m, const bs_wmat *w,
+                                                 const uint32_t *wp, float *y, int ldy) {
+    uint32_t xs[KB * WORDS] __attribute__((aligned(64))), bs[KB * WORDS] __attribute__((aligned(64)));
+    int S = steps_of(w->k), strips = (w->n + NR - 1) / NR;
+    for (int p = 0; p * MR < m; p++) {
+        int r = m - p * MR < MR ? m - p * MR : MR;
+        for (int k = 0; k < S; k += KB) {
+            int ns = S - k < KB ? S - k : KB;
+            pack_panel(x + (size_t)p * MR * ldx, ldx, r, w->k, k, ns, xs);
+            for (int s = 0; s < strips; s++) {
+                const uint32_t *b = bs;
+                if (wp) b = wp + ((size_t)s * S + k) * WORDS;
+                else pack_strip(w, s, k, ns, bs);
+                int nv = w->n - s * NR < NR ? w->n - s * NR : NR;
+                tile(xs, b, ns, y + (size_t)p * MR * ldy + s * NR, ldy, r, nv, k == 0);
+            }
+        }
+    }
+}
+
+void bs_gemm_amx_run(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
+    const uint32_t *wp = w->packed_kind == BS_WPACK_AMX ? w->packed : NULL;
+    int S = steps_of(w->k), strips = (w->n + NR - 1) / NR, nthreads = bs_pool_size(pool);
+    size_t panel_words = (size_t)S * WORDS;
+    int chunk_panels = (int)(X_CHUNK / (panel_words * 4));
+    if (chunk_panels < 1) chunk_panels = 1;
+    int all_panels = (m + MR - 1) / MR, cp = all_panels < chunk_panels ? all_panels : chunk_panels;
+    size_t words = (size_t)cp * panel_words + (wp ? 0 : (size_t)nthreads * KB * WORDS);
+    float *scratch = bs_gemm_scratch_take((words + 15) & ~(size_t)15);
+    if (!scratch) {
+        run_small(x, ldx, m, w, wp, y, ldy);
+        return;
+    }
+    amx_job j = {0};
+    j.ldx = ldx;
+    j.w = w;
+    j.wp = wp;
+    j.ldy = ldy;
+    j.S = S;
+    j.strips = strips;
+    j.xp = (uint32_t *)(void *)scratch;
+    j.sbuf = j.xp + (size_t)cp * panel_words;
+    for (int r0 = 0; r0 < m; r0 += cp * MR) {
+        j.x = x + (size_t)r0 * ldx;
+        j.y = y + (size_t)r0 * ldy;
+        j.m = m - r0 < cp * MR ? m - r0 : cp * MR;
+        j.panels = (j.m + MR - 1) / MR;
+        /* columns split among the threads; rows as well when there are too
+         * few strips for each thread to stream several */
+        j.cgs = nthreads < strips ? nthreads : strips;
+        j.rgs = 1;
+        if (strips < 4 * nthreads && j.panels >= nthreads) {
+            j.cgs = 1;
+            j.rgs = nthreads;
+        }
+        bs_pool_run(pool, j.panels, pack_task, &j);
+        bs_pool_run(pool, j.rgs * j.cgs, compute_task, &j);
+    }
+    bs_gemm_scratch_give_back(scratch);
+}
 
 const bs_gemm_impl bs_gemm_impl_amx = {
-    MR, NR, KC, MC, NC, LDA, (KC / 2) * NR, pack_a, pack_b,
-    {NULL, ukr_1, ukr_2, ukr_3, ukr_4, ukr_5, ukr_6, ukr_7, ukr_8, ukr_9, ukr_10, ukr_11, ukr_12, ukr_13, ukr_14,
-     ukr_15, ukr_16, ukr_17, ukr_18, ukr_19, ukr_20, ukr_21, ukr_22, ukr_23, ukr_24, ukr_25, ukr_26, ukr_27, ukr_28,
-     ukr_29, ukr_30, ukr_31, ukr_32},
-    "amx-bf16",
-    /* a tile takes ~0.6 us: spreading prefetches over the tiles costs more
-     * than it saves (measured) */
-    1,
-    /* C tiles load their start values from y directly (no staging copy) */
-    1};
+    MR, NR, KB * 2 * STEP, MR * MB, NR * CB, KB * STEP, KB * WORDS, NULL, NULL, {NULL}, "amx-bf16", 1, 1,
+    bs_gemm_amx_run};
 #else
 int bs_gemm_amx_available(void) { return 0; }
+size_t bs_gemm_amx_packed_bytes(const bs_wmat *w) { (void)w; return 0; }
+void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst) { (void)pool; (void)w; (void)dst; }
 #endif

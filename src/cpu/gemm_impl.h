@@ -55,6 +55,9 @@ typedef struct bs_gemm_impl {
      * next unused: NULL/0), R rows at c with row stride ldc; the driver
      * passes a full nr-column copy for a ragged last strip. */
     int c_in_place;
+    /* A family with its own driver (AMX): the whole product; the fields
+     * above then only describe it (name). NULL: gemm.c's driver. */
+    void (*run)(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);
 } bs_gemm_impl;
 
 /* f32 kernels of the AVX-512 family (gemm_avx512.c; x86 only). */
@@ -69,6 +72,15 @@ extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
  * kernel for the tile state once. */
 extern const bs_gemm_impl bs_gemm_impl_amx;
 int bs_gemm_amx_available(void);
+/* The AMX weight layout (bs_gemm_prepack): its size, and the packing of w
+ * into dst (64-byte aligned) on the pool. */
+size_t bs_gemm_amx_packed_bytes(const bs_wmat *w);
+void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst);
+
+/* Scratch of the drivers (gemm.c): one block is kept for the next call; NULL
+ * when out of memory. */
+float *bs_gemm_scratch_take(size_t floats);
+void bs_gemm_scratch_give_back(float *f);
 /* One VDPBF16PS lane step (gemm_bf16.c): acc with the pair of x (element k
  * in the low half) times the pair of w; _hw runs the instruction itself
  * (only where bs_gemm_bf16_hw_supported()). */

@@ -2,6 +2,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -27,15 +28,31 @@ int bs_device_cuda_count(void) {
 }
 
 /* CPU modes (issue 16, superseding spec 05 Q1): f32 and auto compute in f32
- * (exact widening of any stored dtype); bf16 rounds the GEMM inputs to bf16
- * (src/cpu/gemm_bf16.c), the same bits on every CPU. */
+ * (exact widening of any stored dtype, the same bits on every CPU); bf16
+ * rounds the GEMM inputs to bf16 and runs the fastest bf16 kernel of the CPU
+ * (AMX, else AVX512-BF16, else its exact emulation; BASAL_BF16 picks one:
+ * src/cpu/gemm.h), with the weights packed once for it when it wants them. */
 static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
     m->compute = BS_COMPUTE_F32;
     if (dtype && !strcmp(dtype, "bf16")) {
+        const char *want = getenv("BASAL_BF16");
+        int k = bs_gemm_bf16_parse(want);
+        if (k == -2)
+            return bs_fail(e, BS_EINVAL, "BASAL_BF16=%s: unknown bf16 kernel (auto, amx, avx512-bf16, portable)", want);
+        static const char *const names[] = {"bf16-portable", "avx512-bf16", "amx-bf16"};
+        static atomic_int warned;
+        if (k >= 0 && strcmp(bs_gemm_bf16_kernel_name(), names[k]) && !atomic_exchange(&warned, 1))
+            bs_log(BS_LOG_WARN, "device", "BASAL_BF16=%s: this CPU (or its kernel) cannot run %s; using %s", want,
+                   names[k], bs_gemm_bf16_kernel_name());
         m->compute = BS_COMPUTE_BF16;
+        int rc = bs_model_prepack(m, e);
+        if (rc < 0) m->compute = BS_COMPUTE_F32;
+        return rc;
+    }
+    if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "f32")) {
+        bs_model_unpack(m); /* f32 kernels read the stored weights */
         return BS_OK;
     }
-    if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "f32")) return BS_OK;
     if (!strcmp(dtype, "f16")) return bs_fail(e, BS_EUNSUP, "dtype f16 needs the CUDA backend; use bf16 or f32");
     return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/util.h"
 
 static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
@@ -112,9 +113,60 @@ fail:
     return rc;
 }
 
+/* The seven projection matrices of every layer. */
+static bs_wmat *layer_mat(bs_layer *ly, int i) {
+    bs_wmat *all[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->wg, &ly->wu, &ly->wd};
+    return all[i];
+}
+
+int bs_model_prepack(bs_model *m, bs_err *e) {
+    uint64_t total = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < 7; i++) {
+            const bs_wmat *w = layer_mat(&m->layers[l], i);
+            total += (uint64_t)w->n * (uint64_t)w->k * (w->dtype == BS_F32 ? 4 : 2);
+        }
+    char what[512];
+    snprintf(what, sizeof what, "packing the weights of %s for the %s kernels", m->dir, bs_gemm_bf16_kernel_name());
+    bs_progress *p = NULL;
+    uint64_t packed = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < 7; i++) {
+            bs_wmat *w = layer_mat(&m->layers[l], i);
+            size_t bytes = 0, src = (size_t)w->n * (size_t)w->k * (w->dtype == BS_F32 ? 4 : 2);
+            int rc = bs_gemm_prepack(m->pool, w, m->compute, &bytes);
+            if (rc < 0) {
+                bs_progress_end(p);
+                bs_model_unpack(m);
+                return bs_fail(e, BS_ENOMEM, "out of memory packing the weights of %s for the %s kernels (%.1f GB); "
+                               "free memory or use another dtype (--dtype f32)", m->dir, bs_gemm_bf16_kernel_name(),
+                               (double)total / 1e9);
+            }
+            if (rc == 0) continue;
+            if (!p) p = bs_progress_start(what, total, "B");
+            /* the kernels now read only the packed copy: the mapped pages
+             * leave this process's memory (they stay valid and are read back
+             * from the file if anything touches them) */
+            bs_weights_drop_pages(w->data, src);
+            packed += bytes;
+            bs_progress_add(p, src);
+        }
+    bs_progress_end(p);
+    if (packed)
+        bs_log(BS_LOG_INFO, "model", "%s: weights packed for the %s kernels (%.1f MB)", m->dir,
+               bs_gemm_bf16_kernel_name(), (double)packed / 1e6);
+    return BS_OK;
+}
+
+void bs_model_unpack(bs_model *m) {
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
+        for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(&m->layers[l], i));
+}
+
 void bs_model_free(bs_model *m) {
     if (m->backend && m->backend->destroy) m->backend->destroy(m->backend);
     m->backend = NULL;
+    bs_model_unpack(m);
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             bs_layer *ly = &m->layers[l];

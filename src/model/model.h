@@ -47,5 +47,12 @@ typedef struct bs_model {
 /* Loads config.json and the weights of dir and checks the exact tensor set. */
 int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e);
 void bs_model_free(bs_model *m);
+/* After m->compute is set: packs the projection weights once for the GEMM
+ * kernel of that mode when it reads its own layout (AMX in the bf16 mode),
+ * with progress, and drops the mapped originals from memory; nothing for
+ * other kernels. BS_ENOMEM leaves m as it was. */
+int bs_model_prepack(bs_model *m, bs_err *e);
+/* Frees the packed copies (bs_model_free does it too). */
+void bs_model_unpack(bs_model *m);
 
 #endif

@@ -514,6 +514,14 @@ out:
     return rc;
 }
 
+void bs_weights_drop_pages(const void *p, size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+    if (b > a) madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
 void bs_weights_prefetch(const bs_weights *w, const char *what) {
     uint64_t total = 0;
     for (int f = 0; f < w->n_files; f++) total += w->files[f].size;

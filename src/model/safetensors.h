@@ -57,5 +57,9 @@ void bs_tensor_read_f32(const bs_tensor *t, int64_t off, int64_t n, float *out);
  * model is in memory when its loading ends rather than at its first
  * requests. Never fails: it only reads what is mapped already. */
 void bs_weights_prefetch(const bs_weights *w, const char *what);
+/* Drops the whole pages of mapped tensor data [p, p + n) from this process's
+ * memory (madvise MADV_DONTNEED on the read-only private mapping: the pages
+ * stay valid and are read from the file again if touched). */
+void bs_weights_drop_pages(const void *p, size_t n);
 
 #endif
