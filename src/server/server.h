@@ -1,11 +1,12 @@
 /* The HTTP server of `basal serve` (spec 02): POST /v1/systemone and
  * /v1/basal, GET/HEAD /v1/models, GET /health, GET /metrics, GET / (the
- * playground page) and GET /openapi.json, on libuv (one
- * loop thread, http.c). A decision request is parsed and admitted on the loop
- * thread (02 §3 steps 1–7) and handed to its model's engine; no thread waits
- * for the answer: the engine's done callback wakes the loop, which writes it.
- * A client that hangs up while its request waits has its job cancelled and
- * its in-flight slot freed (04 §11 X1). */
+ * playground page) and GET /openapi.json, on libuv (one loop thread;
+ * server.c: the server's life, http.c: its connections). A decision request
+ * is parsed and admitted on the loop thread (02 §3 steps 1–7) and handed to
+ * its model's engine; no thread waits for the answer: the engine's done
+ * callback wakes the loop, which writes it. A client that hangs up while its
+ * request waits has its job cancelled and its in-flight slot freed (04 §11
+ * X1). */
 #ifndef BS_SERVER_H
 #define BS_SERVER_H
 

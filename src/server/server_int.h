@@ -1,5 +1,6 @@
 /* Internals shared by the server's files: routes and fixed bodies
- * (routes.c) and the HTTP layer (http.c). */
+ * (routes.c) and the HTTP layer (http.c, server.c; the server object those
+ * two share is in http_int.h). */
 #ifndef BS_SERVER_INT_H
 #define BS_SERVER_INT_H
 
@@ -43,7 +44,7 @@ int bs_cors_allowed(const char *const *origins, size_t n, const char *origin, si
  * or ',' percent-encoded, so that no name can break the header block. */
 void bs_names_header(bs_buf *out, const char *const *names, size_t n);
 
-/* HTTP/1.1 pieces of http.c's request handling. */
+/* HTTP/1.1 pieces of http.c's request handling (in routes.c). */
 const char *bs_http_reason(int status);
 /* ASCII-case-insensitive equality of [a, a + n) and the literal. */
 int bs_http_ci_eq(const char *a, size_t n, const char *lit);

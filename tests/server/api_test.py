@@ -18,8 +18,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(__file__))
-from srvlib import (BASAL, SLOW, Checks, Server, fixture, load_openapi, metric, metric_sum, parse_raw_response,
-                    raw_exchange, request, strip_latency, validator)
+from srvlib import (SLOW, Checks, Server, fixture, load_openapi, metric, metric_sum, parse_raw_response,
+                    raw_exchange, request, run_basal, run_parallel, send_post, strip_latency, validator, wait_until)
 
 C = Checks()
 MODEL = "basal-tiny"
@@ -249,8 +249,7 @@ def test_validation(srv, seen):
 
 
 def decide(payload, extra=()):
-    r = subprocess.run([BASAL, "decide", "--model", fixture("tiny-bias"), *extra], input=json.dumps(payload).encode(),
-                       capture_output=True, timeout=120 * SLOW)
+    r = run_basal("decide", fixture("tiny-bias"), payload, *extra, ensure_ascii=True)
     return json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
 
 
@@ -349,22 +348,6 @@ def varied_requests(n, reps=(1, 2, 3)):
             q = {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "średnia", "wysoka", "krytyczna"]}
         out.append((SO if i % 4 else BA, body({f"q{i}": q}, state=state)))
     return out
-
-
-def run_parallel(fn, items):
-    res = [None] * len(items)
-
-    def work(i):
-        try:
-            res[i] = fn(items[i])
-        except Exception as e:  # noqa: BLE001 - a failed client is a test result
-            res[i] = e
-    ths = [threading.Thread(target=work, args=(i,)) for i in range(len(items))]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join(300 * SLOW)
-    return res
 
 
 def test_concurrency(srv):
@@ -831,9 +814,7 @@ def disconnect_server():
                 socks = []
                 for k in range(width):
                     p, data = payloads[(r * width + k) % len(payloads)]
-                    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
-                    s.sendall(f"POST {p} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
-                    socks.append(s)
+                    socks.append(send_post(srv.port, p, data, 10))
                 time.sleep(0.002)
                 for s in socks:
                     s.close()
@@ -885,22 +866,11 @@ def early_release_server():
         box = {}
         t = threading.Thread(target=lambda: box.setdefault("res", run_parallel(lambda pb: srv.post(*pb), busy)))
         t.start()
-        deadline = time.time() + 20 * SLOW
-        while time.time() < deadline:
-            if metric(srv.metrics(), "basal_model_inflight_requests", model=MODEL) >= 4:
-                break
-            time.sleep(0.002)
+        wait_until(lambda: srv.model_inflight(MODEL) >= 4, 20)
         socks = []
         for p, b in short:
-            data = json.dumps(b, ensure_ascii=False).encode()
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
-            s.sendall(f"POST {p} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
-            socks.append(s)
-        deadline = time.time() + 5 * SLOW
-        while time.time() < deadline:
-            if metric(srv.metrics(), "basal_model_inflight_requests", model=MODEL) >= 6:
-                break
-            time.sleep(0.002)
+            socks.append(send_post(srv.port, p, json.dumps(b, ensure_ascii=False).encode(), 10))
+        wait_until(lambda: srv.model_inflight(MODEL) >= 6, 5)
         for s in socks:
             s.close()
         time.sleep(0.05)
@@ -1127,8 +1097,7 @@ def evidence_server(tmp):
                 else:
                     C.eq(ev, so.get(qid), f"evidence {qid}: /v1/basal spans equal /v1/systemone's")
             if path == SO:
-                r = subprocess.run([BASAL, "decide", "--model", d], input=json.dumps(body(qs)).encode(),
-                                   capture_output=True, timeout=120 * SLOW)
+                r = run_basal("decide", d, body(qs), ensure_ascii=True)
                 ref = json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
                 C.ok(ref is not None and without_latency(json.loads(raw, object_pairs_hook=list)) == without_latency(ref),
                      "evidence: answer equals `basal decide`")
@@ -1153,8 +1122,7 @@ def evidence_server(tmp):
                     C.ok(sp["end"] <= len(fstate) and fstate[sp["start"]:sp["end"]] == sp["text"],
                          f"facts + evidence {path} {qid}: span {sp} inside the state as sent")
             if path == SO:
-                r = subprocess.run([BASAL, "decide", "--model", d], input=json.dumps(fb).encode(),
-                                   capture_output=True, timeout=120 * SLOW)
+                r = run_basal("decide", d, fb, ensure_ascii=True)
                 ref = json.loads(r.stdout, object_pairs_hook=list) if r.returncode == 0 else None
                 C.ok(ref is not None and without_latency(json.loads(raw, object_pairs_hook=list)) == without_latency(ref),
                      "facts + evidence: answer equals `basal decide`")

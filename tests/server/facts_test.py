@@ -12,14 +12,12 @@
 """
 import json
 import os
-import subprocess
 import sys
-import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
-from srvlib import BASAL, SLOW, Checks, Server, fixture, strip_latency  # noqa: E402
+from srvlib import Checks, Server, fixture, run_basal, run_parallel, strip_latency  # noqa: E402
 import facts_ref  # noqa: E402
 
 C = Checks()
@@ -41,9 +39,7 @@ def inject(state_text):
 
 
 def cli(cmd, payload):
-    r = subprocess.run([BASAL, cmd, "--model", fixture("tiny-bias"), "--request", "-"],
-                       input=json.dumps(payload, ensure_ascii=False).encode(), capture_output=True,
-                       timeout=120 * SLOW)
+    r = run_basal(cmd, fixture("tiny-bias"), payload, "--request", "-")
     return r.returncode, r.stdout.decode()
 
 
@@ -78,22 +74,6 @@ def test_cli():
         want = json.dumps({"detail": [{"type": "value_error", "loc": ["body", "state"], "msg": msg}]},
                           ensure_ascii=False, separators=(",", ":"))
         C.eq((rc, out.strip()), (2, want), f"decide error {msg!r}")
-
-
-def run_parallel(fn, items):
-    res = [None] * len(items)
-
-    def work(i):
-        try:
-            res[i] = fn(items[i])
-        except Exception as e:  # noqa: BLE001 - a failed client is a test result
-            res[i] = e
-    ths = [threading.Thread(target=work, args=(i,)) for i in range(len(items))]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join(300 * SLOW)
-    return res
 
 
 def test_server():

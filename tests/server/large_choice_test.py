@@ -9,13 +9,12 @@ one that leaves right after sending while the engine is busy, never get a
 round 2 (basal_large_choice_rounds_total) and the server keeps serving."""
 import json
 import math
-import socket
-import subprocess
 import sys
 import threading
 import time
 
-from srvlib import (BASAL, Checks, Server, fixture, metric, metric_sum, strip_latency, SLOW)
+from srvlib import (SLOW, Checks, Server, fixture, metric, metric_sum, run_basal, run_parallel, send_post,
+                    strip_latency, wait_until)
 
 C = Checks()
 MODEL = "basal-tiny"
@@ -43,8 +42,7 @@ def small(i):
 
 
 def prepare(obj):
-    r = subprocess.run([BASAL, "prepare", "--model", fixture("tiny-bias"), "--request", "-"],
-                       input=json.dumps(obj, ensure_ascii=False).encode(), capture_output=True, timeout=120)
+    r = run_basal("prepare", fixture("tiny-bias"), obj, "--request", "-", timeout=120)
     return json.loads(r.stdout)
 
 
@@ -71,22 +69,6 @@ def check_large_answer(st, body, n, what):
     C.eq(d["usage"]["questions"], 1, f"{what}: one question")
 
 
-def run_parallel(fn, items):
-    res = [None] * len(items)
-
-    def work(i):
-        try:
-            res[i] = fn(items[i])
-        except Exception as e:  # noqa: BLE001 - a failed client is a test result
-            res[i] = e
-    ths = [threading.Thread(target=work, args=(i,)) for i in range(len(items))]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join(600 * SLOW)
-    return res
-
-
 def rounds(srv):
     ms = srv.metrics()
     return (metric(ms, "basal_large_choice_rounds_total", model=MODEL, round="1"),
@@ -94,10 +76,7 @@ def rounds(srv):
 
 
 def send_raw(srv, obj):
-    data = json.dumps(obj, ensure_ascii=False).encode()
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30 * SLOW)
-    s.sendall(f"POST {SO} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
-    return s
+    return send_post(srv.port, SO, json.dumps(obj, ensure_ascii=False).encode(), 30)
 
 
 def heavy(n, tag):
@@ -107,12 +86,7 @@ def heavy(n, tag):
 
 
 def wait_idle(srv):
-    deadline = time.time() + 120 * SLOW
-    while time.time() < deadline:
-        if metric(srv.metrics(), "basal_model_inflight_requests", model=MODEL) == 0:
-            return True
-        time.sleep(0.02)
-    return False
+    return wait_until(lambda: srv.model_inflight(MODEL) == 0, 120, 0.02)
 
 
 def main():
@@ -163,7 +137,7 @@ def main():
         items = [kinds[i % len(kinds)] for i in range(32)]
         batched = False
         for attempt in range(3):
-            together = run_parallel(lambda o: post(srv, o), items)
+            together = run_parallel(lambda o: post(srv, o), items, 600)
             errs = [r for r in together if not isinstance(r, tuple)]
             if not C.ok(not errs, f"32 clients: no client errors {errs[:2]}"):
                 break
@@ -188,13 +162,11 @@ def main():
         cancelled0 = metric_sum(srv.metrics(), "basal_http_requests_total", endpoint=SO, status="cancelled")
         wave1, wave2 = heavy(12, "wave1"), heavy(24, "wave2")
         box = {}
-        t1 = threading.Thread(target=lambda: box.setdefault("w1", run_parallel(lambda o: post(srv, o), wave1)))
+        t1 = threading.Thread(target=lambda: box.setdefault("w1", run_parallel(lambda o: post(srv, o), wave1, 600)))
         t1.start()
-        deadline = time.time() + 30 * SLOW
-        while time.time() < deadline and metric(srv.metrics(), "basal_model_inflight_requests", model=MODEL) < 12:
-            time.sleep(0.002)
+        wait_until(lambda: srv.model_inflight(MODEL) >= 12, 30)
         gone = send_raw(srv, large(40, 55, "leaves between rounds "))
-        t2 = threading.Thread(target=lambda: box.setdefault("w2", run_parallel(lambda o: post(srv, o), wave2)))
+        t2 = threading.Thread(target=lambda: box.setdefault("w2", run_parallel(lambda o: post(srv, o), wave2, 600)))
         t2.start()
         saw_round1 = False
         deadline = time.time() + 60 * SLOW
@@ -221,11 +193,10 @@ def main():
         # admission); the server keeps serving.
         r1_0, r2_0 = rounds(srv)
         box = {}
-        t1 = threading.Thread(target=lambda: box.setdefault("w", run_parallel(lambda o: post(srv, o), heavy(12, "busy"))))
+        busy = heavy(12, "busy")
+        t1 = threading.Thread(target=lambda: box.setdefault("w", run_parallel(lambda o: post(srv, o), busy, 600)))
         t1.start()
-        deadline = time.time() + 30 * SLOW
-        while time.time() < deadline and metric(srv.metrics(), "basal_model_inflight_requests", model=MODEL) < 12:
-            time.sleep(0.002)
+        wait_until(lambda: srv.model_inflight(MODEL) >= 12, 30)
         s = send_raw(srv, large(255, 100, "leaves at once "))
         s.close()
         t1.join(300 * SLOW)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BASAL = os.environ.get("BASAL", "build/basal")
@@ -132,6 +133,10 @@ class Server:
         st, h, body = self.request("GET", "/metrics")
         return parse_metrics(body.decode()) if st == 200 else None
 
+    def model_inflight(self, model):
+        """basal_model_inflight_requests of one model (needs --metrics)."""
+        return metric(self.metrics(), "basal_model_inflight_requests", model=model)
+
 
 def request(port, method, path, body=None, headers=None, timeout=30):
     """One request on a fresh connection: (status, {lowercase header: value}, body bytes)."""
@@ -159,6 +164,52 @@ def raw_exchange(port, data, timeout=30):
         return out
     finally:
         s.close()
+
+
+def send_post(port, path, data, timeout=30):
+    """Sends one POST of the bytes data on a raw socket and returns the socket
+    unread: for a client that hangs up while its request waits."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+    return s
+
+
+def run_parallel(fn, items, join_s=300):
+    """fn(item) for every item, each in its own thread, all at once: the
+    results in item order, an exception standing for a failed client."""
+    res = [None] * len(items)
+
+    def work(i):
+        try:
+            res[i] = fn(items[i])
+        except Exception as e:  # noqa: BLE001 - a failed client is a test result
+            res[i] = e
+    ths = [threading.Thread(target=work, args=(i,)) for i in range(len(items))]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(join_s * SLOW)
+    return res
+
+
+def wait_until(cond, timeout, poll=0.002):
+    """Polls cond() until it holds or timeout seconds (scaled by SLOW) pass:
+    whether it held."""
+    deadline = time.time() + timeout * SLOW
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def run_basal(cmd, model, payload, *args, ensure_ascii=False, timeout=120 * SLOW):
+    """`basal CMD --model MODEL ARGS...` with payload as JSON on stdin: the
+    CompletedProcess (stdout and stderr captured). timeout is in seconds, as
+    given (not scaled here)."""
+    return subprocess.run([BASAL, cmd, "--model", model, *args],
+                          input=json.dumps(payload, ensure_ascii=ensure_ascii).encode(), capture_output=True,
+                          timeout=timeout)
 
 
 def parse_raw_response(raw):
