@@ -22,9 +22,8 @@
  *    a panel of 32 rows is one 2 KiB block per tile step);
  *  - the weights are packed once at model load (bs_gemm_amx_prepack; the
  *    same layout packed per call when they are not), one 32-column strip
- *    being one 2 KiB block per step, so a strip's K block is 32 KiB of
- *    contiguous memory that stays in L1 while every panel of the row block
- *    passes over it;
+ *    being one 2 KiB block per step, so a strip's K block is contiguous
+ *    memory read once from RAM, then from L2 by every panel of the row block;
  *  - a task walks row blocks of MB panels, column blocks of CB strips and K
  *    blocks of KB steps, so that the C block and the x block of one K block
  *    stay in L2 across the K blocks.
@@ -45,11 +44,14 @@
 #include "cpu/bf16_round_avx512.h" /* round16_bf16 */
 
 /* STEP: pairs per tile step; WORDS: 32-bit words of one panel's (or one
- * strip's) tile step; KB: steps per K block (a strip's block: 32 KiB, in L1);
- * MB: panels per row block; CB: strips per column block (MB x CB x 4 KiB of
- * C, 320 KiB, and MB x KB x 2 KiB of x, 320 KiB, in L2); X_CHUNK: bytes of
+ * strip's) tile step; KB: steps per K block (1536 elements: a strip's block
+ * is 96 KiB, in L2; measured on Sapphire Rapids, 16 steps (32 KiB, in L1)
+ * were 5-15% slower for the extra C round trips through y, 32 and 64 within
+ * the noise); MB: panels per row block; CB: strips per column block (MB x CB
+ * x 4 KiB of C, 320 KiB, and MB x KB x 2 KiB of x, 960 KiB, in L2; 5 or 16
+ * panels, 4 or 16 strips measured within the noise); X_CHUNK: bytes of
  * packed x per pass at most (longer inputs are done in row chunks). */
-enum { MR = 32, NR = 32, STEP = 16, WORDS = 512, KB = 16, MB = 10, CB = 8 };
+enum { MR = 32, NR = 32, STEP = 16, WORDS = 512, KB = 48, MB = 10, CB = 8 };
 static const size_t X_CHUNK = (size_t)16 << 20;
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f")))
@@ -157,11 +159,19 @@ void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst) {
 
 /* ---- the tile kernel ----------------------------------------------------------- */
 
+/* A range of cache lines to bring into L2 while a tile computes: the
+ * weight block the task uses next (see compute_task). */
+typedef struct {
+    uintptr_t at; /* an integer: never formed into a pointer past the block */
+    int lines;
+} pf_lines;
+
 /* C (32 x 32 at c, row stride ldc floats) += panel a times strip b over
  * steps tile steps (a and b at their first step); from zero when first. two:
- * the panel has rows 16..31. */
+ * the panel has rows 16..31. pf: lines prefetched into L2, spread over the
+ * steps. */
 static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, float *c, int ldc, int first,
-                              int two) {
+                              int two, pf_lines pf) {
     configure();
     const size_t ld = (size_t)ldc * 4;
     if (first) {
@@ -174,8 +184,12 @@ static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, f
             _tile_loadd(3, c + (size_t)16 * ldc + 16, ld);
         }
     }
+    const int per_step = (pf.lines + steps - 1) / steps;
+    int issued = 0;
     if (two) {
         for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
+            for (int e = issued + per_step < pf.lines ? issued + per_step : pf.lines; issued < e; issued++)
+                _mm_prefetch((const char *)(pf.at + (uintptr_t)issued * 64), _MM_HINT_T1);
             _tile_loadd(6, b, NR * 4);
             _tile_loadd(4, a, STEP * 4);
             _tile_loadd(7, b + 16, NR * 4);
@@ -187,6 +201,8 @@ static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, f
         }
     } else {
         for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
+            for (int e = issued + per_step < pf.lines ? issued + per_step : pf.lines; issued < e; issued++)
+                _mm_prefetch((const char *)(pf.at + (uintptr_t)issued * 64), _MM_HINT_T1);
             _tile_loadd(4, a, STEP * 4);
             _tile_loadd(6, b, NR * 4);
             _tile_loadd(7, b + 16, NR * 4);
@@ -205,9 +221,10 @@ static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, f
 /* One 32 x 32 output tile of y with r valid rows and nv valid columns: in
  * place when whole, else through a copy, so that rows and columns past the
  * ends are neither read nor written. */
-static void tile(const uint32_t *a, const uint32_t *b, int steps, float *y, int ldy, int r, int nv, int first) {
+static void tile(const uint32_t *a, const uint32_t *b, int steps, float *y, int ldy, int r, int nv, int first,
+                 pf_lines pf) {
     if (r == MR && nv == NR) {
-        tile_32x32(a, b, steps, y, ldy, first, 1);
+        tile_32x32(a, b, steps, y, ldy, first, 1, pf);
         return;
     }
     float t[MR * NR] __attribute__((aligned(64)));
@@ -215,7 +232,7 @@ static void tile(const uint32_t *a, const uint32_t *b, int steps, float *y, int 
         memset(t, 0, sizeof t);
         for (int i = 0; i < r; i++) memcpy(t + i * NR, y + (size_t)i * ldy, (size_t)nv * sizeof(float));
     }
-    tile_32x32(a, b, steps, t, NR, first, r > 16);
+    tile_32x32(a, b, steps, t, NR, first, r > 16, pf);
     for (int i = 0; i < r; i++) memcpy(y + (size_t)i * ldy, t + i * NR, (size_t)nv * sizeof(float));
 }
 
@@ -261,10 +278,27 @@ static void compute_task(void *arg, int task, int thread) {
                         b = sbuf;
                     }
                     int nv = j->w->n - s * NR < NR ? j->w->n - s * NR : NR;
+                    /* The weight block used next, brought into L2 while
+                     * this one computes: the tiles' own loads of a block
+                     * streaming from RAM waited on memory (measured: the
+                     * forward's GEMM ran at a third of the speed it has on
+                     * weights in cache). */
+                    int nxs = -1, nxk = 0;
+                    if (j->wp) {
+                        if (s + 1 < ce) nxs = s + 1, nxk = k;
+                        else if (k + KB < j->S) nxs = cb, nxk = k + KB;
+                        else if (ce < s1) nxs = ce, nxk = 0;
+                        else if (pb + MB < p1) nxs = s0, nxk = 0;
+                    }
+                    uintptr_t nb = nxs < 0 ? 0 : (uintptr_t)(j->wp + ((size_t)nxs * j->S + nxk) * WORDS);
+                    int lines = nxs < 0 ? 0 : (j->S - nxk < KB ? j->S - nxk : KB) * (WORDS * 4 / 64);
+                    int share = (lines + (pe - pb) - 1) / (pe - pb);
                     for (int p = pb; p < pe; p++) {
                         int r = j->m - p * MR < MR ? j->m - p * MR : MR;
+                        int from = (p - pb) * share, n = lines - from < share ? lines - from : share;
+                        pf_lines pf = {nb + (uintptr_t)from * 64, n > 0 ? n : 0};
                         tile(j->xp + ((size_t)p * j->S + k) * WORDS, b, ns, j->y + (size_t)p * MR * j->ldy + s * NR,
-                             j->ldy, r, nv, k == 0);
+                             j->ldy, r, nv, k == 0, pf);
                     }
                 }
             }
@@ -273,7 +307,7 @@ static void compute_task(void *arg, int task, int thread) {
 }
 
 /* Out of memory: the product cannot fail, so it runs serially with one
- * panel's K block of x and one strip block on the stack (64 KiB): the same
+ * panel's K block of x and one strip block on the stack (192 KiB): the same
  * tile steps in the same order, so the same bits. */
 static __attribute__((noinline)) void run_small(const float *x, int ldx, int m, const bs_wmat *w,
                                                  const uint32_t *wp, float *y, int ldy) {
@@ -289,7 +323,7 @@ static __attribute__((noinline)) void run_small(const float *x, int ldx, int m, 
                 if (wp) b = wp + ((size_t)s * S + k) * WORDS;
                 else pack_strip(w, s, k, ns, bs);
                 int nv = w->n - s * NR < NR ? w->n - s * NR : NR;
-                tile(xs, b, ns, y + (size_t)p * MR * ldy + s * NR, ldy, r, nv, k == 0);
+                tile(xs, b, ns, y + (size_t)p * MR * ldy + s * NR, ldy, r, nv, k == 0, (pf_lines){0, 0});
             }
         }
     }
