@@ -280,9 +280,9 @@ static void compute_task(void *arg, int task, int thread) {
                     int nv = j->w->n - s * NR < NR ? j->w->n - s * NR : NR;
                     /* The weight block used next, brought into L2 while
                      * this one computes: the tiles' own loads of a block
-                     * streaming from RAM waited on memory (measured: the
-                     * forward's GEMM ran at a third of the speed it has on
-                     * weights in cache). */
+                     * streaming from RAM wait on memory (measured on 12
+                     * layers of weights, M = 465, 2 threads, interleaved:
+                     * 17% faster with it, as fast as on weights in cache). */
                     int nxs = -1, nxk = 0;
                     if (j->wp) {
                         if (s + 1 < ce) nxs = s + 1, nxk = k;

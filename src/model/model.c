@@ -105,6 +105,12 @@ int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
         if ((rc = load_layer(m, l, e)) < 0) goto fail;
     m->embed = bs_weights_get(&m->weights, "model.embed_tokens.weight");
     if ((rc = get_mat(&m->weights, "lm_head.weight", &m->lm_head, e)) < 0) goto fail;
+    /* Only the rows of the tokens seen (embedding) and of the answer
+     * letters (lm_head) are ever read: their pages come back from the page
+     * cache when touched, so the rest (200 MB for the 1.5B shape) need not
+     * stay in this process's memory. */
+    bs_weights_drop_pages(m->embed->data, (size_t)m->embed->numel * bs_dtype_size(m->embed->dtype));
+    bs_weights_drop_pages(m->lm_head.data, (size_t)m->lm_head.n * (size_t)m->lm_head.k * bs_dtype_size(m->lm_head.dtype));
     if ((rc = widen_vec(&m->weights, "model.norm.weight", m->cfg.hidden, &m->final_norm, e)) < 0) goto fail;
     if ((rc = build_rope(m, e)) < 0) goto fail;
     return BS_OK;
