@@ -24,7 +24,7 @@
  *    same layout packed per call when they are not), one 32-column strip
  *    being one 2 KiB block per step, so a strip's K block is contiguous
  *    memory read once from RAM, then from L2 by every panel of the row block;
- *  - a task walks row blocks of MB panels, column blocks of CB strips and K
+ *  - a task walks row blocks of up to MB panels, column blocks of CB strips and K
  *    blocks of KB steps, so that the C block and the x block of one K block
  *    stay in L2 across the K blocks.
  * Tiles: C is 32 x 32 (four 16 x 16 f32 tiles; two when a panel has <= 16
@@ -47,11 +47,14 @@
  * strip's) tile step; KB: steps per K block (1536 elements: a strip's block
  * is 96 KiB, in L2; measured on Sapphire Rapids, 16 steps (32 KiB, in L1)
  * were 5-15% slower for the extra C round trips through y, 32 and 64 within
- * the noise); MB: panels per row block; CB: strips per column block (MB x CB
- * x 4 KiB of C, 320 KiB, and MB x KB x 2 KiB of x, 960 KiB, in L2; 5 or 16
- * panels, 4 or 16 strips measured within the noise); X_CHUNK: bytes of
- * packed x per pass at most (longer inputs are done in row chunks). */
-enum { MR = 32, NR = 32, STEP = 16, WORDS = 512, KB = 48, MB = 10, CB = 8 };
+ * the noise); MB: panels per row block at most (row blocks of equal size:
+ * each streams all the weights; at most 16 x CB x 4 KiB of C, 512 KiB, and
+ * 16 x KB x 2 KiB of x, 1.5 MiB; measured on weights streaming from RAM,
+ * M = 465 and 2048, one block of 15 or blocks of 16 were 5-30% faster than
+ * blocks of 10); CB: strips per column block (4 or 16 measured within the
+ * noise); X_CHUNK: bytes of packed x per pass at most (longer inputs are
+ * done in row chunks). */
+enum { MR = 32, NR = 32, STEP = 16, WORDS = 512, KB = 48, MB = 16, CB = 8 };
 static const size_t X_CHUNK = (size_t)16 << 20;
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f")))
@@ -263,8 +266,12 @@ static void compute_task(void *arg, int task, int thread) {
     int p0 = (int)((long long)j->panels * rg / j->rgs), p1 = (int)((long long)j->panels * (rg + 1) / j->rgs);
     int s0 = (int)((long long)j->strips * cg / j->cgs), s1 = (int)((long long)j->strips * (cg + 1) / j->cgs);
     uint32_t *sbuf = j->sbuf + (size_t)thread * KB * WORDS;
-    for (int pb = p0; pb < p1; pb += MB) {
-        int pe = pb + MB < p1 ? pb + MB : p1;
+    /* row blocks of equal size, at most MB panels: every row block streams
+     * all the task's weights once, so a small last block would cost as much
+     * weight traffic as a full one */
+    int nblk = (p1 - p0 + MB - 1) / MB, mb = nblk ? (p1 - p0 + nblk - 1) / nblk : 1;
+    for (int pb = p0; pb < p1; pb += mb) {
+        int pe = pb + mb < p1 ? pb + mb : p1;
         for (int cb = s0; cb < s1; cb += CB) {
             int ce = cb + CB < s1 ? cb + CB : s1;
             for (int k = 0; k < j->S; k += KB) {
@@ -288,7 +295,7 @@ static void compute_task(void *arg, int task, int thread) {
                         if (s + 1 < ce) nxs = s + 1, nxk = k;
                         else if (k + KB < j->S) nxs = cb, nxk = k + KB;
                         else if (ce < s1) nxs = ce, nxk = 0;
-                        else if (pb + MB < p1) nxs = s0, nxk = 0;
+                        else if (pb + mb < p1) nxs = s0, nxk = 0;
                     }
                     uintptr_t nb = nxs < 0 ? 0 : (uintptr_t)(j->wp + ((size_t)nxs * j->S + nxk) * WORDS);
                     int lines = nxs < 0 ? 0 : (j->S - nxk < KB ? j->S - nxk : KB) * (WORDS * 4 / 64);
