@@ -166,7 +166,10 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
      * the accumulation goes through y between blocks */
     const shape shapes[] = {{37, 53}, {64, 512}, {5, 300}, {130, 517}, {48, 1040}, {200, 64}, {45, 1600}, {33, 3101}};
     enum { NS = sizeof shapes / sizeof *shapes };
-    int hw = bs_gemm_bf16_hw_supported(), amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
+    /* the bf16 kernels run where the f32 family is avx512 (BASAL_CPU may cap it) */
+    int hw = bs_gemm_bf16_hw_supported() && bs_gemm_kernel() == BS_KERNEL_AVX512;
+    int amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
+    int chosen = bs_gemm_force_bf16_hw(0); /* the process's own choice, restored at the end */
     long amx_differ = 0, amx_total = 0;
     for (size_t s = 0; s < NS; s++) {
         int n = shapes[s].n, k = shapes[s].k, mm = m_max;
@@ -279,7 +282,7 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
     if (amx)
         printf("amx-bf16: %ld of %ld outputs (%.1f%%) differ from the VDPBF16PS pair steps (a separate mode)\n",
                amx_differ, amx_total, 100.0 * (double)amx_differ / (double)amx_total);
-    bs_gemm_force_bf16_hw(hw);
+    bs_gemm_force_bf16_hw(chosen);
 }
 
 int main(void) {
