@@ -190,8 +190,11 @@ run:
 	tools/run-demo.sh
 
 # GEMM benchmark against OpenBLAS (bench/README.md); not part of the tests.
-bench: build/bench/gemm_bench build/bench/attn_bench build/bench/evidence_bench build/basal
+bench: build/bench/gemm_bench build/bench/attn_bench build/bench/evidence_bench build/bench/stream_bench build/basal
 build/bench/evidence_bench: bench/evidence_bench.c build/libbasal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(OPT_build) $< build/libbasal.a $(LIBS) $(CUDA_LIBS_build) -o $@
+build/bench/stream_bench: bench/stream_bench.c build/libbasal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(OPT_build) $< build/libbasal.a $(LIBS) $(CUDA_LIBS_build) -o $@
 build/bench/attn_bench: bench/attn_bench.c build/libbasal.a
