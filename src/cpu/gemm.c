@@ -290,11 +290,11 @@ UKR_AVX2(6)
 
 static const bs_gemm_impl impl_generic = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a, pack_b_generic,
-    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", 0, 0, NULL};
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", NULL};
 #ifdef BS_X86
 static const bs_gemm_impl impl_avx2 = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a_avx2, pack_b_avx2,
-    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", 0, 0, NULL};
+    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", NULL};
 #endif
 
 /* A rectangle of source lines (a block of x, or the rows of a weight strip)
@@ -360,24 +360,8 @@ static void run_strip(const gemm_job *j, const float *ap, int mc, const float *b
             }
             stage_next = !first && next_full;
         }
-        if (!j->impl->no_prefetch) {
-            pf_issue(pfa);
-            if (pfw) pf_issue(pfw);
-        }
-        if (j->impl->c_in_place) {
-            if (nv == nr) {
-                j->impl->ukr[r](ap + (size_t)i0 * lda, bs, kc, c, j->ldy, first, NULL, NULL, 0, c);
-            } else {
-                float t[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
-                if (!first) {
-                    memset(t, 0, sizeof t);
-                    for (int i = 0; i < r; i++) memcpy(t + i * nr, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
-                }
-                j->impl->ukr[r](ap + (size_t)i0 * lda, bs, kc, t, nr, first, NULL, NULL, 0, c);
-                for (int i = 0; i < r; i++) memcpy(c + (size_t)i * j->ldy, t + i * nr, (size_t)nv * sizeof(float));
-            }
-            continue;
-        }
+        pf_issue(pfa);
+        if (pfw) pf_issue(pfw);
         if (!first && !*staged) {
             memset(stage, 0, (size_t)mr * nr * sizeof(float));
             for (int i = 0; i < r; i++) memcpy(stage + i * nr, c + (size_t)i * j->ldy, (size_t)nv * sizeof(float));
@@ -607,6 +591,8 @@ static const bs_gemm_impl *bf16_impl(void) {
 }
 
 const char *bs_gemm_bf16_kernel_name(void) { return bf16_impl()->name; }
+
+int bs_gemm_bf16_kernel(void) { return bf16_choice(); }
 
 void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
                   int ldy) {

@@ -59,8 +59,9 @@ int bs_gemm_bf16_hw_supported(void);
  * asks for one; a kernel the CPU cannot run falls back to the next. */
 const char *bs_gemm_bf16_kernel_name(void);
 /* BASAL_BF16's value: 2 amx, 1 avx512-bf16, 0 portable, -1 unset or auto,
- * -2 unknown. */
+ * -2 unknown; and the kernel in use, as such a number. */
 int bs_gemm_bf16_parse(const char *name);
+int bs_gemm_bf16_kernel(void);
 /* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX) if this
  * CPU can run it; returns the previous one. */
 int bs_gemm_force_bf16_hw(int k);

@@ -169,6 +169,12 @@ typedef struct {
     int lines;
 } pf_lines;
 
+/* The share of pf's lines for one tile step. */
+static inline void pf_step(pf_lines pf, int per_step, int *issued) {
+    for (int e = *issued + per_step < pf.lines ? *issued + per_step : pf.lines; *issued < e; ++*issued)
+        _mm_prefetch((const char *)(pf.at + (uintptr_t)*issued * 64), _MM_HINT_T1);
+}
+
 /* C (32 x 32 at c, row stride ldc floats) += panel a times strip b over
  * steps tile steps (a and b at their first step); from zero when first. two:
  * the panel has rows 16..31. pf: lines prefetched into L2, spread over the
@@ -191,8 +197,7 @@ static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, f
     int issued = 0;
     if (two) {
         for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
-            for (int e = issued + per_step < pf.lines ? issued + per_step : pf.lines; issued < e; issued++)
-                _mm_prefetch((const char *)(pf.at + (uintptr_t)issued * 64), _MM_HINT_T1);
+            pf_step(pf, per_step, &issued);
             _tile_loadd(6, b, NR * 4);
             _tile_loadd(4, a, STEP * 4);
             _tile_loadd(7, b + 16, NR * 4);
@@ -204,8 +209,7 @@ static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, f
         }
     } else {
         for (int s = 0; s < steps; s++, a += WORDS, b += WORDS) {
-            for (int e = issued + per_step < pf.lines ? issued + per_step : pf.lines; issued < e; issued++)
-                _mm_prefetch((const char *)(pf.at + (uintptr_t)issued * 64), _MM_HINT_T1);
+            pf_step(pf, per_step, &issued);
             _tile_loadd(4, a, STEP * 4);
             _tile_loadd(6, b, NR * 4);
             _tile_loadd(7, b + 16, NR * 4);
@@ -378,7 +382,7 @@ void bs_gemm_amx_run(bs_pool *pool, const float *x, int ldx, int m, const bs_wma
 }
 
 const bs_gemm_impl bs_gemm_impl_amx = {
-    MR, NR, KB * 2 * STEP, MR * MB, NR * CB, KB * STEP, KB * WORDS, NULL, NULL, {NULL}, "amx-bf16", 1, 1,
+    MR, NR, KB * 2 * STEP, MR * MB, NR * CB, KB * STEP, KB * WORDS, NULL, NULL, {NULL}, "amx-bf16",
     bs_gemm_amx_run};
 #else
 int bs_gemm_amx_available(void) { return 0; }

@@ -18,13 +18,11 @@
 #include "cpu/gemm.h"
 
 /* Limits of every family. The out-of-memory path packs one panel of x and
- * one strip on the stack (193 KiB, for the AMX kernels' 1536-deep blocks):
- * mr * lda + b_floats <= BS_GEMM_SMALL_FLOATS (each
+ * one strip on the stack: mr * lda + b_floats <= BS_GEMM_SMALL_FLOATS (each
  * family asserts it). */
-enum { BS_GEMM_MAX_MR = 32, BS_GEMM_MAX_NR = 32, BS_GEMM_SMALL_FLOATS = 49408 };
+enum { BS_GEMM_MAX_MR = 32, BS_GEMM_MAX_NR = 32, BS_GEMM_SMALL_FLOATS = 24576 };
 
-/* One tile: R rows of packed x at a (row stride lda of the family; the AMX
- * family packs a 32-row panel in tile order, the panel at a) times a
+/* One tile: R rows of packed x at a (row stride lda of the family) times a
  * packed strip b, depth kc, into a full nr-column tile c (row stride ldc).
  * The tile starts from zero when first, else from its current value, which
  * the caller has placed in stage (nr floats per row, 64-byte aligned). A
@@ -50,11 +48,6 @@ typedef struct bs_gemm_impl {
     void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
     bs_ukr_fn ukr[BS_GEMM_MAX_MR + 1]; /* by number of rows */
     const char *name;
-    int no_prefetch; /* 1: the driver does not prefetch the next blocks between tiles */
-    /* 1: the kernel reads a tile's start values from c itself (stage and
-     * next unused: NULL/0), R rows at c with row stride ldc; the driver
-     * passes a full nr-column copy for a ragged last strip. */
-    int c_in_place;
     /* A family with its own driver (AMX): the whole product; the fields
      * above then only describe it (name). NULL: gemm.c's driver. */
     void (*run)(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);

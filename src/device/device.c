@@ -39,11 +39,10 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         int k = bs_gemm_bf16_parse(want);
         if (k == -2)
             return bs_fail(e, BS_EINVAL, "BASAL_BF16=%s: unknown bf16 kernel (auto, amx, avx512-bf16, portable)", want);
-        static const char *const names[] = {"bf16-portable", "avx512-bf16", "amx-bf16"};
         static atomic_int warned;
-        if (k >= 0 && strcmp(bs_gemm_bf16_kernel_name(), names[k]) && !atomic_exchange(&warned, 1))
-            bs_log(BS_LOG_WARN, "device", "BASAL_BF16=%s: this CPU (or its kernel) cannot run %s; using %s", want,
-                   names[k], bs_gemm_bf16_kernel_name());
+        if (k >= 0 && k != bs_gemm_bf16_kernel() && !atomic_exchange(&warned, 1))
+            bs_log(BS_LOG_WARN, "device", "BASAL_BF16=%s: this CPU (or its kernel) cannot run it; using %s", want,
+                   bs_gemm_bf16_kernel_name());
         m->compute = BS_COMPUTE_BF16;
         int rc = bs_model_prepack(m, e);
         if (rc < 0) m->compute = BS_COMPUTE_F32;

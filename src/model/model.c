@@ -33,6 +33,8 @@ static int get_mat(const bs_weights *w, const char *name, bs_wmat *out, bs_err *
     return BS_OK;
 }
 
+static size_t mat_bytes(const bs_wmat *w) { return (size_t)w->n * (size_t)w->k * bs_dtype_size(w->dtype); }
+
 static int load_layer(bs_model *m, int l, bs_err *e) {
     const bs_config *c = &m->cfg;
     bs_layer *ly = &m->layers[l];
@@ -110,7 +112,7 @@ int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
      * cache when touched, so the rest (200 MB for the 1.5B shape) need not
      * stay in this process's memory. */
     bs_weights_drop_pages(m->embed->data, (size_t)m->embed->numel * bs_dtype_size(m->embed->dtype));
-    bs_weights_drop_pages(m->lm_head.data, (size_t)m->lm_head.n * (size_t)m->lm_head.k * bs_dtype_size(m->lm_head.dtype));
+    bs_weights_drop_pages(m->lm_head.data, mat_bytes(&m->lm_head));
     if ((rc = widen_vec(&m->weights, "model.norm.weight", m->cfg.hidden, &m->final_norm, e)) < 0) goto fail;
     if ((rc = build_rope(m, e)) < 0) goto fail;
     return BS_OK;
@@ -130,7 +132,7 @@ int bs_model_prepack(bs_model *m, bs_err *e) {
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) {
             const bs_wmat *w = layer_mat(&m->layers[l], i);
-            total += (uint64_t)w->n * (uint64_t)w->k * (w->dtype == BS_F32 ? 4 : 2);
+            total += mat_bytes(w);
         }
     char what[512];
     snprintf(what, sizeof what, "packing the weights of %s for the %s kernels", m->dir, bs_gemm_bf16_kernel_name());
@@ -139,7 +141,7 @@ int bs_model_prepack(bs_model *m, bs_err *e) {
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) {
             bs_wmat *w = layer_mat(&m->layers[l], i);
-            size_t bytes = 0, src = (size_t)w->n * (size_t)w->k * (w->dtype == BS_F32 ? 4 : 2);
+            size_t bytes = 0, src = mat_bytes(w);
             int rc = bs_gemm_prepack(m->pool, w, m->compute, &bytes);
             if (rc < 0) {
                 bs_progress_end(p);
