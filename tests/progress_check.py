@@ -144,24 +144,30 @@ if rc == 0:
                  "bench-requests")
 
 # ---- a terminal: the bar ----
+def on_pty(args, clean_env=False, limit_s=None):
+    """Runs basal with args on a pseudo-terminal: (wait status, its output)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        if clean_env:
+            os.environ.pop("BASAL_PROGRESS", None)
+            os.environ.pop("BASAL_PROGRESS_INTERVAL_MS", None)
+        os.execv(BASAL, [BASAL] + args)
+    buf = b""
+    deadline = time.time() + limit_s if limit_s else None
+    while deadline is None or time.time() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    _, status = os.waitpid(pid, 0)
+    return status, buf.decode("utf-8", "replace")
+
+
 o = os.path.join(TMP, "m-tty")
-pid, fd = pty.fork()
-if pid == 0:
-    os.environ.pop("BASAL_PROGRESS", None)
-    os.environ.pop("BASAL_PROGRESS_INTERVAL_MS", None)
-    os.execv(BASAL, [BASAL, "make-model", o, "--preset", "tiny"])
-buf = b""
-deadline = time.time() + 120
-while time.time() < deadline:
-    try:
-        chunk = os.read(fd, 65536)
-    except OSError:
-        break
-    if not chunk:
-        break
-    buf += chunk
-_, status = os.waitpid(pid, 0)
-text = buf.decode("utf-8", "replace")
+status, text = on_pty(["make-model", o, "--preset", "tiny"], clean_env=True, limit_s=120)
 check(os.WEXITSTATUS(status) == 0, f"make-model on a terminal: exit {status}")
 redraws = text.count("\r\x1b[K")
 what = f"make-model: writing the weights of {o}"
@@ -173,20 +179,7 @@ else:
     check("%" not in text, f"terminal, under 100 ms: nothing drawn: {text!r}")
 # a slower one on the terminal: mini layers, so that the bar is drawn
 o2 = os.path.join(TMP, "m-tty2")
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(BASAL, [BASAL, "make-model", o2, "--preset", "tiny-hd128", "--dtype", "f32", "--layers", "24"])
-buf = b""
-while True:
-    try:
-        chunk = os.read(fd, 65536)
-    except OSError:
-        break
-    if not chunk:
-        break
-    buf += chunk
-_, status = os.waitpid(pid, 0)
-text = buf.decode("utf-8", "replace")
+status, text = on_pty(["make-model", o2, "--preset", "tiny-hd128", "--dtype", "f32", "--layers", "24"])
 what = f"make-model: writing the weights of {o2}"
 check(os.WEXITSTATUS(status) == 0, f"make-model tiny-hd128 on a terminal: exit {status}")
 check(text.count("\r\x1b[K") >= 2, f"terminal: the bar was redrawn: {text[:300]!r}")

@@ -1099,6 +1099,23 @@ static conn *oldest_waiting(bs_server *s) {
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
+/* A new connection's state and handles, linked into the server's list
+ * (an accepted one, or the fuzzer's in-memory one). */
+static void conn_setup(bs_server *s, conn *c) {
+    c->s = s;
+    c->read_stopped = 1;
+    reset_request(c);
+    uv_tcp_init(&s->loop, &c->tcp);
+    uv_timer_init(&s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    atomic_fetch_add(&s->live, 1);
+}
+
 void bs_http_on_connection(uv_stream_t *l, int status) {
     bs_server *s = l->data;
     if (status < 0) return;
@@ -1114,18 +1131,7 @@ void bs_http_on_connection(uv_stream_t *l, int status) {
         }
         return;
     }
-    c->s = s;
-    c->read_stopped = 1;
-    reset_request(c);
-    uv_tcp_init(&s->loop, &c->tcp);
-    uv_timer_init(&s->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->open_handles = 2;
-    c->next = s->conns;
-    if (s->conns) s->conns->prev = c;
-    s->conns = c;
-    s->n_conns++;
-    atomic_fetch_add(&s->live, 1);
+    conn_setup(s, c);
     if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;
@@ -1188,18 +1194,11 @@ static void feed_settle(conn *c) {
 int bs_http_feed_conn(bs_server *s, const char *data, size_t len, size_t chunk, bs_buf *out) {
     conn *c = calloc(1, sizeof *c);
     if (!c) return -1;
-    /* set up as on_connection sets up an accepted connection */
-    c->s = s;
+    /* set up as on_connection sets up an accepted connection (the server
+     * is a fresh one: this is its only connection) */
+    conn_setup(s, c);
     c->sink = out;
-    c->read_stopped = 1;
-    reset_request(c);
-    uv_tcp_init(&s->loop, &c->tcp);
-    uv_timer_init(&s->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->open_handles = 2;
-    s->conns = c;
-    s->n_conns = s->n_active = 1;
-    atomic_fetch_add(&s->live, 1);
+    s->n_active = 1;
     c->active = 1;
     c->state = C_IDLE;
     c->since_ms = bs_now_ms();
