@@ -10,7 +10,11 @@
 - the default interval (5 s) writes nothing for short work; BASAL_PROGRESS=off
   writes nothing at all;
 - a terminal (a pty): one line redrawn with \\r and ESC[K, a full bar at the
-  end and a final newline.
+  end and a final newline;
+- a forward of >= 1024 tokens: `decide` draws one line for it, counted in the
+  model's layers (config.json's num_hidden_layers), and `bench-requests` notes
+  "forward of N tokens: layer k of L" on its requests line (N = the forward
+  tokens of its report); a short forward shows nothing.
 Usage: progress_check.py BASAL FIXTURES TMPDIR"""
 import datetime
 import json
@@ -142,6 +146,54 @@ check(rc == 0, f"bench-requests exit {rc}: {err[-400:]}")
 if rc == 0:
     check_series(progress_lines(err, "bench-requests: tree batching"), t0, t1, 10, "12 requests", "done: 12 requests",
                  "bench-requests")
+
+# ---- long forwards: decide draws one line per forward of >= 1024 tokens, ----
+# ---- bench-requests notes the layer on its requests line ----
+deep = os.path.join(FIXTURES, "tiny-deep")
+with open(os.path.join(deep, "config.json")) as f:
+    n_layers = json.load(f)["num_hidden_layers"]
+with open(os.path.join(deep, "basal.json")) as f:
+    deep_name = json.load(f)["name"]
+long_req = {"state": "Zgłoszenie: " + "słowo " * 630,  # about 2000 tokens: under the fixture's 2048 positions
+            "questions": {"q": {"type": "choice", "instructions": "Dział?", "criteria": ["a", "b", "c"]}}}
+req_path = os.path.join(TMP, "long.json")
+with open(req_path, "w") as f:
+    json.dump(dict(long_req, model=deep_name), f, ensure_ascii=False)
+rc, err, t0, t1 = run(["decide", "--model", deep, "--request", req_path, "--threads", "1"],
+                      {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0, f"decide (long state) exit {rc}: {err[-400:]}")
+fw = [ln for ln in err.splitlines() if " basal: decide: forward of " in ln]
+m = re.search(r"decide: forward of (\d+) tokens: ", fw[0]) if fw else None
+if check(m is not None, f"decide: a forward progress line: {err[-400:]!r}"):
+    tokens = int(m.group(1))
+    check(1024 <= tokens <= 2048, f"decide: the watched forward has {tokens} tokens (>= 1024, within the positions)")
+    check_series(progress_lines(err, f"decide: forward of {tokens} tokens"), t0, t1, 10, f"{n_layers} layers",
+                 f"done: {n_layers} layers", "decide forward")
+short_path = os.path.join(TMP, "short.json")
+with open(short_path, "w") as f:
+    json.dump(dict(long_req, model=deep_name, state="Zgłoszenie: " + "słowo " * 40), f, ensure_ascii=False)
+rc, err, t0, t1 = run(["decide", "--model", deep, "--request", short_path, "--threads", "1"],
+                      {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0 and "forward of" not in err, f"decide (short state): no forward progress: {rc} {err[-300:]!r}")
+
+long_reqs = os.path.join(TMP, "long.jsonl")
+with open(long_reqs, "w") as f:
+    f.write(json.dumps({"id": "long", "request": long_req}, ensure_ascii=False) + "\n")
+br_out = os.path.join(TMP, "br-long.json")
+rc, err, t0, t1 = run(["bench-requests", "--model", deep, "--requests", long_reqs, "--reps", "2", "--threads", "1",
+                       "--out", br_out], {"BASAL_PROGRESS_INTERVAL_MS": "10"})
+check(rc == 0, f"bench-requests (long state) exit {rc}: {err[-400:]}")
+if rc == 0:
+    with open(br_out) as f:
+        fwd_tokens = json.load(f)["modes"][0]["forward_tokens"]
+    lines = progress_lines(err, "bench-requests: tree batching")
+    notes = [re.search(r"; forward of (\d+) tokens: layer (\d+) of (\d+)$", s) for _, s in lines[:-1]]
+    noted = [(int(n.group(1)), int(n.group(2)), int(n.group(3))) for n in notes if n]
+    check(len(noted) >= 2, f"bench-requests: layer notes on the requests line: {[s for _, s in lines[:4]]}")
+    check(all(t == fwd_tokens and 1 <= k <= L == n_layers for t, k, L in noted),
+          f"bench-requests: notes name the forward ({fwd_tokens} tokens) and layer k of {n_layers}: {noted[:5]}")
+    check(all(re.match(r"\d+% \(\d of 1 requests\)", s) for _, s in lines[:-1]),
+          f"bench-requests: the requests count stays first: {lines[:2]}")
 
 # ---- a terminal: the bar ----
 def on_pty(args, clean_env=False, limit_s=None):

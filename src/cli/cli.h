@@ -3,6 +3,7 @@
 #ifndef BS_CLI_H
 #define BS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cli/cli_opts.h"
@@ -45,6 +46,20 @@ struct bs_model;
 /* Attaches the chosen backend to a loaded model; prints "basal CMD: ..." and
  * returns -1 on failure. */
 int cli_device_attach(const char *cmd, struct bs_model *m, const cli_device *d);
+
+/* Progress of the long forwards of a command (a runner's layer watch,
+ * engine/runner.h): with outer NULL, one progress line per forward
+ * ("decide: forward of 16862 tokens [###...] 44% (14 of 32 layers)"); with
+ * an outer progress (a command's own line, e.g. requests done), a note on
+ * that line instead. cli_fwd_progress_end closes a line a failed forward
+ * left open. */
+struct bs_progress;
+typedef struct cli_fwd_progress {
+    const char *cmd;
+    struct bs_progress *outer, *line;
+} cli_fwd_progress;
+void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens);
+void cli_fwd_progress_end(cli_fwd_progress *fp);
 
 /* Prints compact JSON re-indented with 2 spaces and a final newline. */
 void cli_print_pretty(FILE *f, const char *s, size_t n);

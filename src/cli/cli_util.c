@@ -3,6 +3,29 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/progress.h"
+
+void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens) {
+    cli_fwd_progress *fp = ctx;
+    if (fp->outer) {
+        if (layers_done < n_layers) bs_progress_note(fp->outer, "forward of %d tokens: layer %d of %d", (int)tokens, layers_done + 1, n_layers);
+        else bs_progress_note(fp->outer, "%s", "");
+        return;
+    }
+    if (!fp->line) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: forward of %d tokens", fp->cmd, (int)tokens);
+        fp->line = bs_progress_start(what, (uint64_t)n_layers, "layers");
+    }
+    bs_progress_set(fp->line, (uint64_t)layers_done);
+    if (layers_done >= n_layers) cli_fwd_progress_end(fp);
+}
+
+void cli_fwd_progress_end(cli_fwd_progress *fp) {
+    bs_progress_end(fp->line);
+    fp->line = NULL;
+    if (fp->outer) bs_progress_note(fp->outer, "%s", "");
+}
 
 /* Re-indents compact JSON with 2 spaces (as Python's json.dumps(indent=2) lays
  * it out); string contents are copied untouched, empty containers stay "{}". */

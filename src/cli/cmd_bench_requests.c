@@ -212,6 +212,9 @@ int cmd_bench_requests(int argc, char **argv) {
         char what[96];
         snprintf(what, sizeof what, "bench-requests: %s batching", tok);
         bs_progress *pg = bs_progress_start(what, (uint64_t)nrq, "requests");
+        cli_fwd_progress fwd_progress = {"bench-requests", pg, NULL};
+        run.watch = pg ? cli_fwd_progress_watch : NULL;
+        run.watch_ctx = &fwd_progress;
         for (size_t i = 0; i < nrq; i++) {
             bs_progress_set(pg, i);
             bs_usage u = {0};

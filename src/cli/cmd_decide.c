@@ -143,10 +143,14 @@ int cmd_decide(int argc, char **argv) {
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
     run.readout_bf16 = o.readout_bf16;
     run.evidence_separate = o.evidence_separate;
+    cli_fwd_progress fwd_progress = {"decide", NULL, NULL};
+    run.watch = cli_fwd_progress_watch;
+    run.watch_ctx = &fwd_progress;
     /* both steps of a request with large choices (03 §5.4): round 1, then the finalists */
     bs_reply between;
     bs_reply_init(&between);
     int frc = bs_runner_run_all(&run, &pp, 1, &lc, &between, &e);
+    cli_fwd_progress_end(&fwd_progress);
     bs_runner_free(&run);
     bs_prefix_set_free(&pinned);
     if (frc == BS_EINVAL && between.body.len) { /* a finalist prompt over the model's limit (04 §3 P7) */

@@ -26,6 +26,7 @@ struct bs_progress {
     pthread_cond_t cond;
     int stop;
     int written;             /* lines (or redraws) written so far */
+    char note[128];          /* bs_progress_note, under mu */
 };
 
 static double since(const struct timespec *t0) {
@@ -95,6 +96,10 @@ static double describe(const bs_progress *p, int final, char *out, size_t cap) {
 static void draw(bs_progress *p, int final) {
     char text[256];
     double frac = describe(p, final, text, sizeof text);
+    if (!final && p->note[0]) {
+        size_t n = strlen(text);
+        snprintf(text + n, sizeof text - n, "; %s", p->note);
+    }
     if (p->tty) {
         char bar[BAR_WIDTH + 1];
         int fill = final ? BAR_WIDTH : (int)(frac * BAR_WIDTH);
@@ -187,6 +192,16 @@ void bs_progress_printf(bs_progress *p, const char *fmt, ...) {
     fputc('\n', stderr);
     if (p->tty && p->written) draw(p, 0);
     else fflush(stderr);
+    pthread_mutex_unlock(&p->mu);
+    va_end(ap);
+}
+
+void bs_progress_note(bs_progress *p, const char *fmt, ...) {
+    if (!p) return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&p->mu);
+    vsnprintf(p->note, sizeof p->note, fmt, ap);
     pthread_mutex_unlock(&p->mu);
     va_end(ap);
 }

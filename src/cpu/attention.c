@@ -380,13 +380,15 @@ const char *bs_attn_kernel_name(int hd) { return kernels_for(hd)->name; }
 
 int bs_attn_block_queries(int rep) { return rep >= ROWS_TARGET ? 1 : ROWS_TARGET / rep; }
 
-/* Scratch layout: kt [hd][TILE], s [R][TILE], m/l/c [R], then pointers. */
+/* Scratch layout: kt [hd][TILE], s [R][TILE], m/l/c [R], the block's
+ * queries [R][hd], then pointers. */
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 size_t bs_attn_scratch_bytes(int hd, int rep) {
     size_t R = (size_t)bs_attn_block_queries(rep) * rep;
     return align64((size_t)hd * TILE * sizeof(float)) + align64(R * TILE * sizeof(float)) +
-           3 * align64(R * sizeof(float)) + 2 * align64(R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
+           3 * align64(R * sizeof(float)) + align64(R * (size_t)hd * sizeof(float)) + 2 * align64(R * sizeof(void *)) +
+           2 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_run(const bs_attn_block *b, void *scratch) {
@@ -399,6 +401,7 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
     float *mx = (float *)at; at += align64((size_t)R * sizeof(float));
     float *l = (float *)at; at += align64((size_t)R * sizeof(float));
     float *c = (float *)at; at += align64((size_t)R * sizeof(float));
+    float *qc = (float *)at; at += align64((size_t)R * hd * sizeof(float));
     const float **qp = (const float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
@@ -408,12 +411,14 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
         for (int h = 0; h < rep; h++) {
             int r = i * rep + h;
             size_t head = (size_t)(b->g * rep + h) * hd;
-            qp[r] = b->q + (size_t)i * b->q_stride + head;
+            /* copied before out is first written: out may be q's own memory */
+            qp[r] = qc + (size_t)r * hd;
+            memcpy(qc + (size_t)r * hd, b->q + (size_t)i * b->q_stride + head, (size_t)hd * sizeof(float));
             op[r] = b->out + (size_t)i * b->out_stride + head;
-            memset(op[r], 0, (size_t)hd * sizeof(float));
             mx[r] = -INFINITY;
             l[r] = 0.0f;
         }
+    for (int r = 0; r < R; r++) memset(op[r], 0, (size_t)hd * sizeof(float));
 
     const bs_attn_keys *ks = b->keys;
     size_t kv_off = (size_t)b->g * hd;

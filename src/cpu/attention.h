@@ -41,7 +41,7 @@ typedef struct bs_attn_block {
     int hd;
     const float *q;        /* first query's row (all heads); rows q_stride apart */
     size_t q_stride;
-    float *out;            /* first query's output row (all heads) */
+    float *out;            /* first query's output row (all heads); may be q itself (same rows, same stride) */
     size_t out_stride;
     int nq;                /* queries in the block */
     int pos0;              /* position (= last visible ordinal) of the first query; query i has pos0 + i */

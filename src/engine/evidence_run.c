@@ -184,7 +184,6 @@ void bs_ev_rows_free(bs_ev_rows *er) {
     memset(er, 0, sizeof *er);
 }
 
-static void checkpoint(void *ctx) { bs_gate_checkpoint((bs_gate *)ctx); }
 
 /* 05 §14 E1: one unit over the whole prompt, positions 0..n-1; the readout
  * rows are the state tokens and the last token, read as hidden states. */
@@ -203,12 +202,11 @@ static int run_job(bs_runner *r, const bs_request *req, bs_ev_job *j, bs_err *e)
     bs_unit u = {.q_start = 0, .q_len = n, .n_ranges = 1, .r_start = {0}, .r_len = {n}};
     bs_fwd_input in = {.n_tokens = n, .ids = j->ids, .pos = pos, .n_units = 1, .units = &u, .n_readouts = R,
                        .readouts = ro, .n_out_ids = 0, .hidden = hid, .profile = r->profile};
-    if (r->preemptible && r->gate) {
-        in.between_layers = checkpoint;
-        in.between_ctx = r->gate;
-    }
+    bs_fwd_hook hook;
+    bs_runner_hook(r, &hook, &in);
     if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
     rc = bs_forward(m, &in, NULL, e);
+    if (rc == BS_OK) bs_runner_hook_done(&hook);
     if (r->gate) bs_gate_leave(r->gate);
     r->forwards++;
     r->forward_tokens += n;

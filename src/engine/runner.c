@@ -19,7 +19,7 @@ static void entry_free(bs_cache_entry *c) {
 /* Computes the K/V of ids[0..n) continuing from `from` (a cached prefix of
  * ids, or NULL) with the forward's own code path (K1). */
 static int capture(const bs_model *m, const int32_t *ids, int32_t n, const bs_cache_entry *from, bs_kv *out,
-                   void (*between)(void *), void *ctx, bs_err *e) {
+                   const bs_runner *r, bs_err *e) {
     int32_t np = from ? from->kv.n_tokens : 0, M = n - np;
     int rc = bs_kv_alloc(out, m, n, e);
     if (rc < 0) return rc;
@@ -28,8 +28,11 @@ static int capture(const bs_model *m, const int32_t *ids, int32_t n, const bs_ca
     for (int32_t i = 0; i < M; i++) pos[i] = np + i;
     bs_unit u = {.q_start = 0, .q_len = M, .n_ranges = 1, .r_start = {0}, .r_len = {M}, .prefix = from ? &from->kv : NULL};
     bs_fwd_input in = {.n_tokens = M, .ids = ids + np, .pos = pos, .n_units = 1, .units = &u,
-                       .capture = out, .between_layers = between, .between_ctx = ctx};
+                       .capture = out};
+    bs_fwd_hook hook;
+    if (r) bs_runner_hook(r, &hook, &in);
     rc = bs_forward(m, &in, NULL, e);
+    if (rc == BS_OK && r) bs_runner_hook_done(&hook);
     free(pos);
     if (rc < 0) bs_kv_free(out);
     return rc;
@@ -65,7 +68,7 @@ int bs_prefix_set_build(bs_prefix_set *ps, const bs_basal_model *m, bs_gate *gat
                 else {
                     memcpy(c->ids, ids[0], (size_t)l * sizeof *c->ids);
                     if (gate) bs_gate_enter_urgent(gate);
-                    rc = capture(&m->model, c->ids, l, NULL, &c->kv, NULL, NULL, e);
+                    rc = capture(&m->model, c->ids, l, NULL, &c->kv, NULL, e);
                     if (gate) bs_gate_leave(gate);
                     if (rc == 0) {
                         c->pinned = 1;
@@ -144,7 +147,28 @@ static void evict_for(bs_runner *r, size_t need) {
     }
 }
 
-static void checkpoint(void *ctx) { bs_gate_checkpoint((bs_gate *)ctx); }
+static void between_layers(void *ctx) {
+    bs_fwd_hook *h = ctx;
+    if (h->r->preemptible && h->r->gate) bs_gate_checkpoint(h->r->gate);
+    h->layers_done++;
+    if (h->r->watch && h->tokens >= BS_WATCH_MIN_TOKENS)
+        h->r->watch(h->r->watch_ctx, h->layers_done, h->n_layers, h->tokens);
+}
+
+void bs_runner_hook(const bs_runner *r, bs_fwd_hook *h, bs_fwd_input *in) {
+    *h = (bs_fwd_hook){r, 0, r->m->model.cfg.n_layers, in->n_tokens};
+    int watched = r->watch && in->n_tokens >= BS_WATCH_MIN_TOKENS;
+    if ((r->preemptible && r->gate) || watched) {
+        in->between_layers = between_layers;
+        in->between_ctx = h;
+    }
+    if (watched) r->watch(r->watch_ctx, 0, h->n_layers, h->tokens);
+}
+
+void bs_runner_hook_done(bs_fwd_hook *h) {
+    if (h->r->watch && h->tokens >= BS_WATCH_MIN_TOKENS)
+        h->r->watch(h->r->watch_ctx, h->n_layers, h->n_layers, h->tokens);
+}
 
 /* ---- rows and forwards (04 §6) ---- */
 
@@ -220,7 +244,7 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
             memset(c, 0, sizeof *c);
             if (!(c->ids = malloc((size_t)root * sizeof *c->ids))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
             memcpy(c->ids, rows[0].ids, (size_t)root * sizeof *c->ids);
-            rc = capture(m, c->ids, root, chosen_one, &c->kv, r->preemptible ? checkpoint : NULL, r->gate, e);
+            rc = capture(m, c->ids, root, chosen_one, &c->kv, r, e);
             if (rc < 0) { free(c->ids); c->ids = NULL; goto leave; }
             r->forward_tokens += root - np;
             c->bytes = bytes;
@@ -256,11 +280,10 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
     if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
     pk.in.profile = r->profile;
-    if (r->preemptible && r->gate) {
-        pk.in.between_layers = checkpoint;
-        pk.in.between_ctx = r->gate;
-    }
+    bs_fwd_hook hook;
+    bs_runner_hook(r, &hook, &pk.in);
     rc = bs_forward(m, &pk.in, lg, e);
+    if (rc == BS_OK) bs_runner_hook_done(&hook);
     r->forwards++;
     r->forward_tokens += pk.in.n_tokens;
 leave:

@@ -318,7 +318,10 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     q = malloc((size_t)M * qd * sizeof *q);
     k = malloc((size_t)M * kvd * sizeof *k);
     v = malloc((size_t)M * kvd * sizeof *v);
-    att = malloc(rows_max * qd * sizeof *att);
+    /* layers before the last write their attention output over q (each
+     * block copies its queries first); the last layer's readout rows need
+     * their own rows */
+    att = malloc((size_t)(R ? R : 1) * qd * sizeof *att);
     tmp = malloc((size_t)chunk * H * sizeof *tmp);
     g = malloc((size_t)chunk * I * sizeof *g);
     u = malloc((size_t)chunk * I * sizeof *u);
@@ -397,7 +400,8 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         double ta = pf ? bs_now_ms() : 0;
         if (l == 0 || last) n_tasks = attn_plan(in, unit_of, qrows, nq, bq, c->n_kv_heads, tasks);
         attn_keys(in, l, kvd, k, v, keys);
-        attn_job job = {m, in, unit_of, qrows, tasks, keys, q, att, scratch, scratch_bytes};
+        float *out = last ? att : q;
+        attn_job job = {m, in, unit_of, qrows, tasks, keys, q, out, scratch, scratch_bytes};
         bs_pool_run(m->pool, n_tasks, attn_task, &job);
         if (pf) {
             pf->attn_ms += bs_now_ms() - ta;
@@ -409,7 +413,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
             layer_tail(m, pf, ly, xr, att, R, tmp, xn, g, u);
         } else {
-            layer_tail(m, pf, ly, x, att, M, tmp, xn, g, u);
+            layer_tail(m, pf, ly, x, out, M, tmp, xn, g, u);
             if (in->between_layers) in->between_layers(in->between_ctx);
         }
     }
