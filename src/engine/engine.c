@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/respjson.h"
+#include "core/util.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
 
@@ -57,6 +59,8 @@ typedef struct lane {
     pthread_cond_t cv;
     bs_job *qh, *qt;
     int stopping;
+    double watch_t0, watch_last, watch_every_ms; /* the log of a long forward (lane_watch) */
+    int watch_lines;
 } lane;
 
 struct bs_engine {
@@ -361,6 +365,27 @@ static void *lane_main(void *arg) {
     return NULL;
 }
 
+/* A long forward (the runner's layer watch) tells the log where it is every
+ * 30 s (BASAL_PROGRESS_INTERVAL_MS sets another period), so that an operator
+ * looking at a lane busy for minutes on a long document sees it progress;
+ * a forward shorter than the period writes nothing. */
+static void lane_watch(void *ctx, int done, int n_layers, int32_t tokens) {
+    lane *L = ctx;
+    double now = bs_now_ms();
+    if (done == 0) {
+        L->watch_t0 = L->watch_last = now;
+        L->watch_lines = 0;
+    } else if (done < n_layers && now - L->watch_last >= L->watch_every_ms) {
+        bs_log(BS_LOG_INFO, "engine", "%s: %s lane: forward of %d tokens: layer %d of %d done, %.0f s elapsed",
+               L->en->m->name, L->is_long ? "long" : "main", (int)tokens, done, n_layers, (now - L->watch_t0) / 1000);
+        L->watch_last = now;
+        L->watch_lines++;
+    } else if (done == n_layers && L->watch_lines) {
+        bs_log(BS_LOG_INFO, "engine", "%s: %s lane: forward of %d tokens: done in %.1f s", L->en->m->name,
+               L->is_long ? "long" : "main", (int)tokens, (now - L->watch_t0) / 1000);
+    }
+}
+
 static void lane_init(lane *L, bs_engine *en, int is_long) {
     memset(L, 0, sizeof *L);
     L->en = en;
@@ -372,6 +397,11 @@ static void lane_init(lane *L, bs_engine *en, int is_long) {
                    en->o.no_prefix_cache ? NULL : &en->pinned, en->o.state_cache_mb << 20, en->gate, is_long);
     L->run.readout_bf16 = en->o.readout_bf16;
     L->run.batching = (bs_batching)en->o.batching;
+    const char *iv = getenv("BASAL_PROGRESS_INTERVAL_MS");
+    long every = iv && *iv ? strtol(iv, NULL, 10) : 0;
+    L->watch_every_ms = every >= 10 ? (double)every : 30000.0;
+    L->run.watch = lane_watch;
+    L->run.watch_ctx = L;
 }
 
 static void lane_free(lane *L) {

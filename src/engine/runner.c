@@ -151,23 +151,22 @@ static void between_layers(void *ctx) {
     bs_fwd_hook *h = ctx;
     if (h->r->preemptible && h->r->gate) bs_gate_checkpoint(h->r->gate);
     h->layers_done++;
-    if (h->r->watch && h->tokens >= BS_WATCH_MIN_TOKENS)
-        h->r->watch(h->r->watch_ctx, h->layers_done, h->n_layers, h->tokens);
+    if (h->watched) h->r->watch(h->r->watch_ctx, h->layers_done, h->n_layers, h->tokens);
 }
 
 void bs_runner_hook(const bs_runner *r, bs_fwd_hook *h, bs_fwd_input *in) {
-    *h = (bs_fwd_hook){r, 0, r->m->model.cfg.n_layers, in->n_tokens};
-    int watched = r->watch && in->n_tokens >= BS_WATCH_MIN_TOKENS;
+    *h = (bs_fwd_hook){r, 0, r->m->model.cfg.n_layers, in->n_tokens, 0};
+    int watched = r->watch && in->n_tokens >= BS_WATCH_MIN_TOKENS && !r->m->model.backend;
     if ((r->preemptible && r->gate) || watched) {
         in->between_layers = between_layers;
         in->between_ctx = h;
     }
+    h->watched = watched;
     if (watched) r->watch(r->watch_ctx, 0, h->n_layers, h->tokens);
 }
 
 void bs_runner_hook_done(bs_fwd_hook *h) {
-    if (h->r->watch && h->tokens >= BS_WATCH_MIN_TOKENS)
-        h->r->watch(h->r->watch_ctx, h->n_layers, h->n_layers, h->tokens);
+    if (h->watched) h->r->watch(h->r->watch_ctx, h->n_layers, h->n_layers, h->tokens);
 }
 
 /* ---- rows and forwards (04 §6) ---- */

@@ -43,11 +43,11 @@ typedef enum { BS_BATCH_TREE = 0, BS_BATCH_SINGLE = 1, BS_BATCH_BUDGET = 2 } bs_
  * entries). */
 size_t bs_budget_chunks(const int32_t *lens, size_t n, size_t *order, size_t *start);
 
-/* Watches a long forward layer by layer (the CLI's progress): called after
- * each of its layers with the layers done (0 when it starts, then 1..n_layers)
- * and the forward's token count. Only forwards of at least BS_WATCH_MIN_TOKENS are watched: on
- * CUDA a call between layers synchronises the stream, which a short forward
- * would feel. */
+/* Watches a long forward layer by layer (the CLI's progress, the server's
+ * log): called with the layers done (0 when it starts, then 1..n_layers) and
+ * the forward's token count. Only forwards of at least BS_WATCH_MIN_TOKENS
+ * on the CPU backend are watched: on CUDA a call between layers synchronises
+ * the stream, which costs a forward there more than its progress is worth. */
 typedef void (*bs_layer_watch)(void *ctx, int layers_done, int n_layers, int32_t tokens);
 enum { BS_WATCH_MIN_TOKENS = 1024 };
 
@@ -80,6 +80,7 @@ typedef struct bs_fwd_hook {
     const struct bs_runner *r;
     int layers_done, n_layers;
     int32_t tokens;
+    int watched;
 } bs_fwd_hook;
 
 void bs_runner_hook(const bs_runner *r, bs_fwd_hook *h, bs_fwd_input *in);

@@ -13,7 +13,9 @@ and checked with CPython json:
   body of 02 §10;
 - CORS, opt-in (--cors, BASAL_CORS, serve.yml cors_origins): headers for allowed
   origins only, a 204 preflight with Allow-Methods/Allow-Headers/Max-Age, never
-  authenticated; without it OPTIONS stays a 405 with Allow."""
+  authenticated; without it OPTIONS stays a 405 with Allow;
+- a long forward (>= 1024 tokens) logs its layer progress at the progress
+  period and a closing line; a short one, or one under the period, nothing."""
 import json
 import math
 import os
@@ -277,12 +279,50 @@ def test_cors_config(tmp):
         C.ok(code not in (0, None) and text in s.log(), f"bad CORS origin refused ({args}, {env}): {code} {s.log()[-300:]!r}")
 
 
+def test_long_forward_log():
+    """A forward of >= 1024 tokens logs where it is (layer k of L, L from
+    config.json) every BASAL_PROGRESS_INTERVAL_MS (30 s by default) and when
+    it is done; a short one writes nothing."""
+    deep = fixture("tiny-deep")
+    with open(os.path.join(deep, "config.json")) as f:
+        n_layers = json.load(f)["num_hidden_layers"]
+    with open(os.path.join(deep, "basal.json")) as f:
+        name = json.load(f)["name"]
+    body = {"model": name, "state": "Zgłoszenie: " + "słowo " * 630,  # about 2000 tokens of the 2048 positions
+            "questions": {"q": {"type": "choice", "instructions": "Dział?", "criteria": ["a", "b", "c"]}}}
+    import re
+    line = re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+Z INFO +engine: " + re.escape(name) +
+                      r": main lane: forward of (\d+) tokens: (?:layer (\d+) of (\d+) done, \d+ s elapsed|done in [\d.]+ s)$")
+    for env, expect in (({"BASAL_PROGRESS_INTERVAL_MS": "10"}, True), ({}, False)):
+        srv = Server(["--model", deep, "--threads", "1"], env=env)
+        try:
+            st, _, raw = post(srv, SO, body)
+            C.eq(st, 200, f"long state answered ({env})")
+            st, _, raw = post(srv, SO, dict(body, state="Zgłoszenie: krótkie"))
+            C.eq(st, 200, f"short state answered ({env})")
+            logged = [line.match(x) for x in srv.log().splitlines() if "forward of" in x]
+            if expect:
+                C.ok(len(logged) >= 2 and all(logged), f"long forward: progress lines in the log: {srv.log()[-600:]!r}")
+                got = [m for m in logged if m]
+                layers = [(int(m.group(2)), int(m.group(3))) for m in got if m.group(2)]
+                C.ok(layers and all(1 <= k < L == n_layers for k, L in layers) and layers == sorted(layers),
+                     f"long forward: layer k of {n_layers}, in order: {layers}")
+                C.ok(got and got[-1].group(2) is None and len({m.group(1) for m in got}) == 1,
+                     f"long forward: one forward, a closing 'done in' line: {[m.group(0) for m in got[-2:]]}")
+                C.ok(1024 <= int(got[0].group(1)) <= 2048, f"long forward: {got[0].group(1)} tokens (>= 1024)")
+            else:
+                C.ok(not logged, f"default period (30 s): a forward under it logs nothing: {logged}")
+        finally:
+            C.eq(srv.stop(), 0, "server exits 0")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="basal-niceties-")
     try:
         for name, fn in (("unknown model", lambda: test_unknown_model(tmp)),
                          ("basal type, prompt_too_long, 404/405", test_basal_type_and_too_long),
-                         ("CORS list", lambda: test_cors_list(tmp)), ("CORS configuration", lambda: test_cors_config(tmp))):
+                         ("CORS list", lambda: test_cors_list(tmp)), ("CORS configuration", lambda: test_cors_config(tmp)),
+                         ("long forward log", test_long_forward_log)):
             try:
                 fn()
             except Exception as e:  # noqa: BLE001
