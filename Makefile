@@ -60,7 +60,8 @@ CUDA_SMS = $(subst $(eval) ,$(comma),$(strip $(patsubst code=%,%,$(filter code=s
 ifeq ($(CUDA),1)
 CUDA_OBJ_build = $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)) \
                  $(patsubst src/%.cu,build/obj/%.cu.o,$(wildcard src/cuda/*.cu))
-CUDA_LIBS_build = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+# cuBLAS(Lt) is not linked: src/cuda/cublas_dl.c loads it when the backend starts
+CUDA_LIBS_build = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 $(CUDA_DEP_OBJ) $(patsubst src/%.c,build/obj/%.o,$(wildcard src/cuda/*.c)): \
     override EXTRA_CFLAGS += -DBS_HAVE_CUDA -I$(CUDA_HOME)/include
 build/obj/cli/cli_version.o: override EXTRA_CFLAGS += -DBASAL_CUDA_ARCHS='"$(CUDA_SMS)"'

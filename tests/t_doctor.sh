@@ -4,7 +4,8 @@
 # port in use, duplicate served names, an unserved default_model, a YAML
 # syntax error (the loader's message, as `basal serve` prints it), usage
 # errors, the portable CPU kernel, a repository missing from the cache, and
-# where the configuration and the address come from. Every --json output is
+# where the configuration and the address come from, cuBLAS loading (CUDA
+# builds). Every --json output is
 # parsed by Python's json module and its fields checked there.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -255,6 +256,22 @@ jcase builtin-default 1 'has("configuration", "info", "built-in default") and ha
 cd "$root"
 BASAL_ADDR="127.0.0.1:$PORT" jcase env-addr 0 'has("port", "ok", "from BASAL_ADDR")' --config "$tmp/good.yml"
 BASAL_ADDR="nonsense" jcase env-addr-bad 1 'has("port", "failure", "invalid address nonsense")' --model "$src"
+
+# ---- cuBLAS: loaded only when the CUDA backend starts; doctor tries it ----
+# (a CUDA build: the version must be the one of the headers it was built
+# with, read here from cublas_api.h; a library that cannot be loaded, via
+# LD_LIBRARY_PATH ahead of the run path, is reported with what to do)
+hdr="${CUDA_HOME:-/usr/local/cuda}/include/cublas_api.h"
+if [ -f "$hdr" ]; then
+    export CUBLAS_VER=$(awk '/#define CUBLAS_VER_(MAJOR|MINOR|PATCH) /{v = v (v == "" ? "" : ".") $3} END{print v}' "$hdr")
+    jcase cublas-loads 0 '(not has("build", "ok", "CPU, CUDA") and not checks("gpu"))
+        or has("gpu", "ok", "cuBLASLt " + E["CUBLAS_VER"] + " loads")' --model "$src" --addr "127.0.0.1:$PORT"
+    mkdir -p "$tmp/badlib"
+    : >"$tmp/badlib/libcublasLt.so.${CUBLAS_VER%%.*}"
+    LD_LIBRARY_PATH="$tmp/badlib" jcase cublas-broken 0 '(not has("build", "ok", "CPU, CUDA"))
+        or has("gpu", "info", "cannot load libcublasLt.so.") and has("gpu", "info", "--device cpu")' \
+        --model "$src" --addr "127.0.0.1:$PORT"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -487,6 +487,15 @@ static void check_gpu(report_t *r, int gpus) {
     if (!bs_device_has_cuda()) return;
     if (gpus > 0) add(r, A_GPU, L_OK, NULL, "%d usable GPU%s (compute capability 8.0 or newer)", gpus, gpus == 1 ? "" : "s");
     else add(r, A_GPU, L_INFO, NULL, "no usable GPU, the CPU backend will serve");
+    /* cuBLAS is loaded only when the CUDA backend starts: try it now */
+    long v = 0;
+    bs_err e = {0};
+    if (bs_device_cublas_version(&v, &e) == BS_OK)
+        add(r, A_GPU, L_OK, NULL, "cuBLASLt %ld.%ld.%ld loads (the CUDA backend's GEMMs)", v / 10000, v / 100 % 100, v % 100);
+    else if (gpus > 0)
+        add(r, A_GPU, L_FAIL, "install the cuBLAS of this CUDA version, or serve with backend cpu", "%s", e.msg);
+    else
+        add(r, A_GPU, L_INFO, NULL, "%s", e.msg);
 }
 
 static void check_disk(report_t *r, const char *dir) {

@@ -74,6 +74,13 @@ static int cuda_fail(bs_err *e, cudaError_t ce, const char *what) {
                    cudaGetErrorString(ce));
 }
 
+int bs_cuda_cublas_version(long *version, bs_err *e) {
+    int rc = bs_cublas_load(e);
+    if (rc < 0) return rc;
+    *version = (long)cublasLtGetVersion();
+    return BS_OK;
+}
+
 const char *bs_cuda_arch_list(void) { return "sm_80, sm_89, sm_90 (+ PTX compute_90)"; }
 
 int bs_cuda_device_count(void) {
@@ -765,6 +772,7 @@ int bs_cuda_backend_create(bs_model *m, const char *dtype, const char *gemm_tabl
     if ((rc = device_setup(c, gpu, sizeof gpu, &cc, e)) < 0) goto fail;
     const char *g = getenv("BASAL_GEMM");
     c->use_cublas = g && !strcmp(g, "cublas");
+    if ((rc = bs_cublas_load(e)) < 0) goto fail;
     if (gemm_table_path && !c->use_cublas) {
         if ((rc = bs_gemm_table_load(&c->table, gemm_table_path, e)) < 0) goto fail;
         c->has_table = 1;

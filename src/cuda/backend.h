@@ -11,6 +11,10 @@
  * is no driver, no GPU, or any CUDA error. Never fails. */
 int bs_cuda_device_count(void);
 
+/* Loads cuBLAS(Lt) (cuda/cublas_dl.h) if not yet done and gives cuBLASLt's
+ * version (major*10000 + minor*100 + patch); no GPU needed. */
+int bs_cuda_cublas_version(long *version, bs_err *e);
+
 /* The architectures the kernels were built for, for messages. */
 const char *bs_cuda_arch_list(void);
 

@@ -29,6 +29,8 @@ int bs_lt_ws_init(bs_lt_ws *w, bs_dtype dtype, const bs_gemm_table *table, int u
     w->table = table;
     cublasStatus_t st;
     cudaError_t ce;
+    int rc = bs_cublas_load(e);
+    if (rc < 0) return rc;
     if ((st = cublasLtCreate(&w->lt)) != CUBLAS_STATUS_SUCCESS) {
         w->lt = NULL;
         return bs_fail(e, BS_EINTERNAL, "cublasLtCreate: %s", bs_lt_status(st));

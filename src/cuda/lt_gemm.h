@@ -12,10 +12,8 @@
 #ifndef BS_CUDA_LT_GEMM_H
 #define BS_CUDA_LT_GEMM_H
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
-
 #include "basal.h"
+#include "cuda/cublas_dl.h"
 #include "cuda/gemm_table.h"
 
 #define BS_LT_WORKSPACE (32u << 20)

@@ -19,6 +19,15 @@ int bs_device_has_cuda(void) {
 #endif
 }
 
+int bs_device_cublas_version(long *version, bs_err *e) {
+#ifdef BS_HAVE_CUDA
+    return bs_cuda_cublas_version(version, e);
+#else
+    (void)version;
+    return bs_fail(e, BS_EUNSUP, "this build has no CUDA backend");
+#endif
+}
+
 int bs_device_cuda_count(void) {
 #ifdef BS_HAVE_CUDA
     return bs_cuda_device_count();

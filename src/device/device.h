@@ -21,5 +21,9 @@ int bs_device_attach(bs_model *m, const char *device, const char *dtype, bs_err 
 int bs_device_cuda_count(void);
 /* Whether this build contains the CUDA backend. */
 int bs_device_has_cuda(void);
+/* The cuBLASLt version the CUDA backend loads when it starts (it is not
+ * loaded before: src/cuda/cublas_dl.h); BS_EUNSUP without CUDA, or the
+ * loader's message. */
+int bs_device_cublas_version(long *version, bs_err *e);
 
 #endif
