@@ -203,10 +203,10 @@ static int run_job(bs_runner *r, const bs_request *req, bs_ev_job *j, bs_err *e)
     bs_fwd_input in = {.n_tokens = n, .ids = j->ids, .pos = pos, .n_units = 1, .units = &u, .n_readouts = R,
                        .readouts = ro, .n_out_ids = 0, .hidden = hid, .profile = r->profile};
     bs_fwd_hook hook;
-    bs_runner_hook(r, &hook, &in);
+    bs_fwd_hook_attach(&hook, m, r->preemptible ? r->gate : NULL, r->watch, r->watch_ctx, &in);
     if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
     rc = bs_forward(m, &in, NULL, e);
-    if (rc == BS_OK) bs_runner_hook_done(&hook);
+    if (rc == BS_OK) bs_fwd_hook_done(&hook);
     if (r->gate) bs_gate_leave(r->gate);
     r->forwards++;
     r->forward_tokens += n;

@@ -16,6 +16,12 @@ static void entry_free(bs_cache_entry *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* The hook of a forward of m for runner r (NULL: none): the gate's
+ * checkpoint on a preemptible lane, the runner's layer watch. */
+static void hook(const bs_runner *r, const bs_model *m, bs_fwd_hook *h, bs_fwd_input *in) {
+    bs_fwd_hook_attach(h, m, r && r->preemptible ? r->gate : NULL, r ? r->watch : NULL, r ? r->watch_ctx : NULL, in);
+}
+
 /* Computes the K/V of ids[0..n) continuing from `from` (a cached prefix of
  * ids, or NULL) with the forward's own code path (K1). */
 static int capture(const bs_model *m, const int32_t *ids, int32_t n, const bs_cache_entry *from, bs_kv *out,
@@ -29,10 +35,10 @@ static int capture(const bs_model *m, const int32_t *ids, int32_t n, const bs_ca
     bs_unit u = {.q_start = 0, .q_len = M, .n_ranges = 1, .r_start = {0}, .r_len = {M}, .prefix = from ? &from->kv : NULL};
     bs_fwd_input in = {.n_tokens = M, .ids = ids + np, .pos = pos, .n_units = 1, .units = &u,
                        .capture = out};
-    bs_fwd_hook hook;
-    if (r) bs_runner_hook(r, &hook, &in);
+    bs_fwd_hook h;
+    hook(r, m, &h, &in);
     rc = bs_forward(m, &in, NULL, e);
-    if (rc == BS_OK && r) bs_runner_hook_done(&hook);
+    if (rc == BS_OK) bs_fwd_hook_done(&h);
     free(pos);
     if (rc < 0) bs_kv_free(out);
     return rc;
@@ -147,28 +153,6 @@ static void evict_for(bs_runner *r, size_t need) {
     }
 }
 
-static void between_layers(void *ctx) {
-    bs_fwd_hook *h = ctx;
-    if (h->r->preemptible && h->r->gate) bs_gate_checkpoint(h->r->gate);
-    h->layers_done++;
-    if (h->watched) h->r->watch(h->r->watch_ctx, h->layers_done, h->n_layers, h->tokens);
-}
-
-void bs_runner_hook(const bs_runner *r, bs_fwd_hook *h, bs_fwd_input *in) {
-    *h = (bs_fwd_hook){r, 0, r->m->model.cfg.n_layers, in->n_tokens, 0};
-    int watched = r->watch && in->n_tokens >= BS_WATCH_MIN_TOKENS && !r->m->model.backend;
-    if ((r->preemptible && r->gate) || watched) {
-        in->between_layers = between_layers;
-        in->between_ctx = h;
-    }
-    h->watched = watched;
-    if (watched) r->watch(r->watch_ctx, 0, h->n_layers, h->tokens);
-}
-
-void bs_runner_hook_done(bs_fwd_hook *h) {
-    if (h->watched) h->r->watch(h->r->watch_ctx, h->n_layers, h->n_layers, h->tokens);
-}
-
 /* ---- rows and forwards (04 §6) ---- */
 
 typedef struct {
@@ -279,10 +263,10 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
     if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
     pk.in.profile = r->profile;
-    bs_fwd_hook hook;
-    bs_runner_hook(r, &hook, &pk.in);
+    bs_fwd_hook h;
+    hook(r, m, &h, &pk.in);
     rc = bs_forward(m, &pk.in, lg, e);
-    if (rc == BS_OK) bs_runner_hook_done(&hook);
+    if (rc == BS_OK) bs_fwd_hook_done(&h);
     r->forwards++;
     r->forward_tokens += pk.in.n_tokens;
 leave:

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "engine/fwd_hook.h"
 #include "engine/gate.h"
 #include "engine/plan.h"
 #include "model/forward.h"
@@ -43,13 +44,6 @@ typedef enum { BS_BATCH_TREE = 0, BS_BATCH_SINGLE = 1, BS_BATCH_BUDGET = 2 } bs_
  * entries). */
 size_t bs_budget_chunks(const int32_t *lens, size_t n, size_t *order, size_t *start);
 
-/* Watches a long forward layer by layer (the CLI's progress, the server's
- * log): called with the layers done (0 when it starts, then 1..n_layers) and
- * the forward's token count. Only forwards of at least BS_WATCH_MIN_TOKENS
- * on the CPU backend are watched: on CUDA a call between layers synchronises
- * the stream, which costs a forward there more than its progress is worth. */
-typedef void (*bs_layer_watch)(void *ctx, int layers_done, int n_layers, int32_t tokens);
-enum { BS_WATCH_MIN_TOKENS = 1024 };
 
 typedef struct bs_runner {
     const bs_basal_model *m;
@@ -64,7 +58,7 @@ typedef struct bs_runner {
     bs_batching batching;         /* BS_BATCH_TREE unless a benchmark asks otherwise */
     bs_fwd_profile *profile;      /* optional stage timings of every forward (bench) */
     int evidence_separate;        /* diagnostic: every evidence job by its own forward (never from a decision forward) */
-    bs_layer_watch watch;         /* optional, with watch_ctx */
+    bs_layer_watch watch;         /* optional, with watch_ctx (engine/fwd_hook.h) */
     void *watch_ctx;
     /* counters (read by metrics from other threads) */
     _Atomic int64_t forward_tokens, forwards, state_hits, state_inserts;
@@ -72,19 +66,6 @@ typedef struct bs_runner {
     _Atomic int64_t lc_rounds[2];  /* large-choice questions whose round 1 / round 2 this runner computed */
 } bs_runner;
 
-/* The between-layers hook of one forward of a runner: the gate's checkpoint
- * on a preemptible lane, the layer watch on a long forward. bs_runner_hook
- * sets in->between_layers (or leaves it NULL); bs_runner_hook_done reports
- * the last layer once the forward has returned successfully. */
-typedef struct bs_fwd_hook {
-    const struct bs_runner *r;
-    int layers_done, n_layers;
-    int32_t tokens;
-    int watched;
-} bs_fwd_hook;
-
-void bs_runner_hook(const bs_runner *r, bs_fwd_hook *h, bs_fwd_input *in);
-void bs_runner_hook_done(bs_fwd_hook *h);
 
 void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,
                     const bs_prefix_set *pinned, size_t state_cache_bytes, bs_gate *gate, int preemptible);
