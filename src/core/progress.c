@@ -148,9 +148,7 @@ bs_progress *bs_progress_start(const char *what, uint64_t total, const char *uni
     p->tty = isatty(STDERR_FILENO) && !(mode && !strcmp(mode, "lines"));
     p->period_ms = TTY_PERIOD_MS;
     if (!p->tty) {
-        const char *iv = getenv("BASAL_PROGRESS_INTERVAL_MS");
-        long v = iv && *iv ? strtol(iv, NULL, 10) : 0;
-        p->period_ms = v >= 10 ? v : DEFAULT_INTERVAL_MS;
+        p->period_ms = bs_progress_interval_ms(DEFAULT_INTERVAL_MS);
     }
     clock_gettime(CLOCK_MONOTONIC, &p->t0);
     pthread_mutex_init(&p->mu, NULL);
@@ -163,6 +161,12 @@ bs_progress *bs_progress_start(const char *what, uint64_t total, const char *uni
         return NULL;
     }
     return p;
+}
+
+long bs_progress_interval_ms(long fallback) {
+    const char *iv = getenv("BASAL_PROGRESS_INTERVAL_MS");
+    long v = iv && *iv ? strtol(iv, NULL, 10) : 0;
+    return v >= 10 ? v : fallback;
 }
 
 void bs_progress_set(bs_progress *p, uint64_t done) {

@@ -31,6 +31,9 @@ void bs_progress_total(bs_progress *p, uint64_t total);
  * the line written, and the bar drawn again below it. p may be NULL (then it
  * is a plain fprintf). A newline is added. */
 void bs_progress_printf(bs_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* BASAL_PROGRESS_INTERVAL_MS when set to 10 or more, else fallback: the
+ * period of the line form, and of other progress logs (serve's long forwards). */
+long bs_progress_interval_ms(long fallback);
 /* A short note shown after the counts while p runs ("forward of 16862
  * tokens: layer 14 of 32"), until replaced; an empty note removes it. */
 void bs_progress_note(bs_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

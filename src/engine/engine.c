@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/runner.h"
@@ -397,9 +398,7 @@ static void lane_init(lane *L, bs_engine *en, int is_long) {
                    en->o.no_prefix_cache ? NULL : &en->pinned, en->o.state_cache_mb << 20, en->gate, is_long);
     L->run.readout_bf16 = en->o.readout_bf16;
     L->run.batching = (bs_batching)en->o.batching;
-    const char *iv = getenv("BASAL_PROGRESS_INTERVAL_MS");
-    long every = iv && *iv ? strtol(iv, NULL, 10) : 0;
-    L->watch_every_ms = every >= 10 ? (double)every : 30000.0;
+    L->watch_every_ms = (double)bs_progress_interval_ms(30000);
     L->run.watch = lane_watch;
     L->run.watch_ctx = L;
 }

@@ -184,7 +184,6 @@ void bs_ev_rows_free(bs_ev_rows *er) {
     memset(er, 0, sizeof *er);
 }
 
-
 /* 05 §14 E1: one unit over the whole prompt, positions 0..n-1; the readout
  * rows are the state tokens and the last token, read as hidden states. */
 static int run_job(bs_runner *r, const bs_request *req, bs_ev_job *j, bs_err *e) {

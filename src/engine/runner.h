@@ -44,7 +44,6 @@ typedef enum { BS_BATCH_TREE = 0, BS_BATCH_SINGLE = 1, BS_BATCH_BUDGET = 2 } bs_
  * entries). */
 size_t bs_budget_chunks(const int32_t *lens, size_t n, size_t *order, size_t *start);
 
-
 typedef struct bs_runner {
     const bs_basal_model *m;
     int tree_max_tokens, forward_max_tokens;
@@ -65,7 +64,6 @@ typedef struct bs_runner {
     _Atomic int64_t evidence_inline, evidence_forwards; /* evidence jobs from decision forwards / their own */
     _Atomic int64_t lc_rounds[2];  /* large-choice questions whose round 1 / round 2 this runner computed */
 } bs_runner;
-
 
 void bs_runner_init(bs_runner *r, const bs_basal_model *m, int tree_max_tokens, int forward_max_tokens,
                     const bs_prefix_set *pinned, size_t state_cache_bytes, bs_gate *gate, int preemptible);
