@@ -1,9 +1,12 @@
-/* Throughput of the key-tiled CPU attention (src/cpu/attention.c) on one
- * causal prompt of N tokens with mini's head layout (12 query heads over 2 kv
- * heads, hd 128), next to bs_gemm on mini's q|o shape (M 512) measured in the
- * same run: attention GFLOP/s and its ratio to the GEMM. FLOP = 4*hd per
- * (query, head, visible key), as `basal bench` counts them.
- * Usage: build/bench/attn_bench [--n 2048,16384] [--threads 2] [--reps 3] */
+/* Throughput of the key-tiled CPU attention (src/cpu/attention.c, and
+ * attention_bf16.c for the bf16 mode) on one causal prompt of N tokens with
+ * mini's head layout (12 query heads over 2 kv heads, hd 128), next to the
+ * GEMM of the same mode on mini's q|o shape (M 512) measured in the same run:
+ * attention GFLOP/s and its ratio to the GEMM. With --compute both the two
+ * modes alternate rep by rep. FLOP = 4*hd per (query, head, visible key), as
+ * `basal bench` counts them.
+ * Usage: build/bench/attn_bench [--n 2048,16384] [--threads 2] [--reps 3]
+ *        [--compute f32|bf16|both] (default both) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@ typedef struct {
     const bs_attn_keys *ks;
     const float *q;
     float *out;
-    int n, bq;
+    int n, bq[2], bf16;
     char *scratch;
     size_t sb;
 } job_t;
@@ -41,11 +44,12 @@ typedef struct {
 /* Tasks in decreasing cost, as the forward orders them: block b from the end. */
 static void task(void *arg, int t, int thread) {
     job_t *j = arg;
-    int nblocks = (j->n + j->bq - 1) / j->bq, b = nblocks - 1 - t / NKV, g = t % NKV;
-    int p0 = b * j->bq, nq = j->n - p0 < j->bq ? j->n - p0 : j->bq;
+    int bq = j->bq[j->bf16], nblocks = (j->n + bq - 1) / bq, b = nblocks - 1 - t / NKV, g = t % NKV;
+    int p0 = b * bq, nq = j->n - p0 < bq ? j->n - p0 : bq;
     size_t qd = (size_t)NKV * REP * HD;
     bs_attn_block blk = {.keys = j->ks, .g = g, .rep = REP, .hd = HD, .q = j->q + p0 * qd, .q_stride = qd,
-                         .out = j->out + p0 * qd, .out_stride = qd, .nq = nq, .pos0 = p0};
+                         .out = j->out + p0 * qd, .out_stride = qd, .nq = nq, .pos0 = p0,
+                         .bf16 = j->bf16};
     bs_attn_run(&blk, j->scratch + (size_t)thread * j->sb);
 }
 
@@ -55,7 +59,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int ns[8] = {2048, 16384}, nn = 2, threads = 2, reps = 3;
+    int ns[8] = {2048, 16384}, nn = 2, threads = 2, reps = 3, m0 = 0, m1 = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--n") && i + 1 < argc) {
             nn = 0;
@@ -67,10 +71,22 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: attn_bench [--n N,...] [--threads T] [--reps R]\n"); return 2; }
+        else if (!strcmp(argv[i], "--compute") && i + 1 < argc) {
+            const char *c = argv[++i];
+            if (!strcmp(c, "f32")) m0 = m1 = 0;
+            else if (!strcmp(c, "bf16")) m0 = m1 = 1;
+            else if (!strcmp(c, "both")) m0 = 0, m1 = 1;
+            else { fprintf(stderr, "attn_bench: --compute takes f32, bf16 or both\n"); return 2; }
+        } else {
+            fprintf(stderr, "usage: attn_bench [--n N,...] [--threads T] [--reps R] [--compute f32|bf16|both]\n");
+            return 2;
+        }
     }
+    if (reps < 1 || reps > 16) reps = reps < 1 ? 1 : 16;
+    static const char *mode_name[2] = {"f32", "bf16"};
     bs_pool *pool = bs_pool_create(threads);
-    printf("attention kernel %s, %d threads\n", bs_attn_kernel_name(HD), bs_pool_size(pool));
+    printf("attention kernels: f32 %s, bf16 %s (GEMM %s); %d threads\n", bs_attn_kernel_name(HD),
+           bs_attn_bf16_kernel_name(), bs_gemm_bf16_kernel_name(), bs_pool_size(pool));
 
     /* GEMM reference: mini's q|o projection, M 512, f32 weights */
     int gm = 512, gn = 1536, gk = 1536;
@@ -78,15 +94,19 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)gm * gk; i++) gx[i] = frand();
     for (size_t i = 0; i < (size_t)gn * gk; i++) gw[i] = frand();
     bs_wmat w = {BS_F32, gw, gn, gk, NULL, BS_WPACK_NONE};
-    double best_g[16];
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        for (int it = 0; it < 4; it++) bs_gemm(pool, gx, gk, gm, &w, gy, gn);
-        best_g[r] = 4 * 2.0 * gm * gn * gk / (now() - t0) / 1e9;
+    double best_g[2][16], gemm_gf[2];
+    for (int r = 0; r < reps; r++)
+        for (int md = m0; md <= m1; md++) {
+            double t0 = now();
+            for (int it = 0; it < 4; it++)
+                bs_gemm_mode(pool, md ? BS_COMPUTE_BF16 : BS_COMPUTE_F32, gx, gk, gm, &w, gy, gn);
+            best_g[md][r] = 4 * 2.0 * gm * gn * gk / (now() - t0) / 1e9;
+        }
+    for (int md = m0; md <= m1; md++) {
+        qsort(best_g[md], (size_t)reps, sizeof(double), cmp_double);
+        gemm_gf[md] = best_g[md][reps / 2];
+        printf("bs_gemm %dx%dx%d %s: %.1f GFLOP/s (median of %d)\n", gm, gn, gk, mode_name[md], gemm_gf[md], reps);
     }
-    qsort(best_g, (size_t)reps, sizeof *best_g, cmp_double);
-    double gemm_gf = best_g[reps / 2];
-    printf("bs_gemm %dx%dx%d f32: %.1f GFLOP/s (median of %d)\n", gm, gn, gk, gemm_gf, reps);
 
     for (int c = 0; c < nn; c++) {
         int n = ns[c];
@@ -95,18 +115,31 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n * kvd; i++) { k[i] = frand(); v[i] = frand(); }
         for (size_t i = 0; i < n * qd; i++) q[i] = frand();
         bs_attn_keys ks = {.n_seg = 1, .k = {k}, .v = {v}, .len = {n}, .stride = kvd};
-        size_t sb = bs_attn_scratch_bytes(HD, REP);
-        job_t j = {&ks, q, o, n, bs_attn_block_queries(REP), aligned_alloc(64, sb * threads), sb};
-        int ntasks = (n + j.bq - 1) / j.bq * NKV;
-        double flop = 4.0 * HD * NKV * REP * ((double)n * (n + 1) / 2), gf[16];
-        for (int r = 0; r < reps; r++) {
-            double t0 = now();
-            bs_pool_run(pool, ntasks, task, &j);
-            gf[r] = flop / (now() - t0) / 1e9;
+        if (m1) { /* the bf16 mode's inputs (the f32 mode reads them as they are) */
+            bs_attn_round_bf16(k, n * kvd);
+            bs_attn_round_bf16(v, n * kvd);
         }
-        qsort(gf, (size_t)reps, sizeof *gf, cmp_double);
-        printf("attention n %5d: %.1f GFLOP/s (median of %d) = %.2f x bs_gemm, %.2f s per layer\n", n, gf[reps / 2],
-               reps, gf[reps / 2] / gemm_gf, flop / gf[reps / 2] / 1e9);
+        size_t sb = bs_attn_scratch_bytes(HD, REP, 0), sb16 = bs_attn_scratch_bytes(HD, REP, 1);
+        if (sb16 > sb) sb = sb16;
+        job_t j = {&ks, q, o, n, {bs_attn_block_queries(REP, 0), bs_attn_block_queries(REP, 1)}, 0,
+                   aligned_alloc(64, sb * threads), sb};
+        double flop = 4.0 * HD * NKV * REP * ((double)n * (n + 1) / 2), gf[2][16];
+        for (int r = 0; r < reps; r++)
+            for (int md = m0; md <= m1; md++) {
+                j.bf16 = md;
+                int ntasks = (n + j.bq[md] - 1) / j.bq[md] * NKV;
+                double t0 = now();
+                bs_pool_run(pool, ntasks, task, &j);
+                gf[md][r] = flop / (now() - t0) / 1e9;
+            }
+        for (int md = m0; md <= m1; md++) {
+            qsort(gf[md], (size_t)reps, sizeof(double), cmp_double);
+            double med = gf[md][reps / 2];
+            printf("attention %-4s n %5d: %.1f GFLOP/s (median of %d) = %.2f x bs_gemm %s, %.2f s per layer\n",
+                   mode_name[md], n, med, reps, med / gemm_gf[md], mode_name[md], flop / med / 1e9);
+        }
+        if (m0 != m1)
+            printf("attention n %5d: bf16 / f32 = %.2f (of the medians)\n", n, gf[1][reps / 2] / gf[0][reps / 2]);
         free(k); free(v); free(q); free(o); free(j.scratch);
     }
     free(gx); free(gw); free(gy);

@@ -1,5 +1,6 @@
 /* The key-tiled attention (spec 05 §9 V4, §13.2 A3) against a float64
- * two-pass softmax, and its invariance: a (query, head) output is bitwise the
+ * two-pass softmax, in the f32 mode and in the bf16 mode (attention_bf16.c),
+ * and its invariance: a (query, head) output is bitwise the
  * same whatever block it is computed in (alone, or among other queries that
  * start before or after it) and however its key sequence is split into
  * segments (cached prefix, ancestor ranges, own block). Every kernel family
@@ -7,7 +8,10 @@
  * bitwise against the portable family on the same inputs; head sizes with
  * and without a 16-wide tail, GQA ratios 1, 2, 6 and 7, key counts below, at
  * and across the 64-ordinal tiles; the output written over the queries
- * (how the forward runs it) gives the same bits. */
+ * (how the forward runs it) gives the same bits. The bf16 mode: every bf16
+ * kernel the CPU runs (portable emulation, AVX512-BF16, AMX) against the
+ * reference on bf16-rounded inputs, invariant in the same ways, and the
+ * AVX512-BF16 kernel bitwise equal to the emulation. */
 #include <stdint.h>
 
 #include "check.h"
@@ -29,12 +33,24 @@ typedef struct {
     float *k, *v, *q;       /* [n][nkv*hd], [n][nkv*hd], [n][nkv*rep*hd] */
 } case_t;
 
+/* The mode under test: 0 f32, 1 bf16 (k and v rounded as the forward
+ * rounds them; the reference rounds q too). */
+static int bf16_mode;
+
+static float to_bf16(float f) { return bs_bf16_to_f32(bs_f32_to_bf16(f)); }
+
 static void make_case(case_t *c, int hd, int nkv, int rep, int n, float qscale) {
     c->hd = hd; c->nkv = nkv; c->rep = rep; c->n = n;
     size_t kvd = (size_t)nkv * hd, qd = kvd * rep;
     c->k = malloc(n * kvd * 4); c->v = malloc(n * kvd * 4); c->q = malloc(n * qd * 4);
     for (size_t i = 0; i < n * kvd; i++) { c->k[i] = frand(); c->v[i] = frand(); }
     for (size_t i = 0; i < n * qd; i++) c->q[i] = frand() * qscale;
+    if (bf16_mode) {
+        bs_attn_round_bf16(c->k, n * kvd);
+        bs_attn_round_bf16(c->v, n * kvd);
+        for (size_t i = 0; i < n * kvd; i++) /* the vector rounding against the scalar one */
+            if (c->k[i] != to_bf16(c->k[i]) || c->v[i] != to_bf16(c->v[i])) { CHECK(0); break; }
+    }
 }
 
 static void free_case(case_t *c) { free(c->k); free(c->v); free(c->q); }
@@ -52,18 +68,20 @@ static void run(const case_t *c, int p0, int nq, const int *cuts, int ncuts, flo
         at = end;
     }
     ks.n_seg = ncuts + 1;
-    void *scratch = aligned_alloc(64, bs_attn_scratch_bytes(c->hd, c->rep));
-    int bq = bs_attn_block_queries(c->rep);
+    void *scratch = aligned_alloc(64, bs_attn_scratch_bytes(c->hd, c->rep, bf16_mode));
+    int bq = bs_attn_block_queries(c->rep, bf16_mode);
     for (int g = 0; g < c->nkv; g++)
         for (int i = 0; i < nq; i += bq) {
             bs_attn_block b = {.keys = &ks, .g = g, .rep = c->rep, .hd = c->hd,
                                .q = c->q + (size_t)(p0 + i) * qd, .q_stride = qd,
                                .out = out + (size_t)i * qd, .out_stride = qd,
-                               .nq = nq - i < bq ? nq - i : bq, .pos0 = p0 + i};
+                               .nq = nq - i < bq ? nq - i : bq, .pos0 = p0 + i, .bf16 = bf16_mode};
             bs_attn_run(&b, scratch);
         }
     free(scratch);
 }
+
+static double worst_seen; /* against the reference, over a family's cases */
 
 static void check_reference(const case_t *c, const float *out) {
     size_t kvd = (size_t)c->nkv * c->hd, qd = kvd * c->rep;
@@ -77,7 +95,8 @@ static void check_reference(const case_t *c, const float *out) {
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j <= t; j++) {
                 double s = 0;
-                for (int d = 0; d < c->hd; d++) s += (double)q[d] * c->k[j * kvd + ko + d];
+                for (int d = 0; d < c->hd; d++)
+                    s += (double)(bf16_mode ? to_bf16(q[d]) : q[d]) * c->k[j * kvd + ko + d];
                 p[j] = s / sqrt((double)c->hd);
                 if (p[j] > mx) mx = p[j];
             }
@@ -88,11 +107,13 @@ static void check_reference(const case_t *c, const float *out) {
                 o /= sum;
                 double err = fabs(o - out[t * qd + (size_t)h * c->hd + d]);
                 if (err > worst) worst = err;
-                if (err > 2e-6 + 2e-5 * fabs(o)) bad++;
+                /* bf16: each weight rounded to 8 significant bits (|v| <= 1) */
+                if (bf16_mode ? err > 4e-3 : err > 2e-6 + 2e-5 * fabs(o)) bad++;
             }
         }
     free(p);
     if (bad) fprintf(stderr, "hd %d rep %d n %d: %d outputs off, worst |d| %.3g\n", c->hd, c->rep, c->n, bad, worst);
+    if (worst > worst_seen) worst_seen = worst;
     CHECK_INT(bad, 0);
 }
 
@@ -105,10 +126,12 @@ static void expect_same(const char *what, const case_t *c, const float *a, const
 }
 
 /* The whole-prompt outputs of the first family run (the portable one), per
- * case, for the comparison across families. */
+ * case, for the comparison across families; compare = 0 for a family with
+ * bits of its own (AMX), which reports its largest difference instead. */
 enum { NCASES = 8 };
 static float *first_family[NCASES];
-static int case_no;
+static int case_no, compare = 1;
+static double amx_vs_portable;
 
 static void one_case(int hd, int nkv, int rep, int n, float qscale) {
     case_t c;
@@ -121,8 +144,13 @@ static void one_case(int hd, int nkv, int rep, int n, float qscale) {
     if (!first_family[case_no]) {
         first_family[case_no] = malloc(n * qd * 4);
         memcpy(first_family[case_no], all, n * qd * 4);
-    } else {
+    } else if (compare) {
         expect_same("this family vs the portable one", &c, all, first_family[case_no], n);
+    } else {
+        for (size_t i = 0; i < n * qd; i++) {
+            double dlt = fabs((double)all[i] - first_family[case_no][i]);
+            if (dlt > amx_vs_portable) amx_vs_portable = dlt;
+        }
     }
     case_no++;
 
@@ -171,6 +199,13 @@ static void all_cases(void) {
     one_case(128, 1, 2, 65, 8.0f);  /* peaked softmax: the running max changes often */
 }
 
+static void free_firsts(void) {
+    for (int i = 0; i < NCASES; i++) {
+        free(first_family[i]);
+        first_family[i] = NULL;
+    }
+}
+
 int main(void) {
     bs_kernel native = bs_gemm_kernel();
     const bs_kernel fams[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2, BS_KERNEL_AVX512};
@@ -189,6 +224,27 @@ int main(void) {
     printf("%d families compared bitwise\n", ran);
     CHECK(ran >= 1);
     bs_gemm_force_kernel(native);
-    for (int i = 0; i < NCASES; i++) free(first_family[i]);
+    free_firsts();
+
+    /* bf16 mode: the emulation first, then what this CPU runs */
+    bf16_mode = 1;
+    int bf16_native = bs_gemm_bf16_kernel(), bran = 0;
+    for (int k = 0; k <= 2; k++) {
+        bs_gemm_force_bf16_hw(k);
+        if (bs_gemm_bf16_kernel() != k) {
+            printf("bf16 kernel %d not supported by this CPU: skipped\n", k);
+            continue;
+        }
+        compare = k < 2;
+        worst_seen = 0;
+        all_cases();
+        printf("bf16 kernel %s: invariant, max |err| vs the float64 reference %.3g%s\n", bs_attn_bf16_kernel_name(),
+               worst_seen, compare ? (k ? ", bitwise equal to the emulation" : "") : "");
+        if (!compare) printf("  (its own bits: max |difference| from the emulation %.3g)\n", amx_vs_portable);
+        bran++;
+    }
+    CHECK(bran >= 1);
+    bs_gemm_force_bf16_hw(bf16_native);
+    free_firsts();
     return check_report("test_attention");
 }

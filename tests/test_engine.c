@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cpu/gemm.h"
 #include "engine/engine.h"
 #include "engine/gate.h"
 #include "engine/pack.h"
@@ -759,6 +760,14 @@ int main(void) {
         CHECK(0);
     } else {
         test_engine_invariance(&m);
+        /* the same in the bf16 compute mode (its attention rounds k and v
+         * before a prefix is cached: cache on or off, the same bits) */
+        m.model.compute = BS_COMPUTE_BF16;
+        CHECK_INT(bs_model_prepack(&m.model, &e), 0);
+        fprintf(stderr, "bf16 mode (%s):\n", bs_gemm_bf16_kernel_name());
+        test_engine_invariance(&m);
+        bs_model_unpack(&m.model);
+        m.model.compute = BS_COMPUTE_F32;
         test_cancel_and_limit(&m);
         test_request_limits(&m);
         test_lane_routing(&m);

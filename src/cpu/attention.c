@@ -12,7 +12,9 @@
 #define BS_X86 1
 #endif
 
-enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 96 };
+/* Rows (queries x heads) per block: enough to amortise a key tile's gather.
+ * The bf16 kernels compute a tile several times faster, so they take more. */
+enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 96, ROWS_TARGET_BF16 = 384 };
 
 /* The three inner loops of a tile. s and p rows are TILE floats apart. */
 typedef struct attn_kernels {
@@ -61,7 +63,7 @@ static float exp_sum_generic(float *s, int n, float mx) {
         s[j] = bs_exp_neg_scalar(s[j] - mx);
         part[j & 7] = part[j & 7] + s[j];
     }
-    /* the vector kernels' fixed tree (hsum8) */
+    /* the vector kernels' fixed tree (bs_hsum8_avx2) */
     return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
@@ -84,14 +86,6 @@ static const attn_kernels generic = {scores_generic, gather_generic, row_max_gen
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-AVX2_INLINE float hsum8(__m256 v) {
-    /* lanes l and l+4, then pairs, then the last two */
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-    return _mm_cvtss_f32(c);
-}
 
 /* A register tile of NR rows x 16 keys: each score is one FMA chain over d. */
 AVX2_INLINE void scores_tile(const float *const *qp, int NR, const float *kt, int hd, float scale, float *s, int c0) {
@@ -182,7 +176,7 @@ AVX2 static float exp_sum_avx2(float *s, int n, float mx) {
         acc = _mm256_add_ps(acc, e);
         memcpy(s + j, t, (size_t)(n - j) * sizeof *s);
     }
-    return hsum8(acc);
+    return bs_hsum8_avx2(acc);
 }
 
 /* A register tile of NR rows x NC*8 output dims: o = o*c, then one FMA chain
@@ -303,7 +297,7 @@ AVX512 static float exp_sum_avx512(float *s, int n, float mx) {
         acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
         acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
     }
-    return hsum8(acc);
+    return bs_hsum8_avx2(acc);
 }
 
 /* NR rows x NC*16 output dims: o = o*c, then one FMA chain over the keys. */
@@ -378,20 +372,28 @@ static const attn_kernels *kernels_for(int hd) {
 
 const char *bs_attn_kernel_name(int hd) { return kernels_for(hd)->name; }
 
-int bs_attn_block_queries(int rep) { return rep >= ROWS_TARGET ? 1 : ROWS_TARGET / rep; }
+int bs_attn_block_queries(int rep, int bf16) {
+    int target = bf16 ? ROWS_TARGET_BF16 : ROWS_TARGET;
+    return rep >= target ? 1 : target / rep;
+}
 
 /* Scratch layout: kt [hd][TILE], s [R][TILE], m/l/c [R], the block's
  * queries [R][hd], then pointers. */
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-size_t bs_attn_scratch_bytes(int hd, int rep) {
-    size_t R = (size_t)bs_attn_block_queries(rep) * rep;
+size_t bs_attn_scratch_bytes(int hd, int rep, int bf16) {
+    size_t R = (size_t)bs_attn_block_queries(rep, bf16) * rep;
+    if (bf16) return bs_attn_bf16_scratch_bytes(hd, (int)R);
     return align64((size_t)hd * TILE * sizeof(float)) + align64(R * TILE * sizeof(float)) +
            3 * align64(R * sizeof(float)) + align64(R * (size_t)hd * sizeof(float)) + 2 * align64(R * sizeof(void *)) +
            2 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_run(const bs_attn_block *b, void *scratch) {
+    if (b->bf16) {
+        bs_attn_run_bf16(b, scratch);
+        return;
+    }
     const attn_kernels *K = kernels_for(b->hd);
     int hd = b->hd, rep = b->rep, nq = b->nq, R = nq * rep;
     float scale = (float)(1.0 / sqrt((double)hd));
@@ -444,7 +446,8 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
             for (int h = 0; h < rep; h++) {
                 int r = i * rep + h;
                 float *sr = s + (size_t)r * TILE, m1 = K->row_max(sr, vis, mx[r]);
-                c[r] = expf(mx[r] - m1); /* 0 on the first tile (m = -inf), 1 when the max holds */
+                /* 0 on the first tile (m = -inf); 1 when the max holds (expf(0), not called) */
+                c[r] = m1 == mx[r] ? 1.0f : expf(mx[r] - m1);
                 l[r] = l[r] * c[r] + K->exp_sum(sr, vis, m1);
                 mx[r] = m1;
             }

@@ -80,11 +80,11 @@ typedef struct __attribute__((packed)) {
     uint8_t rows[16];
 } tile_config;
 
-/* Every tile 16 rows x 64 bytes; loaded once per thread (nothing else in the
- * process configures tiles). */
+/* Every tile 16 rows x 64 bytes; loaded once per thread (the AMX attention
+ * uses this configuration too; nothing else configures tiles). */
 static _Thread_local int thread_configured;
 
-static AMX_FN void configure(void) {
+AMX_FN void bs_amx_configure(void) {
     if (thread_configured) return;
     tile_config tc;
     memset(&tc, 0, sizeof tc);
@@ -93,7 +93,9 @@ static AMX_FN void configure(void) {
         tc.colsb[t] = 64;
         tc.rows[t] = 16;
     }
-    _tile_loadconfig(&tc);
+    /* gcc 12 does not see _tile_loadconfig read its operand: out of line it
+     * dropped the stores above as dead, so the operand is an explicit input */
+    __asm__ volatile("ldtilecfg %0" : : "m"(tc));
     thread_configured = 1;
 }
 
@@ -181,7 +183,7 @@ static inline void pf_step(pf_lines pf, int per_step, int *issued) {
  * steps. */
 static AMX_FN void tile_32x32(const uint32_t *a, const uint32_t *b, int steps, float *c, int ldc, int first,
                               int two, pf_lines pf) {
-    configure();
+    bs_amx_configure();
     const size_t ld = (size_t)ldc * 4;
     if (first) {
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);

@@ -65,6 +65,10 @@ extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
  * kernel for the tile state once. */
 extern const bs_gemm_impl bs_gemm_impl_amx;
 int bs_gemm_amx_available(void);
+/* Configures this thread's tiles (all eight 16 rows x 64 bytes) once; the
+ * AMX attention (attention_bf16.c) uses the same configuration. Call only
+ * where bs_gemm_amx_available(). */
+void bs_amx_configure(void);
 /* The AMX weight layout (bs_gemm_prepack): its size, and the packing of w
  * into dst (64-byte aligned) on the pool. */
 size_t bs_gemm_amx_packed_bytes(const bs_wmat *w);

@@ -101,6 +101,15 @@ BS_AVX512_INLINE __m512 bs_exp_neg_avx512(__m512 x) {
     return _mm512_maskz_mov_ps((__mmask16)~under, y);
 }
 
+/* The fixed tree of eight partial sums ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)),
+ * which the portable kernels write out in scalar code. */
+BS_AVX2_INLINE float bs_hsum8_avx2(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(c);
+}
+
 /* 8 x 8 transpose: r[i] holds row i (8 consecutive values); afterwards r[k]
  * holds column k (8 consecutive rows). */
 BS_AVX2_INLINE void bs_transpose8_avx2(__m256 r[8]) {

@@ -83,7 +83,7 @@ static void attn_task(void *arg, int task, int thread) {
     bs_attn_block b = {.keys = &j->keys[j->unit_of[t]], .g = tk->g, .rep = c->n_heads / c->n_kv_heads,
                        .hd = c->head_dim, .q = j->q + (size_t)t * qd, .q_stride = (size_t)qd,
                        .out = j->out + (size_t)tk->q0 * qd, .out_stride = (size_t)qd, .nq = tk->nq,
-                       .pos0 = j->in->pos[t]};
+                       .pos0 = j->in->pos[t], .bf16 = j->m->compute == BS_COMPUTE_BF16};
     bs_attn_run(&b, j->scratch + (size_t)thread * j->scratch_bytes);
 }
 
@@ -303,8 +303,9 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     char *scratch = NULL;
     attn_task_t *tasks = NULL;
     bs_attn_keys *keys = NULL;
-    int rep = c->n_heads / c->n_kv_heads, bq = bs_attn_block_queries(rep);
-    size_t scratch_bytes = bs_attn_scratch_bytes(hd, rep);
+    int rep = c->n_heads / c->n_kv_heads, bf16 = m->compute == BS_COMPUTE_BF16;
+    int bq = bs_attn_block_queries(rep, bf16);
+    size_t scratch_bytes = bs_attn_scratch_bytes(hd, rep, bf16);
 
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     unit_of = malloc((size_t)M * sizeof *unit_of);
@@ -371,6 +372,10 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             const float *cs = m->rope_cos + (size_t)in->pos[i] * (hd / 2);
             const float *sn = m->rope_sin + (size_t)in->pos[i] * (hd / 2);
             rope(k + (size_t)i * kvd, c->n_kv_heads, hd, cs, sn);
+        }
+        if (m->compute == BS_COMPUTE_BF16) { /* attention's inputs in the bf16 mode, cached prefixes included */
+            bs_attn_round_bf16(k, (size_t)M * kvd);
+            bs_attn_round_bf16(v, (size_t)M * kvd);
         }
         if (in->capture) {
             bs_kv *cap = in->capture;

@@ -1,0 +1,540 @@
+/* Attention in the bf16 compute mode (dtype bf16 on the CPU): its two
+ * matrix products take bf16 inputs, like the projections' GEMMs.
+ *
+ * The definition, per (query, head), on tiles of 128 key ordinals (0..127,
+ * 128..255, ...; attention.c, spec 05 §9 V4, §13.2 A3, with 64) with the
+ * same online softmax:
+ *  - q, k and v are rounded to bf16 (round-to-nearest-even). k and v are
+ *    rounded once per layer by the forward (bs_attn_round_bf16, so that a
+ *    cached prefix holds the same values); here their upper 16 bits are
+ *    taken as they are. q is rounded when a block starts.
+ *  - score s_j = (q . k_j) * scale, the dot product accumulated in f32 over
+ *    the pairs of head dimensions (0,1), (2,3), ... in order (an odd head
+ *    size ends with the pair (hd-1, zero));
+ *  - m' = max(m, max s), c = exp(m - m') as in f32;
+ *    p_j = bf16(exp2(x * log2(e))) with x = s_j - m', where exp2 is a
+ *    degree-4 polynomial on the fraction scaled by 2^n (exp2_bf16 below:
+ *    relative error 3e-6, far under bf16's 2^-9, and about half the work of
+ *    the f32 mode's exponential, which was the largest cost of a tile), a
+ *    subnormal result read as zero, then round-to-nearest-even (what
+ *    VCVTNEPS2BF16 does); l = l*c + the sum of those rounded p_j over the
+ *    tile's visible keys in 16 partial sums by j mod 16 and a fixed tree, so
+ *    that the weights are normalised by exactly their own sum;
+ *  - o = o*c, then accumulated in f32 over the key pairs (j, j+1) of the
+ *    visible keys in ordinal order (p of a key past the last visible one is
+ *    zero); at the end o * (1/l).
+ * The accumulations are the GEMM's bf16 arithmetic (gemm_bf16.c): in the
+ * portable emulation and with AVX512-BF16, one VDPBF16PS pair step each
+ * (the odd element's exact product first, then the even one's, each add
+ * rounded once, DAZ/FTZ), so those two kernels give the same bits on every
+ * CPU. With AMX the two products are TDPBF16PS tiles (one per 32 head
+ * dimensions for the scores, one per 32 keys for o; o enters the tile as
+ * o*c and leaves it after the tile's two steps): its own bits, as the AMX
+ * GEMM. Every kernel computes a (query, head) from its own prompt only (a
+ * tile row depends on its own query row; keys past a row's limit get p = 0,
+ * adding exact zeros), so results are batch-invariant and thread-count
+ * independent in each kernel (tests/test_attention.c).
+ *
+ * Against the f32 definition this rounds q, k, v and p to 8 significant
+ * bits: about 2^-9 relative on each score term and each weight. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "cpu/attention.h"
+#include "cpu/gemm_impl.h"
+#include "cpu/vmath.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BS_X86 1
+#include "cpu/bf16_round_avx512.h" /* round16_bf16 */
+#endif
+
+/* TILE: key ordinals per tile, twice the f32 mode's 64: o passes through
+ * memory once per tile between the online-softmax rescales, and with AMX
+ * that round trip cost as much as the products of 64 keys (a definition
+ * of this mode: the tile bounds are where the running max is updated) */
+enum { TILE = 128, PAD = 16 };
+
+/* Layout of one block (pairs are 32-bit words, element 2i in the low half):
+ *   qb [R+PAD][hp]      query pairs, hp = pairs of hd rounded up to 16
+ *   kb [hp][TILE]       key pairs of the tile, transposed (keys along a row)
+ *   vb [TILE/2][dv]     value pairs of the tile: word (j, d) = v[2j][d] | v[2j+1][d] << 16
+ *   s  [R+PAD][TILE]    scores; pb [R+PAD][TILE] their bf16 weights
+ *   oc [R+PAD][dv]      the outputs being accumulated
+ * dv = hd rounded up to the kernel's column group (16, or 64 for AMX).
+ * Rows past R are padding that tile kernels may compute and nobody reads. */
+typedef struct {
+    int hd, hp, dv, R;
+    uint32_t *qb, *kb, *vb;
+    float *s, *oc;
+    uint16_t *pb;
+} blk_t;
+
+typedef struct bf16_kernels {
+    int dv_align;
+    /* one query row (hd floats) into pairs at dst (zeros past hd are there) */
+    void (*pack_q)(const float *q, int hd, uint32_t *dst);
+    /* kb and vb from the tile's nt keys (zeros past nt) */
+    void (*gather)(const float *const *kp, const float *const *vp, int nt, const blk_t *B);
+    /* s rows r0..r0+nr-1 for all TILE keys: the dot products, before the
+     * scale (the two kernels below apply it: the same bits as a scaled
+     * copy, without one more pass over s) */
+    void (*scores)(const blk_t *B, int r0, int nr);
+    /* max(m, s[j]*scale for j < n) (exact: rounding is monotonic, so it is
+     * the scaled maximum) */
+    float (*row_max)(const float *s, int n, float m, float scale);
+    /* pb row = bf16(exp(s*scale - mx)) for j < vis, zero to TILE; returns their sum */
+    float (*exp_sum)(const float *s, uint16_t *pb, int vis, float mx, float scale);
+    /* oc rows r0..r0+nr-1: o = o*c[r], then the pairs p < npairs[r] */
+    void (*accum)(const blk_t *B, int r0, int nr, const float *c, const int *npairs);
+    const char *name;
+} bf16_kernels;
+
+static inline uint32_t hi16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u >> 16;
+}
+
+/* ---- portable: the exact VDPBF16PS emulation of gemm_bf16.c ---- */
+
+static void pack_q_generic(const float *q, int hd, uint32_t *dst) {
+    for (int d = 0; d < hd; d += 2)
+        dst[d / 2] = bs_f32_to_bf16(q[d]) | (d + 1 < hd ? (uint32_t)bs_f32_to_bf16(q[d + 1]) << 16 : 0u);
+}
+
+static void gather_generic(const float *const *kp, const float *const *vp, int nt, const blk_t *B) {
+    int hd = B->hd;
+    for (int p = 0; p < B->hp; p++)
+        for (int j = 0; j < TILE; j++) {
+            uint32_t w = 0;
+            if (j < nt && 2 * p < hd) w = hi16(kp[j][2 * p]) | (2 * p + 1 < hd ? hi16(kp[j][2 * p + 1]) << 16 : 0u);
+            B->kb[(size_t)p * TILE + j] = w;
+        }
+    for (int jp = 0; jp < TILE / 2; jp++)
+        for (int d = 0; d < B->dv; d++) {
+            int j = 2 * jp;
+            uint32_t w = 0;
+            if (d < hd && j < nt) w = hi16(vp[j][d]) | (j + 1 < nt ? hi16(vp[j + 1][d]) << 16 : 0u);
+            B->vb[(size_t)jp * B->dv + d] = w;
+        }
+}
+
+static void scores_generic(const blk_t *B, int r0, int nr) {
+    int np = (B->hd + 1) / 2;
+    for (int r = r0; r < r0 + nr; r++) {
+        const uint32_t *q = B->qb + (size_t)r * B->hp;
+        for (int j = 0; j < TILE; j++) {
+            float acc = 0.0f;
+            for (int p = 0; p < np; p++) acc = bs_bf16_pair_step(acc, q[p], B->kb[(size_t)p * TILE + j]);
+            B->s[(size_t)r * TILE + j] = acc;
+        }
+    }
+}
+
+static float row_max_generic(const float *s, int n, float m, float scale) {
+    float t = -INFINITY;
+    for (int j = 0; j < n; j++)
+        if (s[j] > t) t = s[j];
+    t = t * scale;
+    return t > m ? t : m;
+}
+
+/* 2^f on [-1/2, 1/2], c0 = 1 (so x = 0 gives 1 exactly): a least-squares
+ * fit of the relative error in float64, coefficients rounded to float. */
+#define EXP2_C1 0.6931219696998596f
+#define EXP2_C2 0.24023719131946564f
+#define EXP2_C3 0.05591697618365288f
+#define EXP2_C4 0.009600409306585789f
+#define LOG2E 1.44269504088896341f
+
+/* The weight of a score x - m <= 0 as bf16 bits: t = x*log2(e), n =
+ * rint(t), f = t - n, p = 2^f by the polynomial (fmaf, Horner), p * 2^n
+ * (exact where normal, 0 far below: scalef in the vector kernels), a
+ * subnormal read as zero, rounded to nearest-even. */
+static inline uint16_t exp2_bf16(float x) {
+    float t = x * LOG2E, n = rintf(t), f = t - n;
+    float p = fmaf(fmaf(fmaf(fmaf(EXP2_C4, f, EXP2_C3), f, EXP2_C2), f, EXP2_C1), f, 1.0f);
+    float e = n < -200.0f ? 0.0f : ldexpf(p, (int)n);
+    return e < 0x1p-126f ? 0 : bs_f32_to_bf16(e);
+}
+
+static float tree16(const float *part) {
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = part[i] + part[i + 8];
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+
+static float exp_sum_generic(const float *s, uint16_t *pb, int vis, float mx, float scale) {
+    float part[16] = {0};
+    for (int j = 0; j < vis; j++) {
+        pb[j] = exp2_bf16(s[j] * scale - mx);
+        part[j & 15] = part[j & 15] + bs_bf16_to_f32(pb[j]);
+    }
+    for (int j = vis; j < TILE; j++) pb[j] = 0;
+    return tree16(part);
+}
+
+static void accum_generic(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+    for (int r = r0; r < r0 + nr; r++) {
+        float *o = B->oc + (size_t)r * B->dv;
+        const uint16_t *p = B->pb + (size_t)r * TILE;
+        if (c[r] != 1.0f) /* o*1 = o: skipping it changes no bit */
+            for (int d = 0; d < B->hd; d++) o[d] = o[d] * c[r];
+        for (int jp = 0; jp < npairs[r]; jp++) {
+            uint32_t pw = p[2 * jp] | (uint32_t)p[2 * jp + 1] << 16;
+            const uint32_t *v = B->vb + (size_t)jp * B->dv;
+            for (int d = 0; d < B->hd; d++) o[d] = bs_bf16_pair_step(o[d], pw, v[d]);
+        }
+    }
+}
+
+static const bf16_kernels generic = {16, pack_q_generic, gather_generic, scores_generic, row_max_generic, exp_sum_generic,
+                                     accum_generic, "bf16-portable"};
+
+#ifdef BS_X86
+/* ---- AVX-512 pieces shared by the AVX512-BF16 and AMX kernels ---- */
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+
+/* The gather with vector moves (the same words as gather_generic): keys in
+ * groups of 8 through an 8 x 8 transpose of pair words, values as two key
+ * rows merged half by half. */
+AVX512 static void gather_avx512(const float *const *kp, const float *const *vp, int nt, const blk_t *B) {
+    int hd = B->hd, hp = B->hp, dv = B->dv;
+    /* the upper halves of 32 floats in order = 16 pair words */
+    const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                         25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int j0 = 0; j0 < TILE; j0 += 8) {
+        for (int p0 = 0; p0 < hp; p0 += 8) {
+            __m256 r[8];
+            int e = 2 * p0, left = hd - e; /* floats of the 8 pairs */
+            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            for (int i = 0; i < 8; i++) {
+                if (j0 + i >= nt || !m0) {
+                    r[i] = _mm256_setzero_ps();
+                    continue;
+                }
+                __m512 a = _mm512_maskz_loadu_ps(m0, kp[j0 + i] + e);
+                __m512i w = _mm512_permutexvar_epi16(odd, _mm512_castps_si512(a));
+                r[i] = _mm256_castsi256_ps(_mm512_castsi512_si256(w));
+            }
+            bs_transpose8_avx2(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps((float *)(void *)(B->kb + (size_t)(p0 + i) * TILE + j0), r[i]);
+        }
+    }
+    const __m512i mhi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int jp = 0; jp < TILE / 2; jp++) {
+        int j = 2 * jp;
+        uint32_t *dst = B->vb + (size_t)jp * dv;
+        for (int d = 0; d < dv; d += 16) {
+            __mmask16 m = hd - d >= 16 ? 0xffff : hd - d > 0 ? (__mmask16)((1u << (hd - d)) - 1) : 0;
+            __m512i a = j < nt ? _mm512_maskz_loadu_epi32(m, vp[j] + d) : _mm512_setzero_si512();
+            __m512i b = j + 1 < nt ? _mm512_maskz_loadu_epi32(m, vp[j + 1] + d) : _mm512_setzero_si512();
+            _mm512_storeu_si512(dst + d, _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_and_si512(b, mhi)));
+        }
+    }
+}
+
+AVX512 static float row_max_avx512(const float *s, int n, float m, float scale) {
+    __m512 acc = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        acc = _mm512_mask_max_ps(acc, k, acc, _mm512_maskz_loadu_ps(k, s + j));
+    }
+    float t = _mm512_reduce_max_ps(acc) * scale;
+    return t > m ? t : m;
+}
+
+AVX512 static void pack_q_avx512(const float *q, int hd, uint32_t *dst) {
+    for (int d = 0; d < hd; d += 32) {
+        int left = hd - d;
+        __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+        __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+        __m256i lo = round16_bf16(_mm512_maskz_loadu_ps(m0, q + d));
+        __m256i hi = round16_bf16(_mm512_maskz_loadu_ps(m1, q + d + 16));
+        int words = (left + 1) / 2 < 16 ? (left + 1) / 2 : 16;
+        _mm512_mask_storeu_epi32(dst + d / 2, (__mmask16)((1u << words) - 1),
+                                 _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
+}
+
+AVX512 static size_t round_avx512(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = round16_bf16(_mm512_loadu_ps(x + i));
+        _mm512_storeu_ps(x + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+    return i;
+}
+
+/* ---- AVX512-BF16: VDPBF16PS, the portable chains lane by lane ---- */
+
+#define BF16_FN __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+#define BF16_INLINE __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma"), always_inline)) static inline
+
+/* NR rows x 64 keys from key c0: each score one chain over the head's pairs. */
+BF16_INLINE void scores_rows_vdp(const blk_t *B, int r, int NR, int c0) {
+    __m512 acc[4][4];
+    int np = (B->hd + 1) / 2;
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = _mm512_setzero_ps();
+    for (int p = 0; p < np; p++) {
+        const uint32_t *kr = B->kb + (size_t)p * TILE + c0;
+        __m512bh k0 = (__m512bh)_mm512_loadu_si512(kr), k1 = (__m512bh)_mm512_loadu_si512(kr + 16);
+        __m512bh k2 = (__m512bh)_mm512_loadu_si512(kr + 32), k3 = (__m512bh)_mm512_loadu_si512(kr + 48);
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)B->qb[(size_t)(r + i) * B->hp + p]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, k0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, k1);
+            acc[i][2] = _mm512_dpbf16_ps(acc[i][2], a, k2);
+            acc[i][3] = _mm512_dpbf16_ps(acc[i][3], a, k3);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(B->s + (size_t)(r + i) * TILE + c0 + 16 * c, acc[i][c]);
+}
+
+_Static_assert(TILE % 64 == 0, "the bf16 score kernels cover 64 keys at a time");
+
+/* exp_sum_generic with 16 lanes: lane l of the sum adds the keys j = l mod
+ * 16 in order; lanes past vis are zero. VCVTNEPS2BF16 reads a subnormal as
+ * zero and rounds to nearest-even, as exp2_bf16. */
+BF16_FN static float exp_sum_bf16hw(const float *s, uint16_t *pb, int vis, float mx, float scale) {
+    const __m512 m = _mm512_set1_ps(mx), sc = _mm512_set1_ps(scale), l2e = _mm512_set1_ps(LOG2E);
+    const __m512 c1 = _mm512_set1_ps(EXP2_C1), c2 = _mm512_set1_ps(EXP2_C2), c3 = _mm512_set1_ps(EXP2_C3);
+    const __m512 c4 = _mm512_set1_ps(EXP2_C4), one = _mm512_set1_ps(1.0f);
+    __m512 acc = _mm512_setzero_ps();
+    int j = 0;
+    for (; j < vis; j += 16) {
+        __mmask16 k = vis - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (vis - j)) - 1);
+        __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), sc), m), l2e);
+        __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(t, n);
+        __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(c4, f, c3), f, c2), f, c1), f, one);
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_scalef_ps(k, p, n));
+        _mm256_storeu_si256((__m256i *)(void *)(pb + j), (__m256i)h);
+        acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16)));
+    }
+    for (; j < TILE; j += 16) _mm256_storeu_si256((__m256i *)(void *)(pb + j), _mm256_setzero_si256());
+    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    return bs_hsum8_avx2(a8);
+}
+
+BF16_FN static void scores_vdp(const blk_t *B, int r0, int nr) {
+    for (int c0 = 0; c0 < TILE; c0 += 64) {
+        int r = r0, end = r0 + nr;
+        for (; r + 4 <= end; r += 4) scores_rows_vdp(B, r, 4, c0);
+        for (; r < end; r++) scores_rows_vdp(B, r, 1, c0);
+    }
+}
+
+/* One row, 128 output dims at a time: o = o*c, then a chain over the pairs. */
+BF16_FN static void accum_vdp(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+    int dv = B->dv;
+    for (int r = r0; r < r0 + nr; r++) {
+        float *o = B->oc + (size_t)r * dv;
+        const uint16_t *p = B->pb + (size_t)r * TILE;
+        __m512 cr = _mm512_set1_ps(c[r]);
+        for (int d0 = 0; d0 < dv; d0 += 128) {
+            int nv = (dv - d0) / 16 < 8 ? (dv - d0) / 16 : 8;
+            __m512 acc[8];
+            for (int v = 0; v < nv; v++) acc[v] = _mm512_mul_ps(_mm512_loadu_ps(o + d0 + 16 * v), cr); /* exact when 1 */
+            for (int jp = 0; jp < npairs[r]; jp++) {
+                __m512bh a = (__m512bh)_mm512_set1_epi32((int)(p[2 * jp] | (uint32_t)p[2 * jp + 1] << 16));
+                const uint32_t *vr = B->vb + (size_t)jp * dv + d0;
+                for (int v = 0; v < nv; v++)
+                    acc[v] = _mm512_dpbf16_ps(acc[v], a, (__m512bh)_mm512_loadu_si512(vr + 16 * v));
+            }
+            for (int v = 0; v < nv; v++) _mm512_storeu_ps(o + d0 + 16 * v, acc[v]);
+        }
+    }
+}
+
+static const bf16_kernels vdp = {16, pack_q_avx512, gather_avx512, scores_vdp, row_max_avx512, exp_sum_bf16hw, accum_vdp,
+                                 "avx512-bf16"};
+
+#if defined(__x86_64__)
+/* ---- AMX: TDPBF16PS tiles over 16-row groups (tiles 0-3 C, 4 A, 5-7 B) ---- */
+
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx2,fma")))
+
+/* S per row group of 16 and 64 keys: one TDPBF16PS per 16 pairs of the
+ * head for each 16 keys. */
+AMX_FN static void scores_amx(const blk_t *B, int r0, int nr) {
+    bs_amx_configure();
+    const size_t qs = (size_t)B->hp * 4, ks = TILE * 4, ss = TILE * 4;
+    for (int g = r0; g < r0 + nr; g += 16)
+        for (int c0 = 0; c0 < TILE; c0 += 64) {
+        const uint32_t *q = B->qb + (size_t)g * B->hp;
+        float *s = B->s + (size_t)g * TILE + c0;
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+        for (int st = 0; st < B->hp / 16; st++) {
+            const uint32_t *k = B->kb + (size_t)st * 16 * TILE + c0;
+            _tile_loadd(4, q + st * 16, qs);
+            _tile_loadd(5, k, ks);
+            _tile_loadd(6, k + 16, ks);
+            _tile_dpbf16ps(0, 4, 5);
+            _tile_loadd(7, k + 32, ks);
+            _tile_dpbf16ps(1, 4, 6);
+            _tile_loadd(5, k + 48, ks);
+            _tile_dpbf16ps(2, 4, 7);
+            _tile_dpbf16ps(3, 4, 5);
+        }
+        _tile_stored(0, s, ss); _tile_stored(1, s + 16, ss); _tile_stored(2, s + 32, ss); _tile_stored(3, s + 48, ss);
+    }
+}
+
+/* o = o*c per row, then per row group and 64 output dims: o loaded into
+ * four C tiles, the tile's keys in steps of 32, stored back. Keys past a
+ * row's pairs have p = 0 (exact zero products), so npairs is not needed. */
+AMX_FN static void accum_amx(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+    (void)npairs;
+    bs_amx_configure();
+    int dv = B->dv;
+    for (int r = r0; r < r0 + nr; r++) {
+        if (c[r] == 1.0f) continue; /* o*1 = o: skipping it changes no bit */
+        float *o = B->oc + (size_t)r * dv;
+        __m512 cr = _mm512_set1_ps(c[r]);
+        for (int d = 0; d < dv; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), cr));
+    }
+    const size_t os = (size_t)dv * 4, ps = TILE * 2;
+    for (int g = r0; g < r0 + nr; g += 16) {
+        const uint16_t *p = B->pb + (size_t)g * TILE;
+        for (int d0 = 0; d0 < dv; d0 += 64) {
+            float *o = B->oc + (size_t)g * dv + d0;
+            _tile_loadd(0, o, os); _tile_loadd(1, o + 16, os); _tile_loadd(2, o + 32, os); _tile_loadd(3, o + 48, os);
+            for (int st = 0; st < TILE / 32; st++) {
+                const uint32_t *v = B->vb + (size_t)st * 16 * dv + d0;
+                _tile_loadd(4, p + st * 32, ps);
+                _tile_loadd(5, v, os);
+                _tile_loadd(6, v + 16, os);
+                _tile_dpbf16ps(0, 4, 5);
+                _tile_loadd(7, v + 32, os);
+                _tile_dpbf16ps(1, 4, 6);
+                _tile_loadd(5, v + 48, os);
+                _tile_dpbf16ps(2, 4, 7);
+                _tile_dpbf16ps(3, 4, 5);
+            }
+            _tile_stored(0, o, os); _tile_stored(1, o + 16, os); _tile_stored(2, o + 32, os); _tile_stored(3, o + 48, os);
+        }
+    }
+}
+
+static const bf16_kernels amx = {64, pack_q_avx512, gather_avx512, scores_amx, row_max_avx512, exp_sum_bf16hw, accum_amx,
+                                 "amx-bf16"};
+#endif
+#endif
+
+/* The kernel of the GEMM's bf16 mode (bs_gemm_bf16_kernel): the same
+ * instruction family for both products of a layer. */
+static const bf16_kernels *kernels(void) {
+#ifdef BS_X86
+    switch (bs_gemm_bf16_kernel()) {
+#if defined(__x86_64__)
+    case 2: return &amx;
+#endif
+    case 1: return &vdp;
+    default: break;
+    }
+#endif
+    return &generic;
+}
+
+const char *bs_attn_bf16_kernel_name(void) { return kernels()->name; }
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+static int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+size_t bs_attn_bf16_scratch_bytes(int hd, int R) {
+    size_t hp = (size_t)round_up((hd + 1) / 2, 16), dv = (size_t)round_up(hd, 64), Rp = (size_t)R + PAD;
+    return align64(Rp * hp * 4) + align64(hp * TILE * 4) + align64(TILE / 2 * dv * 4) + align64(Rp * TILE * 4) +
+           align64(Rp * TILE * 2) + align64(Rp * dv * 4) + 3 * align64((size_t)R * 4) + align64((size_t)R * sizeof(int)) +
+           align64((size_t)R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
+}
+
+void bs_attn_run_bf16(const bs_attn_block *b, void *scratch) {
+    const bf16_kernels *K = kernels();
+    int hd = b->hd, rep = b->rep, nq = b->nq, R = nq * rep;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    blk_t B = {.hd = hd, .hp = round_up((hd + 1) / 2, 16), .dv = round_up(hd, K->dv_align), .R = R};
+    size_t Rp = (size_t)R + PAD;
+    char *at = scratch;
+    B.qb = (uint32_t *)(void *)at; at += align64(Rp * B.hp * 4);
+    B.kb = (uint32_t *)(void *)at; at += align64((size_t)B.hp * TILE * 4);
+    B.vb = (uint32_t *)(void *)at; at += align64((size_t)TILE / 2 * round_up(hd, 64) * 4);
+    B.s = (float *)(void *)at; at += align64(Rp * TILE * 4);
+    B.pb = (uint16_t *)(void *)at; at += align64(Rp * TILE * 2);
+    B.oc = (float *)(void *)at; at += align64(Rp * round_up(hd, 64) * 4);
+    float *mx = (float *)(void *)at; at += align64((size_t)R * 4);
+    float *l = (float *)(void *)at; at += align64((size_t)R * 4);
+    float *c = (float *)(void *)at; at += align64((size_t)R * 4);
+    int *npairs = (int *)(void *)at; at += align64((size_t)R * sizeof(int));
+    float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
+    const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    const float **vp = (const float **)(void *)at;
+
+    /* queries rounded into pairs (read before out is written: out may be q) */
+    memset(B.qb, 0, Rp * B.hp * 4);
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < rep; h++) {
+            int r = i * rep + h;
+            size_t head = (size_t)(b->g * rep + h) * hd;
+            K->pack_q(b->q + (size_t)i * b->q_stride + head, hd, B.qb + (size_t)r * B.hp);
+            op[r] = b->out + (size_t)i * b->out_stride + head;
+            mx[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+    memset(B.oc, 0, Rp * B.dv * 4);
+    memset(B.pb + (size_t)R * TILE, 0, (size_t)PAD * TILE * 2);
+
+    const bs_attn_keys *ks = b->keys;
+    size_t kv_off = (size_t)b->g * hd;
+    int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
+    for (int t0 = 0; t0 < n_keys; t0 += TILE) {
+        int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
+        for (int j = 0; j < nt; j++) {
+            while (in_seg == ks->len[seg]) { seg++; in_seg = 0; }
+            kp[j] = ks->k[seg] + (size_t)in_seg * ks->stride + kv_off;
+            vp[j] = ks->v[seg] + (size_t)in_seg * ks->stride + kv_off;
+            in_seg++;
+        }
+        K->gather(kp, vp, nt, &B);
+        /* queries before ia cannot see ordinal t0 yet */
+        int ia = t0 > b->pos0 ? t0 - b->pos0 : 0, r0 = ia * rep;
+        K->scores(&B, r0, R - r0);
+        for (int i = ia; i < nq; i++) {
+            int vis = b->pos0 + i - t0 + 1;
+            if (vis > nt) vis = nt;
+            for (int h = 0; h < rep; h++) {
+                int r = i * rep + h;
+                const float *sr = B.s + (size_t)r * TILE;
+                float m1 = K->row_max(sr, vis, mx[r], scale);
+                /* 0 on the first tile (m = -inf); 1 when the max holds (expf(0), not called) */
+                c[r] = m1 == mx[r] ? 1.0f : expf(mx[r] - m1);
+                l[r] = l[r] * c[r] + K->exp_sum(sr, B.pb + (size_t)r * TILE, vis, m1, scale);
+                mx[r] = m1;
+                npairs[r] = (vis + 1) / 2;
+            }
+        }
+        K->accum(&B, r0, R - r0, c, npairs);
+    }
+    for (int r = 0; r < R; r++) {
+        float inv = 1.0f / l[r];
+        const float *o = B.oc + (size_t)r * B.dv;
+        for (int d = 0; d < hd; d++) op[r][d] = o[d] * inv;
+    }
+}
+
+void bs_attn_round_bf16(float *x, size_t n) {
+    size_t i = 0;
+#ifdef BS_X86
+    if (bs_gemm_kernel() == BS_KERNEL_AVX512) i = round_avx512(x, n);
+#endif
+    for (; i < n; i++) x[i] = bs_bf16_to_f32(bs_f32_to_bf16(x[i]));
+}
