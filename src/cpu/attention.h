@@ -16,7 +16,11 @@
  * invariance. The portable, AVX2 and AVX-512 kernels perform the same
  * arithmetic per output (fmaf, one exp approximation lane by lane, the same
  * partial-sum tree), so they give the same bits; the process picks one once
- * (with the GEMM kernel). */
+ * (with the GEMM kernel).
+ *
+ * The bf16 compute mode (b->bf16) has its own definition with bf16 inputs
+ * to both products and 128-ordinal tiles (attention_bf16.c); the same
+ * invariance holds within each of its kernels. */
 #ifndef BS_ATTENTION_H
 #define BS_ATTENTION_H
 

@@ -29,7 +29,7 @@
  * rounded once, DAZ/FTZ), so those two kernels give the same bits on every
  * CPU. With AMX the two products are TDPBF16PS tiles (one per 32 head
  * dimensions for the scores, one per 32 keys for o; o enters the tile as
- * o*c and leaves it after the tile's two steps): its own bits, as the AMX
+ * o*c and leaves it after the tile's four steps): its own bits, as the AMX
  * GEMM. Every kernel computes a (query, head) from its own prompt only (a
  * tile row depends on its own query row; keys past a row's limit get p = 0,
  * adding exact zeros), so results are batch-invariant and thread-count
@@ -86,7 +86,8 @@ typedef struct bf16_kernels {
     /* max(m, s[j]*scale for j < n) (exact: rounding is monotonic, so it is
      * the scaled maximum) */
     float (*row_max)(const float *s, int n, float m, float scale);
-    /* pb row = bf16(exp(s*scale - mx)) for j < vis, zero to TILE; returns their sum */
+    /* pb row = exp2_bf16(s*scale - mx) for j < vis, zero to TILE; returns
+     * the sum of those bf16 values */
     float (*exp_sum)(const float *s, uint16_t *pb, int vis, float mx, float scale);
     /* oc rows r0..r0+nr-1: o = o*c[r], then the pairs p < npairs[r] */
     void (*accum)(const blk_t *B, int r0, int nr, const float *c, const int *npairs);
