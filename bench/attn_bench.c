@@ -15,6 +15,7 @@
 
 #include "core/util.h"
 #include "cpu/attention.h"
+#include "cpu/attention_bf16.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
 
@@ -48,9 +49,9 @@ static void task(void *arg, int t, int thread) {
     int p0 = b * bq, nq = j->n - p0 < bq ? j->n - p0 : bq;
     size_t qd = (size_t)NKV * REP * HD;
     bs_attn_block blk = {.keys = j->ks, .g = g, .rep = REP, .hd = HD, .q = j->q + p0 * qd, .q_stride = qd,
-                         .out = j->out + p0 * qd, .out_stride = qd, .nq = nq, .pos0 = p0,
-                         .bf16 = j->bf16};
-    bs_attn_run(&blk, j->scratch + (size_t)thread * j->sb);
+                         .out = j->out + p0 * qd, .out_stride = qd, .nq = nq, .pos0 = p0};
+    if (j->bf16) bs_attn_bf16_run(&blk, j->scratch + (size_t)thread * j->sb);
+    else bs_attn_run(&blk, j->scratch + (size_t)thread * j->sb);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -119,9 +120,9 @@ int main(int argc, char **argv) {
             bs_attn_round_bf16(k, n * kvd);
             bs_attn_round_bf16(v, n * kvd);
         }
-        size_t sb = bs_attn_scratch_bytes(HD, REP, 0), sb16 = bs_attn_scratch_bytes(HD, REP, 1);
+        size_t sb = bs_attn_scratch_bytes(HD, REP), sb16 = bs_attn_bf16_scratch_bytes(HD, REP);
         if (sb16 > sb) sb = sb16;
-        job_t j = {&ks, q, o, n, {bs_attn_block_queries(REP, 0), bs_attn_block_queries(REP, 1)}, 0,
+        job_t j = {&ks, q, o, n, {bs_attn_block_queries(REP), bs_attn_bf16_block_queries(REP)}, 0,
                    aligned_alloc(64, sb * threads), sb};
         double flop = 4.0 * HD * NKV * REP * ((double)n * (n + 1) / 2), gf[2][16];
         for (int r = 0; r < reps; r++)

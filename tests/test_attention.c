@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "cpu/attention.h"
+#include "cpu/attention_bf16.h"
 #include "cpu/gemm.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -68,15 +69,17 @@ static void run(const case_t *c, int p0, int nq, const int *cuts, int ncuts, flo
         at = end;
     }
     ks.n_seg = ncuts + 1;
-    void *scratch = aligned_alloc(64, bs_attn_scratch_bytes(c->hd, c->rep, bf16_mode));
-    int bq = bs_attn_block_queries(c->rep, bf16_mode);
+    void *scratch = aligned_alloc(64, bf16_mode ? bs_attn_bf16_scratch_bytes(c->hd, c->rep)
+                                                : bs_attn_scratch_bytes(c->hd, c->rep));
+    int bq = bf16_mode ? bs_attn_bf16_block_queries(c->rep) : bs_attn_block_queries(c->rep);
     for (int g = 0; g < c->nkv; g++)
         for (int i = 0; i < nq; i += bq) {
             bs_attn_block b = {.keys = &ks, .g = g, .rep = c->rep, .hd = c->hd,
                                .q = c->q + (size_t)(p0 + i) * qd, .q_stride = qd,
                                .out = out + (size_t)i * qd, .out_stride = qd,
-                               .nq = nq - i < bq ? nq - i : bq, .pos0 = p0 + i, .bf16 = bf16_mode};
-            bs_attn_run(&b, scratch);
+                               .nq = nq - i < bq ? nq - i : bq, .pos0 = p0 + i};
+            if (bf16_mode) bs_attn_bf16_run(&b, scratch);
+            else bs_attn_run(&b, scratch);
         }
     free(scratch);
 }

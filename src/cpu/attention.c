@@ -12,9 +12,7 @@
 #define BS_X86 1
 #endif
 
-/* Rows (queries x heads) per block: enough to amortise a key tile's gather.
- * The bf16 kernels compute a tile several times faster, so they take more. */
-enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 96, ROWS_TARGET_BF16 = 384 };
+enum { TILE = BS_ATTN_TILE, ROWS_TARGET = 96 };
 
 /* The three inner loops of a tile. s and p rows are TILE floats apart. */
 typedef struct attn_kernels {
@@ -372,28 +370,20 @@ static const attn_kernels *kernels_for(int hd) {
 
 const char *bs_attn_kernel_name(int hd) { return kernels_for(hd)->name; }
 
-int bs_attn_block_queries(int rep, int bf16) {
-    int target = bf16 ? ROWS_TARGET_BF16 : ROWS_TARGET;
-    return rep >= target ? 1 : target / rep;
-}
+int bs_attn_block_queries(int rep) { return rep >= ROWS_TARGET ? 1 : ROWS_TARGET / rep; }
 
 /* Scratch layout: kt [hd][TILE], s [R][TILE], m/l/c [R], the block's
  * queries [R][hd], then pointers. */
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-size_t bs_attn_scratch_bytes(int hd, int rep, int bf16) {
-    size_t R = (size_t)bs_attn_block_queries(rep, bf16) * rep;
-    if (bf16) return bs_attn_bf16_scratch_bytes(hd, (int)R);
+size_t bs_attn_scratch_bytes(int hd, int rep) {
+    size_t R = (size_t)bs_attn_block_queries(rep) * rep;
     return align64((size_t)hd * TILE * sizeof(float)) + align64(R * TILE * sizeof(float)) +
            3 * align64(R * sizeof(float)) + align64(R * (size_t)hd * sizeof(float)) + 2 * align64(R * sizeof(void *)) +
            2 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_run(const bs_attn_block *b, void *scratch) {
-    if (b->bf16) {
-        bs_attn_run_bf16(b, scratch);
-        return;
-    }
     const attn_kernels *K = kernels_for(b->hd);
     int hd = b->hd, rep = b->rep, nq = b->nq, R = nq * rep;
     float scale = (float)(1.0 / sqrt((double)hd));
@@ -427,12 +417,7 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
     int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        for (int j = 0; j < nt; j++) {
-            while (in_seg == ks->len[seg]) { seg++; in_seg = 0; }
-            kp[j] = ks->k[seg] + (size_t)in_seg * ks->stride + kv_off;
-            vp[j] = ks->v[seg] + (size_t)in_seg * ks->stride + kv_off;
-            in_seg++;
-        }
+        bs_attn_walk_keys(ks, kv_off, nt, &seg, &in_seg, kp, vp);
         K->gather(kp, nt, hd, kt);
 
         /* queries before ia cannot see ordinal t0 yet; from i_full on they see the whole tile */

@@ -18,9 +18,9 @@
  * partial-sum tree), so they give the same bits; the process picks one once
  * (with the GEMM kernel).
  *
- * The bf16 compute mode (b->bf16) has its own definition with bf16 inputs
- * to both products and 128-ordinal tiles (attention_bf16.c); the same
- * invariance holds within each of its kernels. */
+ * The bf16 compute mode has its own definition with bf16 inputs to both
+ * products and 128-ordinal tiles (attention_bf16.h); the same invariance
+ * holds within each of its kernels. */
 #ifndef BS_ATTENTION_H
 #define BS_ATTENTION_H
 
@@ -49,30 +49,32 @@ typedef struct bs_attn_block {
     size_t out_stride;
     int nq;                /* queries in the block */
     int pos0;              /* position (= last visible ordinal) of the first query; query i has pos0 + i */
-    int bf16;              /* 1: the bf16 compute mode's definition (attention_bf16.c) */
 } bs_attn_block;
 
-/* Queries per block for `rep` heads per kv head in a mode (bf16: the bf16
- * compute mode): enough rows (queries x heads) to amortise a key tile. Any
- * value gives the same bits. */
-int bs_attn_block_queries(int rep, int bf16);
-/* Per-thread scratch bytes for bs_attn_run with this head size, rep and
- * mode (blocks of at most bs_attn_block_queries queries). */
-size_t bs_attn_scratch_bytes(int hd, int rep, int bf16);
+/* Queries per block for `rep` heads per kv head: enough rows (queries x
+ * heads) to amortise a key tile. Any value gives the same bits. */
+int bs_attn_block_queries(int rep);
+/* Per-thread scratch bytes for bs_attn_run with this head size and rep. */
+size_t bs_attn_scratch_bytes(int hd, int rep);
 /* Computes a block; scratch is bs_attn_scratch_bytes(hd, rep) bytes, 64-byte aligned. */
 void bs_attn_run(const bs_attn_block *b, void *scratch);
 /* The kernel family chosen for head size hd ("avx512", "avx2-fma" or "generic";
  * all give the same bits). */
 const char *bs_attn_kernel_name(int hd);
-
-/* The bf16 mode (attention_bf16.c): its kernel ("amx-bf16", "avx512-bf16"
- * or "bf16-portable", the bf16 kernel of the GEMM), and the rounding of k
- * and v that the mode expects done before attention (in place, to the
- * nearest bf16; the forward does it once per layer). */
-const char *bs_attn_bf16_kernel_name(void);
-void bs_attn_round_bf16(float *x, size_t n);
-/* Internal: bs_attn_run for b->bf16, and its scratch for R = queries x rep rows. */
-void bs_attn_run_bf16(const bs_attn_block *b, void *scratch);
-size_t bs_attn_bf16_scratch_bytes(int hd, int R);
+/* Internal, for both modes' drivers: the next n keys of a unit in ordinal
+ * order from segment *seg, key *in_seg (both advanced), at offset off of
+ * each row: k and v pointers. */
+static inline void bs_attn_walk_keys(const bs_attn_keys *ks, size_t off, int n, int *seg, int *in_seg,
+                                     const float **kp, const float **vp) {
+    for (int j = 0; j < n; j++) {
+        while (*in_seg == ks->len[*seg]) {
+            ++*seg;
+            *in_seg = 0;
+        }
+        kp[j] = ks->k[*seg] + (size_t)*in_seg * ks->stride + off;
+        vp[j] = ks->v[*seg] + (size_t)*in_seg * ks->stride + off;
+        ++*in_seg;
+    }
+}
 
 #endif

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "cpu/attention.h"
+#include "cpu/attention_bf16.h"
 #include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"
 
@@ -56,7 +56,7 @@
  * memory once per tile between the online-softmax rescales, and with AMX
  * that round trip cost as much as the products of 64 keys (a definition
  * of this mode: the tile bounds are where the running max is updated) */
-enum { TILE = 128, PAD = 16 };
+enum { TILE = 128, PAD = 16, ROWS_TARGET = 384 };
 
 /* Layout of one block (pairs are 32-bit words, element 2i in the low half):
  *   qb [R+PAD][hp]      query pairs, hp = pairs of hd rounded up to 16
@@ -365,6 +365,22 @@ static const bf16_kernels vdp = {16, pack_q_avx512, gather_avx512, scores_vdp, r
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx2,fma")))
 
+/* One step of both products: C tiles 0-3 += A (16 rows x 16 pairs at a, row
+ * stride lda bytes) times four 16-column B tiles at b, b+16, b+32, b+48
+ * (row stride ldb bytes). */
+__attribute__((target("amx-tile,amx-bf16"), always_inline)) static inline void step4(const void *a, size_t lda,
+                                                                                    const uint32_t *b, size_t ldb) {
+    _tile_loadd(4, a, lda);
+    _tile_loadd(5, b, ldb);
+    _tile_loadd(6, b + 16, ldb);
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_loadd(7, b + 32, ldb);
+    _tile_dpbf16ps(1, 4, 6);
+    _tile_loadd(5, b + 48, ldb);
+    _tile_dpbf16ps(2, 4, 7);
+    _tile_dpbf16ps(3, 4, 5);
+}
+
 /* S per row group of 16 and 64 keys: one TDPBF16PS per 16 pairs of the
  * head for each 16 keys. */
 AMX_FN static void scores_amx(const blk_t *B, int r0, int nr) {
@@ -375,18 +391,7 @@ AMX_FN static void scores_amx(const blk_t *B, int r0, int nr) {
         const uint32_t *q = B->qb + (size_t)g * B->hp;
         float *s = B->s + (size_t)g * TILE + c0;
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        for (int st = 0; st < B->hp / 16; st++) {
-            const uint32_t *k = B->kb + (size_t)st * 16 * TILE + c0;
-            _tile_loadd(4, q + st * 16, qs);
-            _tile_loadd(5, k, ks);
-            _tile_loadd(6, k + 16, ks);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(7, k + 32, ks);
-            _tile_dpbf16ps(1, 4, 6);
-            _tile_loadd(5, k + 48, ks);
-            _tile_dpbf16ps(2, 4, 7);
-            _tile_dpbf16ps(3, 4, 5);
-        }
+        for (int st = 0; st < B->hp / 16; st++) step4(q + st * 16, qs, B->kb + (size_t)st * 16 * TILE + c0, ks);
         _tile_stored(0, s, ss); _tile_stored(1, s + 16, ss); _tile_stored(2, s + 32, ss); _tile_stored(3, s + 48, ss);
     }
 }
@@ -410,18 +415,7 @@ AMX_FN static void accum_amx(const blk_t *B, int r0, int nr, const float *c, con
         for (int d0 = 0; d0 < dv; d0 += 64) {
             float *o = B->oc + (size_t)g * dv + d0;
             _tile_loadd(0, o, os); _tile_loadd(1, o + 16, os); _tile_loadd(2, o + 32, os); _tile_loadd(3, o + 48, os);
-            for (int st = 0; st < TILE / 32; st++) {
-                const uint32_t *v = B->vb + (size_t)st * 16 * dv + d0;
-                _tile_loadd(4, p + st * 32, ps);
-                _tile_loadd(5, v, os);
-                _tile_loadd(6, v + 16, os);
-                _tile_dpbf16ps(0, 4, 5);
-                _tile_loadd(7, v + 32, os);
-                _tile_dpbf16ps(1, 4, 6);
-                _tile_loadd(5, v + 48, os);
-                _tile_dpbf16ps(2, 4, 7);
-                _tile_dpbf16ps(3, 4, 5);
-            }
+            for (int st = 0; st < TILE / 32; st++) step4(p + st * 32, ps, B->vb + (size_t)st * 16 * dv + d0, os);
             _tile_stored(0, o, os); _tile_stored(1, o + 16, os); _tile_stored(2, o + 32, os); _tile_stored(3, o + 48, os);
         }
     }
@@ -452,14 +446,17 @@ const char *bs_attn_bf16_kernel_name(void) { return kernels()->name; }
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
-size_t bs_attn_bf16_scratch_bytes(int hd, int R) {
+int bs_attn_bf16_block_queries(int rep) { return rep >= ROWS_TARGET ? 1 : ROWS_TARGET / rep; }
+
+size_t bs_attn_bf16_scratch_bytes(int hd, int rep) {
+    size_t R = (size_t)bs_attn_bf16_block_queries(rep) * rep;
     size_t hp = (size_t)round_up((hd + 1) / 2, 16), dv = (size_t)round_up(hd, 64), Rp = (size_t)R + PAD;
     return align64(Rp * hp * 4) + align64(hp * TILE * 4) + align64(TILE / 2 * dv * 4) + align64(Rp * TILE * 4) +
            align64(Rp * TILE * 2) + align64(Rp * dv * 4) + 3 * align64((size_t)R * 4) + align64((size_t)R * sizeof(int)) +
            align64((size_t)R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
 }
 
-void bs_attn_run_bf16(const bs_attn_block *b, void *scratch) {
+void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
     const bf16_kernels *K = kernels();
     int hd = b->hd, rep = b->rep, nq = b->nq, R = nq * rep;
     float scale = (float)(1.0 / sqrt((double)hd));
@@ -499,12 +496,7 @@ void bs_attn_run_bf16(const bs_attn_block *b, void *scratch) {
     int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        for (int j = 0; j < nt; j++) {
-            while (in_seg == ks->len[seg]) { seg++; in_seg = 0; }
-            kp[j] = ks->k[seg] + (size_t)in_seg * ks->stride + kv_off;
-            vp[j] = ks->v[seg] + (size_t)in_seg * ks->stride + kv_off;
-            in_seg++;
-        }
+        bs_attn_walk_keys(ks, kv_off, nt, &seg, &in_seg, kp, vp);
         K->gather(kp, vp, nt, &B);
         /* queries before ia cannot see ordinal t0 yet */
         int ia = t0 > b->pos0 ? t0 - b->pos0 : 0, r0 = ia * rep;

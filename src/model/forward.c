@@ -6,6 +6,7 @@
 
 #include "core/util.h"
 #include "cpu/attention.h"
+#include "cpu/attention_bf16.h"
 #include "cpu/elementwise.h"
 
 /* Rows processed at once by everything except attention (norms, q/k/v,
@@ -83,8 +84,10 @@ static void attn_task(void *arg, int task, int thread) {
     bs_attn_block b = {.keys = &j->keys[j->unit_of[t]], .g = tk->g, .rep = c->n_heads / c->n_kv_heads,
                        .hd = c->head_dim, .q = j->q + (size_t)t * qd, .q_stride = (size_t)qd,
                        .out = j->out + (size_t)tk->q0 * qd, .out_stride = (size_t)qd, .nq = tk->nq,
-                       .pos0 = j->in->pos[t], .bf16 = j->m->compute == BS_COMPUTE_BF16};
-    bs_attn_run(&b, j->scratch + (size_t)thread * j->scratch_bytes);
+                       .pos0 = j->in->pos[t]};
+    void *scratch = j->scratch + (size_t)thread * j->scratch_bytes;
+    if (j->m->compute == BS_COMPUTE_BF16) bs_attn_bf16_run(&b, scratch);
+    else bs_attn_run(&b, scratch);
 }
 
 static int cost_desc(const void *a, const void *b) {
@@ -304,8 +307,8 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     attn_task_t *tasks = NULL;
     bs_attn_keys *keys = NULL;
     int rep = c->n_heads / c->n_kv_heads, bf16 = m->compute == BS_COMPUTE_BF16;
-    int bq = bs_attn_block_queries(rep, bf16);
-    size_t scratch_bytes = bs_attn_scratch_bytes(hd, rep, bf16);
+    int bq = bf16 ? bs_attn_bf16_block_queries(rep) : bs_attn_block_queries(rep);
+    size_t scratch_bytes = bf16 ? bs_attn_bf16_scratch_bytes(hd, rep) : bs_attn_scratch_bytes(hd, rep);
 
     if (M <= 0) return bs_fail(e, BS_EINVAL, "forward: no tokens");
     unit_of = malloc((size_t)M * sizeof *unit_of);
