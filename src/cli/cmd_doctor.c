@@ -362,7 +362,7 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
         b.cfg.n_layers, b.cfg.hidden, dtypes, (double)bytes / GIB);
     if (!cuda) /* spec 05 §5 as amended by issue 16: the CPU compute mode of this model */
         add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
-            mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 GEMM inputs, f32 accumulation" : "f32 compute",
+            mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 inputs to the GEMMs and attention, f32 accumulation" : "f32 compute",
             mc->dtype && !strcmp(mc->dtype, "bf16") ? bs_gemm_bf16_kernel_name() : bs_gemm_kernel_name(bs_gemm_kernel()));
     /* 03 §4: evidence spans need evidence_head.pt (a broken one already failed the load above) */
     if (b.evidence)

@@ -263,7 +263,9 @@ AVX512 static void pack_q_avx512(const float *q, int hd, uint32_t *dst) {
     }
 }
 
-AVX512 static size_t round_avx512(float *x, size_t n) {
+/* AVX-512F only: used whenever the f32 family is avx512 (the pieces above
+ * serve the kernels that need AVX512-BF16, whose CPUs all have AVX512BW). */
+__attribute__((target("avx512f"))) static size_t round_avx512(float *x, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i h = round16_bf16(_mm512_loadu_ps(x + i));

@@ -38,7 +38,8 @@ int bs_device_cuda_count(void) {
 
 /* CPU modes (issue 16, superseding spec 05 Q1): f32 and auto compute in f32
  * (exact widening of any stored dtype, the same bits on every CPU); bf16
- * rounds the GEMM inputs to bf16 and runs the fastest bf16 kernel of the CPU
+ * rounds the inputs of the GEMMs and of attention's two products to bf16
+ * and runs the fastest bf16 kernel of the CPU
  * (AMX, else AVX512-BF16, else its exact emulation; BASAL_BF16 picks one:
  * src/cpu/gemm.h), with the weights packed once for it when it wants them. */
 static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {

@@ -10,8 +10,9 @@
 /* device: "cpu" (also NULL), "cuda" or "auto" (CUDA when the build has it and
  * at least one usable GPU, else the CPU with one log line on stderr).
  * dtype: "auto" (also NULL: f16 on CUDA, f32 compute on the CPU), "f16" (CUDA
- * only, 05 Q2), "bf16" (on the CPU: bf16 GEMM inputs, bs_model.compute) or "f32". gemm_table: a GEMM table file for
- * CUDA, or NULL (heuristic algorithms, not batch-invariant). Errors: unknown
+ * only, 05 Q2), "bf16" (on the CPU: bf16 inputs to the GEMMs and attention,
+ * bs_model.compute) or "f32". gemm_table: a GEMM table file for CUDA, or NULL
+ * (heuristic algorithms, not batch-invariant). Errors: unknown
  * values (BS_EINVAL), "cuda" in a build without it or without a GPU, f16 on the
  * CPU (BS_EUNSUP), and whatever creating the CUDA backend reports. */
 int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, const char *gemm_table, bs_err *e);
