@@ -18,8 +18,10 @@
  *    the f32 mode's exponential, which was the largest cost of a tile), a
  *    subnormal result read as zero, then round-to-nearest-even (what
  *    VCVTNEPS2BF16 does); l = l*c + the sum of those rounded p_j over the
- *    tile's visible keys in 16 partial sums by j mod 16 and a fixed tree, so
- *    that the weights are normalised by exactly their own sum;
+ *    tile's visible keys, so that the weights are normalised by exactly
+ *    their own sum: 16 partial sums, partial k adding the pairs (32i + 2k,
+ *    32i + 2k + 1), i = 0, 1, ..., as VDPBF16PS pair steps with (1, 1) (p
+ *    of keys past the visible ones is zero), then a fixed tree;
  *  - o = o*c, then accumulated in f32 over the key pairs (j, j+1) of the
  *    visible keys in ordinal order (p of a key past the last visible one is
  *    zero); at the end o * (1/l).
@@ -169,13 +171,16 @@ static float tree16(const float *part) {
     return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
+enum { BF16_ONES = 0x3f803f80u }; /* the pair (1, 1) */
+
 static float exp_sum_generic(const float *s, uint16_t *pb, int vis, float mx, float scale) {
     float part[16] = {0};
-    for (int j = 0; j < vis; j++) {
-        pb[j] = exp2_bf16(s[j] * scale - mx);
-        part[j & 15] = part[j & 15] + bs_bf16_to_f32(pb[j]);
-    }
-    for (int j = vis; j < TILE; j++) pb[j] = 0;
+    for (int j = 0; j < TILE; j++) pb[j] = j < vis ? exp2_bf16(s[j] * scale - mx) : 0;
+    for (int j0 = 0; j0 < vis; j0 += 32)
+        for (int k = 0; k < 16; k++) {
+            const uint16_t *p = pb + j0 + 2 * k;
+            part[k] = bs_bf16_pair_step(part[k], p[0] | (uint32_t)p[1] << 16, BF16_ONES);
+        }
     return tree16(part);
 }
 
@@ -193,8 +198,8 @@ static void accum_generic(const blk_t *B, int r0, int nr, const float *c, const 
     }
 }
 
-static const bf16_kernels generic = {16, pack_q_generic, gather_generic, scores_generic, row_max_generic, exp_sum_generic,
-                                     accum_generic, "bf16-portable"};
+static const bf16_kernels generic = {16, pack_q_generic, gather_generic, scores_generic, row_max_generic,
+                                     exp_sum_generic, accum_generic, "bf16-portable"};
 
 #ifdef BS_X86
 /* ---- AVX-512 pieces shared by the AVX512-BF16 and AMX kernels ---- */
@@ -306,27 +311,37 @@ BF16_INLINE void scores_rows_vdp(const blk_t *B, int r, int NR, int c0) {
 
 _Static_assert(TILE % 64 == 0, "the bf16 score kernels cover 64 keys at a time");
 
-/* exp_sum_generic with 16 lanes: lane l of the sum adds the keys j = l mod
- * 16 in order; lanes past vis are zero. VCVTNEPS2BF16 reads a subnormal as
- * zero and rounds to nearest-even, as exp2_bf16. */
+/* 2^x of 16 lanes as exp2_bf16 computes it, zero where k is clear. */
+BF16_INLINE __m512 exp2_16(const float *s, __mmask16 k, __m512 sc, __m512 m) {
+    __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s), sc), m), _mm512_set1_ps(LOG2E));
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(EXP2_C4), f, _mm512_set1_ps(EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(k, p, n);
+}
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1) : 0; }
+
+/* exp_sum_generic 32 keys at a time: VCVTNE2PS2BF16 reads a subnormal as
+ * zero and rounds to nearest-even, as exp2_bf16; lane k of the sum is the
+ * pair step of keys 2k, 2k+1 of each 32 (VDPBF16PS with ones). */
 BF16_FN static float exp_sum_bf16hw(const float *s, uint16_t *pb, int vis, float mx, float scale) {
-    const __m512 m = _mm512_set1_ps(mx), sc = _mm512_set1_ps(scale), l2e = _mm512_set1_ps(LOG2E);
-    const __m512 c1 = _mm512_set1_ps(EXP2_C1), c2 = _mm512_set1_ps(EXP2_C2), c3 = _mm512_set1_ps(EXP2_C3);
-    const __m512 c4 = _mm512_set1_ps(EXP2_C4), one = _mm512_set1_ps(1.0f);
+    const __m512 m = _mm512_set1_ps(mx), sc = _mm512_set1_ps(scale);
+    const __m512bh ones = (__m512bh)_mm512_set1_epi32((int)BF16_ONES);
     __m512 acc = _mm512_setzero_ps();
     int j = 0;
-    for (; j < vis; j += 16) {
-        __mmask16 k = vis - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (vis - j)) - 1);
-        __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), sc), m), l2e);
-        __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(t, n);
-        __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(c4, f, c3), f, c2), f, c1), f, one);
-        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_scalef_ps(k, p, n));
-        _mm256_storeu_si256((__m256i *)(void *)(pb + j), (__m256i)h);
-        acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16)));
+    for (; j < vis; j += 32) {
+        __m512 e0 = exp2_16(s + j, lanes(vis - j), sc, m), e1 = exp2_16(s + j + 16, lanes(vis - j - 16), sc, m);
+        __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); /* e0 in the low half */
+        _mm512_storeu_si512(pb + j, (__m512i)h);
+        acc = _mm512_dpbf16_ps(acc, h, ones);
     }
-    for (; j < TILE; j += 16) _mm256_storeu_si256((__m256i *)(void *)(pb + j), _mm256_setzero_si256());
-    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
-    return bs_hsum8_avx2(a8);
+    for (; j < TILE; j += 32) _mm512_storeu_si512(pb + j, _mm512_setzero_si512());
+    /* tree16: the halves, then the 8-wide tree */
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    return bs_hsum8_avx2(_mm256_add_ps(_mm512_castps512_ps256(acc), hi));
 }
 
 BF16_FN static void scores_vdp(const blk_t *B, int r0, int nr) {
@@ -347,7 +362,8 @@ BF16_FN static void accum_vdp(const blk_t *B, int r0, int nr, const float *c, co
         for (int d0 = 0; d0 < dv; d0 += 128) {
             int nv = (dv - d0) / 16 < 8 ? (dv - d0) / 16 : 8;
             __m512 acc[8];
-            for (int v = 0; v < nv; v++) acc[v] = _mm512_mul_ps(_mm512_loadu_ps(o + d0 + 16 * v), cr); /* exact when 1 */
+            /* o*c (exact when c is 1) */
+            for (int v = 0; v < nv; v++) acc[v] = _mm512_mul_ps(_mm512_loadu_ps(o + d0 + 16 * v), cr);
             for (int jp = 0; jp < npairs[r]; jp++) {
                 __m512bh a = (__m512bh)_mm512_set1_epi32((int)(p[2 * jp] | (uint32_t)p[2 * jp + 1] << 16));
                 const uint32_t *vr = B->vb + (size_t)jp * dv + d0;
@@ -359,8 +375,8 @@ BF16_FN static void accum_vdp(const blk_t *B, int r0, int nr, const float *c, co
     }
 }
 
-static const bf16_kernels vdp = {16, pack_q_avx512, gather_avx512, scores_vdp, row_max_avx512, exp_sum_bf16hw, accum_vdp,
-                                 "avx512-bf16"};
+static const bf16_kernels vdp = {16, pack_q_avx512, gather_avx512, scores_vdp, row_max_avx512, exp_sum_bf16hw,
+                                 accum_vdp, "avx512-bf16"};
 
 #if defined(__x86_64__)
 /* ---- AMX: TDPBF16PS tiles over 16-row groups (tiles 0-3 C, 4 A, 5-7 B) ---- */
@@ -418,13 +434,14 @@ AMX_FN static void accum_amx(const blk_t *B, int r0, int nr, const float *c, con
             float *o = B->oc + (size_t)g * dv + d0;
             _tile_loadd(0, o, os); _tile_loadd(1, o + 16, os); _tile_loadd(2, o + 32, os); _tile_loadd(3, o + 48, os);
             for (int st = 0; st < TILE / 32; st++) step4(p + st * 32, ps, B->vb + (size_t)st * 16 * dv + d0, os);
-            _tile_stored(0, o, os); _tile_stored(1, o + 16, os); _tile_stored(2, o + 32, os); _tile_stored(3, o + 48, os);
+            _tile_stored(0, o, os); _tile_stored(1, o + 16, os);
+            _tile_stored(2, o + 32, os); _tile_stored(3, o + 48, os);
         }
     }
 }
 
-static const bf16_kernels amx = {64, pack_q_avx512, gather_avx512, scores_amx, row_max_avx512, exp_sum_bf16hw, accum_amx,
-                                 "amx-bf16"};
+static const bf16_kernels amx = {64, pack_q_avx512, gather_avx512, scores_amx, row_max_avx512, exp_sum_bf16hw,
+                                 accum_amx, "amx-bf16"};
 #endif
 #endif
 
@@ -454,8 +471,8 @@ size_t bs_attn_bf16_scratch_bytes(int hd, int rep) {
     size_t R = (size_t)bs_attn_bf16_block_queries(rep) * rep;
     size_t hp = (size_t)round_up((hd + 1) / 2, 16), dv = (size_t)round_up(hd, 64), Rp = (size_t)R + PAD;
     return align64(Rp * hp * 4) + align64(hp * TILE * 4) + align64(TILE / 2 * dv * 4) + align64(Rp * TILE * 4) +
-           align64(Rp * TILE * 2) + align64(Rp * dv * 4) + 3 * align64((size_t)R * 4) + align64((size_t)R * sizeof(int)) +
-           align64((size_t)R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
+           align64(Rp * TILE * 2) + align64(Rp * dv * 4) + 3 * align64(R * 4) + align64(R * sizeof(int)) +
+           align64(R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
