@@ -376,7 +376,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             const float *sn = m->rope_sin + (size_t)in->pos[i] * (hd / 2);
             rope(k + (size_t)i * kvd, c->n_kv_heads, hd, cs, sn);
         }
-        if (m->compute == BS_COMPUTE_BF16) { /* attention's inputs in the bf16 mode, cached prefixes included */
+        if (bf16) { /* attention's inputs in the bf16 mode, cached prefixes included */
             bs_attn_round_bf16(k, (size_t)M * kvd);
             bs_attn_round_bf16(v, (size_t)M * kvd);
         }
