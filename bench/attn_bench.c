@@ -59,6 +59,17 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: attn_bench [--n N,...] [--threads T] [--reps R] [--compute f32|bf16|both]\n"
+               "Causal attention of one mini-shape layer (12 query heads over 2 kv heads, head size 128) over n\n"
+               "tokens: GFLOP/s and the ratio to the GEMM of the same mode, the modes alternated rep by rep.\n"
+               "  --n 2048,16384   token counts (default 2048,16384; at most 8)\n"
+               "  --threads 2      threads (default 2)\n"
+               "  --reps 3         repetitions, median reported (default 3, at most 16)\n"
+               "  --compute both   f32, bf16 or both (default both)\n"
+               "  -h, --help       this help\n");
+}
+
 int main(int argc, char **argv) {
     int ns[8] = {2048, 16384}, nn = 2, threads = 2, reps = 3, m0 = 0, m1 = 1;
     for (int i = 1; i < argc; i++) {
@@ -78,8 +89,11 @@ int main(int argc, char **argv) {
             else if (!strcmp(c, "bf16")) m0 = m1 = 1;
             else if (!strcmp(c, "both")) m0 = 0, m1 = 1;
             else { fprintf(stderr, "attn_bench: --compute takes f32, bf16 or both\n"); return 2; }
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
         } else {
-            fprintf(stderr, "usage: attn_bench [--n N,...] [--threads T] [--reps R] [--compute f32|bf16|both]\n");
+            usage(stderr);
             return 2;
         }
     }

@@ -18,7 +18,19 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int m = 16500, d = 2048, k = 256, reps = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: evidence_bench [--m 16500] [--d 2048] [--k 256] [--reps 5]\n"
+                   "Median milliseconds of the evidence head (bs_evidence_scores) and of the span selection\n"
+                   "(bs_best_spans) on random hidden states.\n"
+                   "  --m 16500   state tokens (default 16500)\n"
+                   "  --d 2048    hidden size (default 2048)\n"
+                   "  --k 256     rank of the head (default 256)\n"
+                   "  --reps 5    repetitions, 1..100 (default 5)\n"
+                   "  -h, --help  this help\n");
+            return 0;
+        }
+        if (i + 1 >= argc) { fprintf(stderr, "evidence_bench: %s needs a value (--help)\n", argv[i]); return 2; }
         if (!strcmp(argv[i], "--m")) m = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--d")) d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--k")) k = atoi(argv[i + 1]);

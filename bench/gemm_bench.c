@@ -2,6 +2,7 @@
  * prefill shapes, and a probe of whether OpenBLAS is batch-invariant.
  * Build and usage: bench/README.md. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,10 @@
 
 #include "core/util.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_impl.h" /* bs_gemm_amx_available, bs_amx_configure (--phases) */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 typedef struct {
     const char *model, *name;
@@ -117,11 +122,215 @@ static void measure(int nv, run_fn const *fn, const call *const *c, int reps, do
     }
 }
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *f) {
+    fprintf(f,
             "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
             "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16] [--no-prepack]\n"
-            "       gemm_bench --probe [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n");
+            "       gemm_bench --probe [--ours] [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n"
+            "       gemm_bench --phases SECONDS [--shapes ..] [--m ..] [--threads ..]\n"
+            "\n"
+            "Throughput (GFLOP/s, median of the samples) of our GEMM against OpenBLAS cblas_sgemm on the Basal\n"
+            "projection shapes; variants are measured in turn, sample by sample.\n"
+            "  --shapes i,j,..   shapes by index (--list prints them; default all ten)\n"
+            "  --m 1,300,2048    rows of x (default 1,300,2048)\n"
+            "  --threads 1,2     thread counts (default 1,2)\n"
+            "  --reps 5          samples per variant (default 5, at most 64)\n"
+            "  --compute f32     our compute mode, f32 or bf16 (default f32; bf16 adds the f32 mode on the\n"
+            "                    same bf16 weights as a last column)\n"
+            "  --no-blas         leave OpenBLAS out (default: measured)\n"
+            "  --no-f32          leave out our kernel on f32-stored weights (default: measured)\n"
+            "  --no-prepack      pack the weights per call (default: packed once, as a model load does)\n"
+            "  --pad             row strides 16 floats wider than K and N (default: off)\n"
+            "  --cputime         process CPU time / threads instead of wall time (default: off; tuning only)\n"
+            "  --best            fastest sample instead of the median (default: off; tuning only)\n"
+            "  --probe           is OpenBLAS (with --ours: our GEMM) batch-invariant? M = 1..--mmax (default\n"
+            "                    512) and --large (default 1000,2048,3000) against one product of all rows\n"
+            "  --phases SECONDS  on a CPU with AMX: the bf16 mode (its kernel) and the f32 mode in turn for\n"
+            "                    SECONDS per configuration (default: off), every sample between two probes of\n"
+            "                    the AMX tile rate on every thread; medians per phase of the machine\n"
+            "                    (bench/README.md, \"AMX phases\")\n"
+            "  --list            print the shapes and exit\n"
+            "  -h, --help        this help\n");
+}
+
+/* ---- --phases ------------------------------------------------------------------
+ * On the shared Sapphire Rapids machines the AMX tile rate of one thread
+ * alternates, in phases of milliseconds to seconds, between about 2.3-2.6
+ * and 0.5-0.7 TFLOP/s (a TDPBF16PS loop on tiles in L1), while the f32 FMA
+ * rate stays put: a ratio of the two modes measured over seconds depends on
+ * the share of each phase. Each sample is bracketed by a probe of that rate
+ * on all threads at once, and medians are given per phase. */
+static double mono(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#if defined(__x86_64__)
+static uint32_t probe_data[16 * 512] __attribute__((aligned(64))); /* 32 KiB of bf16 pairs: in L1 */
+
+/* GFLOP/s of 8-step 32 x 32 tile products (the AMX GEMM's inner loop) on
+ * data in L1, for about a millisecond */
+static __attribute__((target("amx-tile,amx-bf16"))) double amx_rate(void) {
+    enum { ITERS = 2000, STEPS = 8 };
+    bs_amx_configure();
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    double t0 = mono();
+    for (int i = 0; i < ITERS; i++) {
+        const uint32_t *a = probe_data, *b = probe_data + STEPS * 512;
+        for (int s = 0; s < STEPS; s++, a += 512, b += 512) {
+            _tile_loadd(6, b, 128);
+            _tile_loadd(4, a, 64);
+            _tile_loadd(7, b + 16, 128);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_loadd(5, a + 256, 64);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    double dt = mono() - t0;
+    return (double)ITERS * STEPS * 4 * 2 * 16 * 16 * 32 / dt * 1e-9;
+}
+#else
+static double amx_rate(void) { return 0; }
+#endif
+
+enum { PROBE_MAX_THREADS = 64 };
+typedef struct {
+    atomic_int arrived;
+    int n;
+    double rate[PROBE_MAX_THREADS];
+} probe_job;
+
+static void probe_task(void *arg, int task, int thread) {
+    (void)task;
+    probe_job *p = arg;
+    atomic_fetch_add(&p->arrived, 1);
+    /* every thread probes at the same time (a thread waiting here cannot
+     * take a second task, so the n tasks land on n threads) */
+    double t0 = mono();
+    while (atomic_load(&p->arrived) < p->n && mono() - t0 < 0.05) {
+    }
+    if (thread < PROBE_MAX_THREADS) p->rate[thread] = amx_rate();
+}
+
+/* The slowest thread's AMX rate now. */
+static double probe_rate(bs_pool *pool) {
+    probe_job p;
+    memset(&p, 0, sizeof p);
+    atomic_init(&p.arrived, 0);
+    p.n = bs_pool_size(pool);
+    bs_pool_run(pool, p.n, probe_task, &p);
+    double lo = 0;
+    for (int i = 0; i < p.n && i < PROBE_MAX_THREADS; i++)
+        if (p.rate[i] > 0 && (lo == 0 || p.rate[i] < lo)) lo = p.rate[i];
+    return lo;
+}
+
+typedef struct {
+    double gflops, lo, hi; /* lo, hi: the lower and higher of the probes around it */
+} phase_sample;
+
+/* Median GFLOP/s of the samples of mode with probes in [lo_min, hi_max];
+ * their number in *count. */
+static double phase_median(const phase_sample *s, const int *mode, int n, int want, double lo_min, double hi_max,
+                           int *count) {
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    int k = 0;
+    if (!v) return 0;
+    for (int i = 0; i < n; i++)
+        if (mode[i] == want && s[i].lo >= lo_min && s[i].hi <= hi_max) v[k++] = s[i].gflops;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    double med = k ? v[k / 2] : 0;
+    free(v);
+    if (count) *count = k;
+    return med;
+}
+
+static int phases(const int *sel, int nsel, const int *ms, int nm, const int *threads, int nthr, double secs) {
+    if (!bs_gemm_amx_available()) {
+        fprintf(stderr, "gemm_bench: --phases probes the AMX tile rate; this CPU has no AMX (or the kernel refused "
+                        "the tile state). Run the plain benchmark instead.\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof probe_data / sizeof *probe_data; i++) probe_data[i] = 0x3f803f80u; /* 1.0, 1.0 */
+    printf("# --phases %.0f s per configuration: bf16 mode (%s) and f32 mode on the same bf16 weights in turn,\n"
+           "# each sample (>= 10 ms of calls) between two probes of the AMX tile rate on every thread (GFLOP/s\n"
+           "# of the slowest thread); fast: both probes >= 0.7 x the fastest probe seen, slow: both <= 0.4 x\n",
+           secs, bs_gemm_bf16_kernel_name());
+    printf("%-5s %-8s %6s %6s %5s %2s | %5s %5s %5s | %6s %6s | %7s %7s | %7s %7s | %6s %6s %6s\n", "model", "proj",
+           "N", "K", "M", "t", "fast", "slow", "mixed", "prb.f", "prb.s", "bf16.f", "bf16.s", "f32.f", "f32.s",
+           "rat.f", "rat.s", "rat");
+    for (int si = 0; si < nsel; si++) {
+        const shape *s = &all_shapes[sel[si]];
+        int mx = 0;
+        for (int i = 0; i < nm; i++)
+            if (ms[i] > mx) mx = ms[i];
+        float *x = malloc((size_t)mx * s->k * sizeof(float));
+        uint16_t *wb = malloc((size_t)s->n * s->k * sizeof(uint16_t));
+        float *y = malloc((size_t)mx * s->n * sizeof(float));
+        enum { MAXS = 20000 };
+        phase_sample *smp = malloc(MAXS * sizeof *smp);
+        int *mode = malloc(MAXS * sizeof *mode);
+        if (!x || !wb || !y || !smp || !mode) { fprintf(stderr, "out of memory\n"); return 1; }
+        for (size_t i = 0; i < (size_t)mx * s->k; i++) x[i] = frand();
+        for (size_t i = 0; i < (size_t)s->n * s->k; i++) wb[i] = bs_f32_to_bf16(frand());
+        bs_wmat w = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE};
+        if (bs_gemm_prepack(NULL, &w, BS_COMPUTE_BF16, NULL) < 0) { fprintf(stderr, "out of memory\n"); return 1; }
+        for (int ti = 0; ti < nthr; ti++) {
+            bs_pool *pool = bs_pool_create(threads[ti]);
+            if (!pool) { fprintf(stderr, "out of memory\n"); return 1; }
+            for (int mi = 0; mi < nm; mi++) {
+                int m = ms[mi], n = 0, inner[2];
+                bs_compute modes[2] = {BS_COMPUTE_BF16, BS_COMPUTE_F32};
+                for (int v = 0; v < 2; v++) {
+                    bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n); /* warm-up */
+                    double t0 = mono();
+                    bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n);
+                    double one = mono() - t0;
+                    inner[v] = one > 0 && one < 0.01 ? (int)(0.01 / one) + 1 : 1;
+                }
+                double end = mono() + secs, top = 0;
+                while (mono() < end && n + 2 <= MAXS)
+                    for (int v = 0; v < 2; v++) {
+                        double p0 = probe_rate(pool), t0 = mono();
+                        for (int i = 0; i < inner[v]; i++) bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n);
+                        double dt = (mono() - t0) / inner[v], p1 = probe_rate(pool);
+                        smp[n] = (phase_sample){2.0 * m * (double)s->n * s->k / dt * 1e-9, p0 < p1 ? p0 : p1,
+                                                p0 < p1 ? p1 : p0};
+                        mode[n++] = v;
+                        if (smp[n - 1].hi > top) top = smp[n - 1].hi;
+                    }
+                int nf, ns, nall, dummy;
+                double bf = phase_median(smp, mode, n, 0, 0.7 * top, 1e30, &nf);
+                double bs = phase_median(smp, mode, n, 0, 0, 0.4 * top, &ns);
+                double ff = phase_median(smp, mode, n, 1, 0.7 * top, 1e30, &dummy);
+                double fs = phase_median(smp, mode, n, 1, 0, 0.4 * top, &dummy);
+                double ba = phase_median(smp, mode, n, 0, 0, 1e30, &nall), fa = phase_median(smp, mode, n, 1, 0, 1e30, &dummy);
+                /* the probes' own medians per phase */
+                phase_sample *pr = malloc((size_t)(n ? n : 1) * sizeof *pr);
+                int *pm = malloc((size_t)(n ? n : 1) * sizeof *pm);
+                double pf = 0, ps = 0;
+                if (pr && pm) {
+                    for (int i = 0; i < n; i++) pr[i] = (phase_sample){smp[i].lo, smp[i].lo, smp[i].hi}, pm[i] = 0;
+                    pf = phase_median(pr, pm, n, 0, 0.7 * top, 1e30, &dummy);
+                    ps = phase_median(pr, pm, n, 0, 0, 0.4 * top, &dummy);
+                }
+                free(pr);
+                free(pm);
+                printf("%-5s %-8s %6d %6d %5d %2d | %5d %5d %5d | %6.0f %6.0f | %7.1f %7.1f | %7.1f %7.1f | %6.2f %6.2f "
+                       "%6.2f\n",
+                       s->model, s->name, s->n, s->k, m, bs_pool_size(pool), nf, ns, nall - nf - ns, pf, ps, bf, bs,
+                       ff, fs, ff > 0 ? bf / ff : 0, fs > 0 ? bs / fs : 0, fa > 0 ? ba / fa : 0);
+                fflush(stdout);
+            }
+            bs_pool_destroy(pool);
+        }
+        bs_gemm_unpack(&w);
+        free(x); free(wb); free(y); free(smp); free(mode);
+    }
+    return 0;
 }
 
 /* Probe: is OpenBLAS (or, with --ours, bs_gemm) batch-invariant? One product
@@ -202,6 +411,7 @@ int main(int argc, char **argv) {
     int ms[16] = {1, 300, 2048}, nm = 3, threads[8] = {1, 2}, nthr = 2, reps = 5;
     int blas = 1, f32 = 1, do_probe = 0, probe_ours = 0, mmax = 512, large[16] = {1000, 2048, 3000},
         nlarge = 3;
+    double phase_secs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--shapes") && v) { nsel = parse_list(v, sel, NSHAPES); i++; }
@@ -219,15 +429,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-prepack")) prepack = 0;
         else if (!strcmp(a, "--compute") && v) { compute = !strcmp(v, "bf16") ? BS_COMPUTE_BF16 : BS_COMPUTE_F32; i++; }
         else if (!strcmp(a, "--ours")) probe_ours = 1;
+        else if (!strcmp(a, "--phases") && v) { phase_secs = atof(v); i++; }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < NSHAPES; s++)
                 printf("%d: %s %s N=%d K=%d\n", s, all_shapes[s].model, all_shapes[s].name, all_shapes[s].n,
                        all_shapes[s].k);
             return 0;
-        } else { usage(); return 2; }
+        } else { usage(stderr); return 2; }
     }
     for (int i = 0; i < nsel; i++)
-        if (sel[i] < 0 || sel[i] >= NSHAPES) { usage(); return 2; }
+        if (sel[i] < 0 || sel[i] >= NSHAPES) { usage(stderr); return 2; }
     if (reps < 1) reps = 1;
     printf("# kernel %s, compute %s%s; %s; core %s; OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s\n",
            bs_gemm_kernel_name(bs_gemm_kernel()), compute == BS_COMPUTE_BF16 ? "bf16 with " : "f32",
@@ -235,6 +447,7 @@ int main(int argc, char **argv) {
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
            getenv("OPENBLAS_THREAD_TIMEOUT"));
     if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);
+    if (phase_secs > 0) return phases(sel, nsel, ms, nm, threads, nthr, phase_secs);
 
     printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
            reps);
