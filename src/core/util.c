@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -216,4 +217,16 @@ double bs_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void *bs_malloc_big(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* advice only: where THP is off the pages stay 4 KiB */
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
 }

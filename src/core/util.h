@@ -32,6 +32,13 @@ typedef enum { BS_F32 = 0, BS_F16 = 1, BS_BF16 = 2 } bs_dtype;
 size_t bs_dtype_size(bs_dtype d);
 const char *bs_dtype_name(bs_dtype d);
 
+/* malloc for large working buffers (activations): a block of 2 MiB or more
+ * is aligned to 2 MiB and asks the kernel for transparent huge pages
+ * (MADV_HUGEPAGE), as a GEMM writing rows kilobytes apart touches a new
+ * 4 KiB page per row and waits on the TLB. Released with free(); NULL when
+ * out of memory. */
+void *bs_malloc_big(size_t bytes);
+
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
 double bs_now_ms(void);
 

@@ -317,18 +317,19 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
 
     size_t rows_max = (size_t)(M > R ? M : R);
     int chunk = CHUNK < (int)rows_max ? CHUNK : (int)rows_max;
-    x = malloc((size_t)M * H * sizeof *x);
-    xn = malloc((size_t)chunk * H * sizeof *xn);
-    q = malloc((size_t)M * qd * sizeof *q);
-    k = malloc((size_t)M * kvd * sizeof *k);
-    v = malloc((size_t)M * kvd * sizeof *v);
+    /* the GEMMs' inputs and outputs on huge pages where the OS gives them */
+    x = bs_malloc_big((size_t)M * H * sizeof *x);
+    xn = bs_malloc_big((size_t)chunk * H * sizeof *xn);
+    q = bs_malloc_big((size_t)M * qd * sizeof *q);
+    k = bs_malloc_big((size_t)M * kvd * sizeof *k);
+    v = bs_malloc_big((size_t)M * kvd * sizeof *v);
     /* layers before the last write their attention output over q (each
      * block copies its queries first); the last layer's readout rows need
      * their own rows */
-    att = malloc((size_t)(R ? R : 1) * qd * sizeof *att);
-    tmp = malloc((size_t)chunk * H * sizeof *tmp);
-    g = malloc((size_t)chunk * I * sizeof *g);
-    u = malloc((size_t)chunk * I * sizeof *u);
+    att = bs_malloc_big((size_t)(R ? R : 1) * qd * sizeof *att);
+    tmp = bs_malloc_big((size_t)chunk * H * sizeof *tmp);
+    g = bs_malloc_big((size_t)chunk * I * sizeof *g);
+    u = bs_malloc_big((size_t)chunk * I * sizeof *u);
     scratch = aligned_alloc(64, (size_t)nthreads * scratch_bytes);
     tasks = malloc(rows_max * c->n_kv_heads * sizeof *tasks);
     keys = malloc((size_t)in->n_units * sizeof *keys);
