@@ -160,11 +160,7 @@ static void usage(FILE *f) {
  * rate stays put: a ratio of the two modes measured over seconds depends on
  * the share of each phase. Each sample is bracketed by a probe of that rate
  * on all threads at once, and medians are given per phase. */
-static double mono(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double mono(void) { return bs_now_ms() * 1e-3; } /* wall time even with --cputime */
 
 #if defined(__x86_64__)
 static uint32_t probe_data[16 * 512] __attribute__((aligned(64))); /* 32 KiB of bf16 pairs: in L1 */
@@ -232,15 +228,16 @@ typedef struct {
     double gflops, lo, hi; /* lo, hi: the lower and higher of the probes around it */
 } phase_sample;
 
-/* Median GFLOP/s of the samples of mode with probes in [lo_min, hi_max];
- * their number in *count. */
+/* Median GFLOP/s of the samples of mode want (-1: every sample's lower
+ * probe instead) with probes in [lo_min, hi_max]; their number in *count. */
 static double phase_median(const phase_sample *s, const int *mode, int n, int want, double lo_min, double hi_max,
                            int *count) {
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     int k = 0;
     if (!v) return 0;
     for (int i = 0; i < n; i++)
-        if (mode[i] == want && s[i].lo >= lo_min && s[i].hi <= hi_max) v[k++] = s[i].gflops;
+        if ((want < 0 || mode[i] == want) && s[i].lo >= lo_min && s[i].hi <= hi_max)
+            v[k++] = want < 0 ? s[i].lo : s[i].gflops;
     qsort(v, (size_t)k, sizeof *v, cmp_double);
     double med = k ? v[k / 2] : 0;
     free(v);
@@ -308,17 +305,8 @@ static int phases(const int *sel, int nsel, const int *ms, int nm, const int *th
                 double ff = phase_median(smp, mode, n, 1, 0.7 * top, 1e30, &dummy);
                 double fs = phase_median(smp, mode, n, 1, 0, 0.4 * top, &dummy);
                 double ba = phase_median(smp, mode, n, 0, 0, 1e30, &nall), fa = phase_median(smp, mode, n, 1, 0, 1e30, &dummy);
-                /* the probes' own medians per phase */
-                phase_sample *pr = malloc((size_t)(n ? n : 1) * sizeof *pr);
-                int *pm = malloc((size_t)(n ? n : 1) * sizeof *pm);
-                double pf = 0, ps = 0;
-                if (pr && pm) {
-                    for (int i = 0; i < n; i++) pr[i] = (phase_sample){smp[i].lo, smp[i].lo, smp[i].hi}, pm[i] = 0;
-                    pf = phase_median(pr, pm, n, 0, 0.7 * top, 1e30, &dummy);
-                    ps = phase_median(pr, pm, n, 0, 0, 0.4 * top, &dummy);
-                }
-                free(pr);
-                free(pm);
+                double pf = phase_median(smp, mode, n, -1, 0.7 * top, 1e30, &dummy);
+                double ps = phase_median(smp, mode, n, -1, 0, 0.4 * top, &dummy);
                 printf("%-5s %-8s %6d %6d %5d %2d | %5d %5d %5d | %6.0f %6.0f | %7.1f %7.1f | %7.1f %7.1f | %6.2f %6.2f "
                        "%6.2f\n",
                        s->model, s->name, s->n, s->k, m, bs_pool_size(pool), nf, ns, nall - nf - ns, pf, ps, bf, bs,
@@ -429,7 +417,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-prepack")) prepack = 0;
         else if (!strcmp(a, "--compute") && v) { compute = !strcmp(v, "bf16") ? BS_COMPUTE_BF16 : BS_COMPUTE_F32; i++; }
         else if (!strcmp(a, "--ours")) probe_ours = 1;
-        else if (!strcmp(a, "--phases") && v) { phase_secs = atof(v); i++; }
+        else if (!strcmp(a, "--phases") && v) {
+            phase_secs = atof(v);
+            i++;
+            if (!(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases takes seconds > 0, e.g. --phases 20\n"); return 2; }
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < NSHAPES; s++)
