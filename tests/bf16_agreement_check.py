@@ -8,12 +8,19 @@ wherever the f32 answer's top-two probability margin exceeds 0.05 the bf16
 decision is the same, and the two modes differ somewhere (bf16 is not f32
 under another name).
 
+Requests go to the servers AGREE_CONCURRENCY at a time (environment, default 1):
+concurrent requests are packed into one forward by the servers, and a prompt's
+result does not depend on its batch (t_server_api.sh, test_engine.c), so the
+numbers are those of one request at a time, measured faster on big models.
+
 Decision of a question: choice -> "choice"; score -> the level of highest
 probability; noul -> yes when "noul" >= 0.5 (its margin is |2*noul - 1|).
 usage: bf16_agreement_check.py [N per type] [fixture ...]"""
 import json
+import os
 import random
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, "tests/server")
 import srvlib  # noqa: E402
@@ -60,15 +67,27 @@ def run_model(c, name, n):
     d = srvlib.fixture(name)
     servers = {dt: srvlib.Server(["--model", d, "--dtype", dt, "--threads", "2"]) for dt in ("f32", "bf16")}
     try:
-        model = json.loads(servers["f32"].request("GET", "/v1/models")[2])["models"][0]["name"]
+        listed = {dt: json.loads(srv.request("GET", "/v1/models")[2])["models"][0] for dt, srv in servers.items()}
+        model = listed["f32"]["name"]
+        # the opt-in mode is shown to clients; f32 keeps the spec's fields (02 §7)
+        c.eq(sorted(listed["f32"]), ["description", "early_exit", "mode", "name", "release_date"],
+             f"{name}: /v1/models keys of the f32 server")
+        c.eq(listed["bf16"], dict(listed["f32"], dtype="bf16"), f"{name}: /v1/models of the bf16 server")
         same = total = checked = 0
         max_dp = 0.0
         per_type = {}
-        for body in make_requests(n, seed=16):
-            body = dict(body, model=model)
+        def ask(body):
             got = {}
             for dt, srv in servers.items():
-                st, _, raw = srv.post("/v1/systemone", body, timeout=120)
+                st, _, raw = srv.post("/v1/systemone", dict(body, model=model), timeout=600)
+                got[dt] = (st, raw)
+            return got
+
+        with ThreadPoolExecutor(max(1, int(os.environ.get("AGREE_CONCURRENCY", "1")))) as pool:
+            replies = list(pool.map(ask, make_requests(n, seed=16)))
+        for reply in replies:
+            got = {}
+            for dt, (st, raw) in reply.items():
                 if not c.ok(st == 200, f"{name} {dt}: status {st}: {raw[:300]!r}"):
                     return
                 got[dt] = json.loads(raw)["answers"]["q"]

@@ -230,6 +230,20 @@ if [ "$rc" -eq 0 ] && grep -q '^usage: basal doctor' <<<"$out"; then ok; else ba
 BASAL_CPU=generic jcase generic-kernel 0 'has("os/cpu", "info", "CPU kernel: generic") and has("os/cpu", "info", "BASAL_CPU=generic")' \
     --model "$src" --addr "127.0.0.1:$PORT"
 
+# ---- 8b. the kernel of the opt-in bf16 mode, against the CPU's flags in /proc/cpuinfo ----
+flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+bf16hw=no; want_bf16=bf16-portable
+if [[ $flags == *" avx512f "* && $flags == *" avx512bw "* && $flags == *" avx512vl "* && $flags == *" avx512_bf16 "* ]]; then
+    bf16hw=yes; want_bf16=avx512-bf16
+fi
+export BF16HW=$bf16hw WANT_BF16=$want_bf16 AMXHW=$([[ $flags == *" amx_bf16 "* && $bf16hw == yes ]] && echo yes || echo no)
+jcase bf16-kernel 0 '(has("os/cpu", "info", "dtype bf16 (opt-in): kernel amx-bf16 (AVX512-BF16 yes, AMX tiles granted)")
+        if E["AMXHW"] == "yes" else
+    has("os/cpu", "info", "dtype bf16 (opt-in): kernel " + E["WANT_BF16"] + " (AVX512-BF16 " + E["BF16HW"] + ", AMX tiles no)"))' \
+    --model "$src" --addr "127.0.0.1:$PORT"
+BASAL_BF16=portable jcase bf16-kernel-forced 0 'has("os/cpu", "info", "dtype bf16 (opt-in): kernel bf16-portable (")
+    and has("os/cpu", "info", "; BASAL_BF16=portable")' --model "$src" --addr "127.0.0.1:$PORT"
+
 # ---- 9. a repository that is not in the cache ----
 jcase not-cached 1 'not d["ok"] and has("models", "failure", "model nosuch/model@main is not available locally")
     and has("models", "failure", E["HF_HOME"])' --model nosuch/model --addr "127.0.0.1:$PORT"

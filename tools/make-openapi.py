@@ -8,7 +8,7 @@ each an extension this server accepts or returns (spec 03):
   - Question and Answer gain the members multi and act (oneOf and mapping);
   - properties are added, never removed or changed: option_keys, evidence and
     levels on questions, facts on the request, evidence on answers, questions,
-    branches and latency_ms in Usage, mode and early_exit in ModelMetadata;
+    branches and latency_ms in Usage, mode, early_exit and dtype in ModelMetadata;
   - the criteria of ChoiceQuestion and ScoreQuestion become anyOf [TypeSafe's
     schema, the other form the extension allows] (array keys for choice, an
     object of named levels for score).
@@ -95,6 +95,9 @@ def build():
     s["ModelMetadata"]["properties"].update({
         "mode": {"type": "string", "title": "Mode", "description": "The serving engine: `basal-c`."},
         "early_exit": {"type": "array", "items": {}, "title": "Early Exit", "description": "Always empty."},
+        "dtype": {"type": "string", "enum": ["bf16"], "title": "Dtype",
+                  "description": "Present only when the model is served in the opt-in `bf16` compute mode "
+                                 "(`--dtype bf16`): matrix-product inputs rounded to bf16."},
     })
 
     instructions = copy.deepcopy(s["ChoiceQuestion"]["properties"]["instructions"])

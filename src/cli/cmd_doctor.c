@@ -243,6 +243,11 @@ static void check_cpu(report_t *r) {
     else
         add(r, A_CPU, L_INFO, NULL, "CPU kernel: %s (portable; %s)", bs_gemm_kernel_name(k),
             avx2 && fma ? "the vector kernel is not available" : "AVX2+FMA absent");
+    /* The bf16 mode is opt-in, so its kernel is shown whatever the config says. */
+    const char *bf = getenv("BASAL_BF16");
+    add(r, A_CPU, L_INFO, NULL, "dtype bf16 (opt-in): kernel %s (AVX512-BF16 %s, AMX tiles %s)%s%s",
+        bs_gemm_bf16_kernel_name(), bs_gemm_bf16_hw_supported() ? "yes" : "no",
+        bs_gemm_amx_available() ? "granted" : "no", bf ? "; BASAL_BF16=" : "", bf ? bf : "");
 }
 
 /* ---- configuration and models -------------------------------------------- */

@@ -436,6 +436,9 @@ int cmd_serve(int argc, char **argv) {
         sm[i].name = k.names[i];
         sm[i].aliases = (const char *const *)c.models[i].aliases;
         sm[i].n_aliases = c.models[i].n_aliases;
+        /* the opt-in reduced-precision mode is visible to clients; the
+         * default modes keep the spec's exact body */
+        if (c.models[i].dtype && !strcmp(c.models[i].dtype, "bf16")) sm[i].dtype = "bf16";
     }
     bs_server_opts so = {
         .models = sm, .n_models = n, .default_model = k.default_model, .listen_fd = listen_fd,

@@ -51,6 +51,9 @@ void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m
                   int ldy);
 /* Whether the CPU has AVX512-BF16 (VDPBF16PS). */
 int bs_gemm_bf16_hw_supported(void);
+/* Whether the CPU has AMX-BF16 and the kernel grants this process the tile
+ * state (asked once, with arch_prctl). */
+int bs_gemm_amx_available(void);
 /* The bf16 kernel in use: "amx-bf16" (AMX tiles, where the CPU has them and
  * the kernel grants the tile state: the fastest, but its own bits),
  * "avx512-bf16" (the instruction, when the CPU has it and the f32 family is

@@ -61,10 +61,8 @@ extern const bs_gemm_impl bs_gemm_impl_avx512;
 extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
 extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
 /* The AMX-BF16 kernels (gemm_amx.c; x86-64 only): a separate, opt-in mode
- * whose bits differ from the two above. bs_gemm_amx_available asks the
- * kernel for the tile state once. */
+ * whose bits differ from the two above. */
 extern const bs_gemm_impl bs_gemm_impl_amx;
-int bs_gemm_amx_available(void);
 /* Configures this thread's tiles (all eight 16 rows x 64 bytes) once; the
  * AMX attention (attention_bf16.c) uses the same configuration. Call only
  * where bs_gemm_amx_available(). */

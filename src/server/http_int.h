@@ -27,6 +27,7 @@ typedef struct {
     char *name;
     char **aliases;
     size_t n_aliases;
+    char *dtype; /* shown by GET /v1/models, or NULL (bs_server_model.dtype) */
     bs_engine *engine;
     bs_server *s; /* for the engine's batch hook */
 } model_t;

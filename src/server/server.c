@@ -76,7 +76,12 @@ static void build_bodies(bs_server *s, const char *release_date) {
         bs_buf_puts(b, ",\"release_date\":");
         bs_resp_cstr(b, release_date);
         bs_buf_puts(b, ",\"description\":\"basal typed-decision model (choice / noul / score / act / multi), Polish "
-                       "and English\",\"mode\":\"basal-c\",\"early_exit\":[]}");
+                       "and English\",\"mode\":\"basal-c\",\"early_exit\":[]");
+        if (s->models[i].dtype) {
+            bs_buf_puts(b, ",\"dtype\":");
+            bs_resp_cstr(b, s->models[i].dtype);
+        }
+        bs_buf_putc(b, '}');
     }
     bs_buf_puts(b, "]}");
     b = &s->health_body;
@@ -94,6 +99,7 @@ static void free_server(bs_server *s) {
     if (!s) return;
     for (size_t i = 0; s->models && i < s->n_models; i++) {
         free(s->models[i].name);
+        free(s->models[i].dtype);
         for (size_t a = 0; a < s->models[i].n_aliases; a++) free(s->models[i].aliases[a]);
         free(s->models[i].aliases);
     }
@@ -163,6 +169,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
         m->engine = o->models[i].engine;
         if (!m->engine) have_engines = 0;
         if (!(m->name = bs_strfmt("%s", o->models[i].name))) goto oom;
+        if (o->models[i].dtype && !(m->dtype = bs_strfmt("%s", o->models[i].dtype))) goto oom;
         names[i] = m->name;
         if (o->models[i].n_aliases && !(m->aliases = calloc(o->models[i].n_aliases, sizeof *m->aliases))) goto oom;
         for (; m->n_aliases < o->models[i].n_aliases; m->n_aliases++)
