@@ -28,6 +28,7 @@
 #include "cli/cli.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "cpu/gemm.h"
 #include "cpu/pool.h"
 #include "engine/engine.h"
 #include "engine/gate.h"
@@ -509,8 +510,13 @@ int cmd_serve(int argc, char **argv) {
         const bs_serve_model *mc = &c.models[i];
         char lane[64] = "no long lane";
         if (mc->long_tokens) snprintf(lane, sizeof lane, "long lane above %ld tokens", mc->long_tokens);
-        bs_log(BS_LOG_INFO, "serve", "serving %s (batch %ld tokens, %s, %s)", sv[i].m.name, mc->max_batch_tokens,
-               mc->schedule_fifo ? "Fifo" : "Hrrn", lane);
+        const bs_model *md = &sv[i].m.model;
+        char dev[128];
+        if (md->backend) snprintf(dev, sizeof dev, "%s", md->backend->name);
+        else if (md->compute == BS_COMPUTE_BF16) snprintf(dev, sizeof dev, "cpu, dtype bf16, kernel %s", bs_gemm_bf16_kernel_name());
+        else snprintf(dev, sizeof dev, "cpu, dtype f32, kernel %s", bs_gemm_kernel_name(bs_gemm_kernel()));
+        bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s)", sv[i].m.name, dev,
+               mc->max_batch_tokens, mc->schedule_fifo ? "Fifo" : "Hrrn", lane);
     }
     while (sem_wait(&g_stop) != 0) {}
     bs_log(BS_LOG_INFO, "serve", "%s: answering the requests in flight, then exiting",
