@@ -127,7 +127,7 @@ static void usage(FILE *f) {
             "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
             "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16] [--no-prepack]\n"
             "       gemm_bench --probe [--ours] [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n"
-            "       gemm_bench --phases SECONDS [--shapes ..] [--m ..] [--threads ..]\n"
+            "       gemm_bench --phases SECONDS [--phases-blas] [--shapes ..] [--m ..] [--threads ..]\n"
             "\n"
             "Throughput (GFLOP/s, median of the samples) of our GEMM against OpenBLAS cblas_sgemm on the Basal\n"
             "projection shapes; variants are measured in turn, sample by sample.\n"
@@ -149,6 +149,7 @@ static void usage(FILE *f) {
             "                    SECONDS per configuration (default: off), every sample between two probes of\n"
             "                    the AMX tile rate on every thread; medians per phase of the machine\n"
             "                    (bench/README.md, \"AMX phases\")\n"
+            "  --phases-blas     with --phases: our f32 mode against OpenBLAS sgemm instead (default: off)\n"
             "  --list            print the shapes and exit\n"
             "  -h, --help        this help\n");
 }
@@ -245,20 +246,37 @@ static double phase_median(const phase_sample *s, const int *mode, int n, int wa
     return med;
 }
 
-static int phases(const int *sel, int nsel, const int *ms, int nm, const int *threads, int nthr, double secs) {
+/* The pair measured in turn: the bf16 mode against the f32 mode, or (vs_blas)
+ * the f32 mode against OpenBLAS cblas_sgemm on the same weights widened to
+ * f32 (the slow phase slows both, by different amounts). */
+static void phase_run(int vs_blas, int v, bs_pool *pool, const float *x, int m, const bs_wmat *w, const float *wf,
+                      float *y) {
+    if (vs_blas && v == 1)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, w->n, w->k, 1.0f, x, w->k, wf, w->k, 0.0f, y, w->n);
+    else
+        bs_gemm_mode(pool, !vs_blas && v == 0 ? BS_COMPUTE_BF16 : BS_COMPUTE_F32, x, w->k, m, w, y, w->n);
+}
+
+static int phases(const int *sel, int nsel, const int *ms, int nm, const int *threads, int nthr, double secs,
+                  int vs_blas) {
     if (!bs_gemm_amx_available()) {
         fprintf(stderr, "gemm_bench: --phases probes the AMX tile rate; this CPU has no AMX (or the kernel refused "
                         "the tile state). Run the plain benchmark instead.\n");
         return 2;
     }
     for (size_t i = 0; i < sizeof probe_data / sizeof *probe_data; i++) probe_data[i] = 0x3f803f80u; /* 1.0, 1.0 */
-    printf("# --phases %.0f s per configuration: bf16 mode (%s) and f32 mode on the same bf16 weights in turn,\n"
-           "# each sample (>= 10 ms of calls) between two probes of the AMX tile rate on every thread (GFLOP/s\n"
-           "# of the slowest thread); fast: both probes >= 0.7 x the fastest probe seen, slow: both <= 0.4 x\n",
-           secs, bs_gemm_bf16_kernel_name());
+    if (vs_blas)
+        printf("# --phases %.0f s per configuration: our f32 mode (%s) on bf16 weights and OpenBLAS sgemm on the same\n"
+               "# weights widened to f32 in turn,\n", secs, bs_gemm_kernel_name(bs_gemm_kernel()));
+    else
+        printf("# --phases %.0f s per configuration: bf16 mode (%s) and f32 mode on the same bf16 weights in turn,\n",
+               secs, bs_gemm_bf16_kernel_name());
+    printf("# each sample (>= 10 ms of calls) between two probes of the AMX tile rate on every thread (GFLOP/s\n"
+           "# of the slowest thread); fast: both probes >= 0.7 x the fastest probe seen, slow: both <= 0.4 x\n");
     printf("%-5s %-8s %6s %6s %5s %2s | %5s %5s %5s | %6s %6s | %7s %7s | %7s %7s | %6s %6s %6s\n", "model", "proj",
-           "N", "K", "M", "t", "fast", "slow", "mixed", "prb.f", "prb.s", "bf16.f", "bf16.s", "f32.f", "f32.s",
-           "rat.f", "rat.s", "rat");
+           "N", "K", "M", "t", "fast", "slow", "mixed", "prb.f", "prb.s", vs_blas ? "f32.f" : "bf16.f",
+           vs_blas ? "f32.s" : "bf16.s", vs_blas ? "blas.f" : "f32.f", vs_blas ? "blas.s" : "f32.s", "rat.f", "rat.s",
+           "rat");
     for (int si = 0; si < nsel; si++) {
         const shape *s = &all_shapes[sel[si]];
         int mx = 0;
@@ -270,21 +288,23 @@ static int phases(const int *sel, int nsel, const int *ms, int nm, const int *th
         enum { MAXS = 20000 };
         phase_sample *smp = malloc(MAXS * sizeof *smp);
         int *mode = malloc(MAXS * sizeof *mode);
-        if (!x || !wb || !y || !smp || !mode) { fprintf(stderr, "out of memory\n"); return 1; }
+        float *wf = vs_blas ? malloc((size_t)s->n * s->k * sizeof(float)) : NULL;
+        if (!x || !wb || !y || !smp || !mode || (vs_blas && !wf)) { fprintf(stderr, "out of memory\n"); return 1; }
         for (size_t i = 0; i < (size_t)mx * s->k; i++) x[i] = frand();
         for (size_t i = 0; i < (size_t)s->n * s->k; i++) wb[i] = bs_f32_to_bf16(frand());
+        for (size_t i = 0; wf && i < (size_t)s->n * s->k; i++) wf[i] = bs_bf16_to_f32(wb[i]);
         bs_wmat w = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE};
         if (bs_gemm_prepack(NULL, &w, BS_COMPUTE_BF16, NULL) < 0) { fprintf(stderr, "out of memory\n"); return 1; }
         for (int ti = 0; ti < nthr; ti++) {
             bs_pool *pool = bs_pool_create(threads[ti]);
             if (!pool) { fprintf(stderr, "out of memory\n"); return 1; }
+            openblas_set_num_threads(threads[ti]);
             for (int mi = 0; mi < nm; mi++) {
                 int m = ms[mi], n = 0, inner[2];
-                bs_compute modes[2] = {BS_COMPUTE_BF16, BS_COMPUTE_F32};
                 for (int v = 0; v < 2; v++) {
-                    bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n); /* warm-up */
+                    phase_run(vs_blas, v, pool, x, m, &w, wf, y); /* warm-up */
                     double t0 = mono();
-                    bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n);
+                    phase_run(vs_blas, v, pool, x, m, &w, wf, y);
                     double one = mono() - t0;
                     inner[v] = one > 0 && one < 0.01 ? (int)(0.01 / one) + 1 : 1;
                 }
@@ -292,7 +312,7 @@ static int phases(const int *sel, int nsel, const int *ms, int nm, const int *th
                 while (mono() < end && n + 2 <= MAXS)
                     for (int v = 0; v < 2; v++) {
                         double p0 = probe_rate(pool), t0 = mono();
-                        for (int i = 0; i < inner[v]; i++) bs_gemm_mode(pool, modes[v], x, s->k, m, &w, y, s->n);
+                        for (int i = 0; i < inner[v]; i++) phase_run(vs_blas, v, pool, x, m, &w, wf, y);
                         double dt = (mono() - t0) / inner[v], p1 = probe_rate(pool);
                         smp[n] = (phase_sample){2.0 * m * (double)s->n * s->k / dt * 1e-9, p0 < p1 ? p0 : p1,
                                                 p0 < p1 ? p1 : p0};
@@ -316,7 +336,7 @@ static int phases(const int *sel, int nsel, const int *ms, int nm, const int *th
             bs_pool_destroy(pool);
         }
         bs_gemm_unpack(&w);
-        free(x); free(wb); free(y); free(smp); free(mode);
+        free(x); free(wb); free(wf); free(y); free(smp); free(mode);
     }
     return 0;
 }
@@ -400,6 +420,7 @@ int main(int argc, char **argv) {
     int blas = 1, f32 = 1, do_probe = 0, probe_ours = 0, mmax = 512, large[16] = {1000, 2048, 3000},
         nlarge = 3;
     double phase_secs = 0;
+    int phases_blas = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--shapes") && v) { nsel = parse_list(v, sel, NSHAPES); i++; }
@@ -422,6 +443,7 @@ int main(int argc, char **argv) {
             i++;
             if (!(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases takes seconds > 0, e.g. --phases 20\n"); return 2; }
         }
+        else if (!strcmp(a, "--phases-blas")) phases_blas = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < NSHAPES; s++)
@@ -439,7 +461,8 @@ int main(int argc, char **argv) {
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
            getenv("OPENBLAS_THREAD_TIMEOUT"));
     if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);
-    if (phase_secs > 0) return phases(sel, nsel, ms, nm, threads, nthr, phase_secs);
+    if (phases_blas && !(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases-blas goes with --phases SECONDS\n"); return 2; }
+    if (phase_secs > 0) return phases(sel, nsel, ms, nm, threads, nthr, phase_secs, phases_blas);
 
     printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
            reps);
