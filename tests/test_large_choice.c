@@ -7,7 +7,8 @@
  * `test_large_choice --stdin` is the driver of tests/t_large_choice_ref.sh:
  * one instance a line (`n T` then the 2n round-1 logits group after group,
  * then the 10 order-0 and 10 order-1 round-2 logits), one answer a line
- * (`n`, whether the round-1 fit and the refit converged (1/0), the 10
+ * (`n`, whether the round-1 fit and the refit converged (1/0), whether each
+ * took a forced step (1/0: the line search accepted a drop of F), the 10
  * finalists, the n first-fit probabilities, the n final ones),
  * compared there with tools/large_choice_ref.py. `--groups LO HI` prints the
  * round-1 groups of LO..HI options, one a line (`n k: members`). */
@@ -383,7 +384,7 @@ static double lcg_normal(unsigned long long *x) {
 static void test_inconsistent_stress(void) {
     bs_err e = {0};
     unsigned long long x = 2026;
-    int not_converged = 0, bad = 0;
+    int not_converged = 0, forced = 0, bad = 0;
     for (int inst = 0; inst < 40; inst++) {
         int n = 11 + (int)((unsigned)(inst * 37) % 245);
         bs_large_choice lc;
@@ -413,11 +414,12 @@ static void test_inconsistent_stress(void) {
             const bs_lc_fit_info *fi = &lc.fit_info[f];
             if (fi->converged ? !(fi->max_grad < 1e-10) : fi->iterations != 100) bad++;
             not_converged += !fi->converged;
+            forced += fi->forced_steps > 0;
         }
     }
     CHECK_INT(bad, 0);
     CHECK(not_converged > 0); /* the regime does reach the failure mode */
-    printf("inconsistent stress: %d of 80 fits did not converge\n", not_converged);
+    printf("inconsistent stress: %d of 80 fits did not converge, %d took a forced step\n", not_converged, forced);
 }
 
 /* 03 §5.6, third bullet: the real 11-option answer's confidence uses k = n. */
@@ -459,16 +461,17 @@ static int stdin_mode(void) {
             return 1;
         }
         const bs_lc_group *fin = bs_lc_finalists(&lc);
-        printf("%d %d %d", n, lc.fit_info[0].converged, lc.fit_info[1].converged);
+        printf("%d %d %d %d %d", n, lc.fit_info[0].converged, lc.fit_info[1].converged, lc.fit_info[0].forced_steps > 0,
+               lc.fit_info[1].forced_steps > 0);
         for (int a = 0; a < fin->size; a++) printf(" %d", fin->member[a]);
         for (int i = 0; i < n; i++) printf(" %.17g", lc.first_fit[i]);
         for (int i = 0; i < n; i++) printf(" %.17g", p[i]);
         printf("\n");
         if (getenv("LC_FIT_INFO"))
             for (int f = 0; f < 2; f++)
-                fprintf(stderr, "line %d fit %d: %d iterations, converged %d, max |g| %.3g, %d Cholesky fallbacks\n",
-                        line, f, lc.fit_info[f].iterations, lc.fit_info[f].converged, lc.fit_info[f].max_grad,
-                        lc.fit_info[f].cholesky_fallbacks);
+                fprintf(stderr, "line %d fit %d: %d iterations, converged %d, max |g| %.3g, %d Cholesky fallbacks, "
+                        "%d forced steps\n", line, f, lc.fit_info[f].iterations, lc.fit_info[f].converged,
+                        lc.fit_info[f].max_grad, lc.fit_info[f].cholesky_fallbacks, lc.fit_info[f].forced_steps);
     }
     return 0;
 }

@@ -15,7 +15,8 @@ Instance line: `n T` then the 2n round-1 letter logits (float32 values,
 printed exactly), group after group in the order of §5.1 and by position
 within a group, then 10 order-0 and 10 order-1 logits of the finalist group.
 C answer line (tests/test_large_choice --stdin): `n`, 1/0 for whether the
-round-1 fit and the refit converged, the 10 finalists, the n probabilities of
+round-1 fit and the refit converged, 1/0 for whether each took a forced step
+(accepted at t < 1e-6 although F dropped), the 10 finalists, the n probabilities of
 the round-1 fit, the n final probabilities.
 """
 import sys
@@ -81,6 +82,7 @@ def fit(n, grps, targets):
 
     f = objective(theta)
     converged = False
+    forced = False  # a step taken at t < 1e-6 although F dropped: the breakdown
     for _ in range(100):
         s = group_softmax(theta)
         grad = np.zeros(n)
@@ -103,10 +105,11 @@ def fit(n, grps, targets):
             cand = theta + t * step
             fc = objective(cand)
             if fc >= f - 1e-12 or t < 1e-6:
+                forced = forced or fc < f - 1e-12
                 theta, f = cand, fc
                 break
             t *= 0.5
-    return softmax(theta), converged
+    return softmax(theta), converged and not forced
 
 
 def finalists(p):
@@ -124,7 +127,7 @@ def calibrate(p, temp):
 
 def answer(n, temp, round1_logits, l0, l1):
     """The whole question: returns (finalists, first fit, final p, whether
-    each of the two fits converged)."""
+    each of the two fits converged without a forced step)."""
     grps = groups(n)
     targets = []
     for G, lg in zip(grps, round1_logits):
@@ -209,19 +212,24 @@ def within_components(p, comps):
 
 
 def compare(inst_path, out_path, tol=1e-9, min_compared=200):
-    """Every instance whose two fits converge in the reference (the spec's
-    result is then defined to the stopping rule's accuracy) must match: the
-    C fits converged as well, the same finalists, max |dp| <= tol for the
-    round-1 fit and the final distribution, the same argmax.
+    """Every instance whose two fits converge in the reference without a
+    forced step (the spec's result is then defined to the stopping rule's
+    accuracy) must match: the C fits did the same, the same finalists,
+    max |dp| <= tol for the round-1 fit and the final distribution, the same
+    argmax.
 
-    Where the reference does not converge in 100 steps, the spec's algorithm
+    Where a fit of the reference takes a forced step, the spec's algorithm
     itself has broken down (the ridge-limited Newton step explodes on
     options whose s is tiny, the line search stops halving at t < 1e-6 and
-    accepts a worse F), and its output depends on the rounding of every
-    operation, so no order-independent oracle can pin it down: the C side
-    must then report non-convergence of the same fit (checked), and the
-    instance is counted, not compared. At least min_compared instances must
-    be compared."""
+    accepts a worse F); from there its output depends on the rounding of
+    every operation, so no order-independent oracle can pin it down: it
+    usually ends after 100 steps without converging, and sometimes recovers
+    by chance (seed 196704, instance 145: both sides take the same forced
+    steps, to 1e-10 in F, and only the reference's rounding finds the way
+    back). The C side must then report the breakdown of the same fit
+    (a forced step or no convergence: checked), and the instance is
+    counted, not compared. At least min_compared instances must be
+    compared."""
     with open(inst_path) as f:
         insts = [line.split() for line in f if line.strip()]
     with open(out_path) as f:
@@ -242,30 +250,31 @@ def compare(inst_path, out_path, tol=1e-9, min_compared=200):
         l0, l1 = vals[pos:pos + 10], vals[pos + 10:pos + 20]
         assert pos + 20 == len(vals), f"instance {no}: {len(vals)} values"
         fin, first, final, (conv1, conv2) = answer(n, temp, rows, l0, l1)
-        if int(b[0]) != n or len(b) != 3 + 10 + 2 * n:
+        if int(b[0]) != n or len(b) != 5 + 10 + 2 * n:
             print(f"instance {no} (n={n}): malformed answer")
             fails += 1
             continue
-        c_conv1, c_conv2 = b[1] == "1", b[2] == "1"
-        c_fin = [int(x) for x in b[3:13]]
-        c_first = np.array([float(x) for x in b[13:13 + n]])
-        c_final = np.array([float(x) for x in b[13 + n:]])
+        # a C fit is "ok" when it converged without a forced step
+        c_conv1, c_conv2 = b[1] == "1" and b[3] == "0", b[2] == "1" and b[4] == "0"
+        c_fin = [int(x) for x in b[5:15]]
+        c_first = np.array([float(x) for x in b[15:15 + n]])
+        c_final = np.array([float(x) for x in b[15 + n:]])
         problems = []
         if abs(float(np.sum(c_final)) - 1.0) > 1e-12:
             problems.append(f"final sums to {float(np.sum(c_final))!r}")
         if not (conv1 and conv2):
             diverged += 1
             if not conv1 and c_conv1:
-                problems.append("round-1 fit: the reference did not converge, C did")
+                problems.append("round-1 fit: the reference broke down, C converged without a forced step")
             if conv1 and not conv2 and (c_fin != fin or c_conv2):
-                problems.append("refit: the reference did not converge, C did (or other finalists)")
+                problems.append("refit: the reference broke down, C converged without a forced step (or other finalists)")
             if problems:
                 fails += 1
                 print(f"instance {no} (n={n}, T={temp}): " + "; ".join(problems))
             continue
         compared += 1
         if not (c_conv1 and c_conv2):
-            problems.append(f"C fits converged {c_conv1}/{c_conv2}, the reference's both")
+            problems.append(f"C fits converged without a forced step {c_conv1}/{c_conv2}, the reference's both")
         if c_fin != fin:
             problems.append(f"finalists {c_fin} != {fin}")
         comps = component_masses(n, grps)
@@ -301,7 +310,7 @@ def compare(inst_path, out_path, tol=1e-9, min_compared=200):
         print(f"only {compared} instances compared (at least {min_compared} wanted)")
     print(f"{len(insts)} instances, {compared} compared: max |dp| round-1 fit {worst_first:.3g}, final "
           f"{worst_final:.3g} (tolerance {tol:g}); {gauge_free} of them with disconnected round-1 groups; "
-          f"{diverged} where the reference fit did not converge; {fails} failed")
+          f"{diverged} where a reference fit broke down (no convergence or a forced step); {fails} failed")
     return 1 if fails else 0
 
 

@@ -253,6 +253,7 @@ int bs_lc_fit(int n, const bs_lc_group *groups, int n_groups, double *p, bs_lc_f
             for (int i = 0; i < n; i++) cand[i] = theta[i] + t * step[i];
             double fc = objective(cand, groups, n_groups);
             if (fc >= f - LC_ARMIJO_SLACK || t < LC_MIN_STEP) {
+                if (fc < f - LC_ARMIJO_SLACK) inf.forced_steps++;
                 memcpy(theta, cand, (size_t)n * sizeof *theta);
                 f = fc;
                 break;

@@ -52,9 +52,10 @@
  *    group normally joins them, and the refit is then well defined;
  *  - on strongly inconsistent group answers (letter logits that disagree by
  *    many nats between groups) Newton's step can explode and the line search
- *    accepts it at t < 1e-6: the fit ends after 100 steps without converging
- *    and its result depends on the rounding of each operation. fit_info
- *    reports it (converged = 0); a metric of it is cheap. */
+ *    accepts it at t < 1e-6: from there on the result depends on the rounding
+ *    of each operation; the fit usually ends after 100 steps without
+ *    converging, and sometimes recovers by chance. fit_info reports both
+ *    (forced_steps > 0, converged = 0); a metric of it is cheap. */
 #ifndef BS_LARGE_CHOICE_H
 #define BS_LARGE_CHOICE_H
 
@@ -89,6 +90,9 @@ typedef struct bs_lc_fit_info {
     int iterations;          /* Newton steps taken (0..100) */
     int converged;           /* stopped because max |g_i| < 1e-10 */
     int cholesky_fallbacks;  /* steps where a pivot was <= 0 and step = g was used */
+    int forced_steps;        /* steps the line search took at t < 1e-6 although F dropped: the
+                                algorithm broke down there, and what follows depends on rounding
+                                (it may still converge) */
     double max_grad;         /* max |g_i| at the last gradient evaluated */
 } bs_lc_fit_info;
 
