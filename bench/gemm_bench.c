@@ -454,6 +454,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < nsel; i++)
         if (sel[i] < 0 || sel[i] >= NSHAPES) { usage(stderr); return 2; }
+    if (phases_blas && !(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases-blas goes with --phases SECONDS\n"); return 2; }
     if (reps < 1) reps = 1;
     printf("# kernel %s, compute %s%s; %s; core %s; OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s\n",
            bs_gemm_kernel_name(bs_gemm_kernel()), compute == BS_COMPUTE_BF16 ? "bf16 with " : "f32",
@@ -461,7 +462,6 @@ int main(int argc, char **argv) {
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)",
            getenv("OPENBLAS_THREAD_TIMEOUT"));
     if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);
-    if (phases_blas && !(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases-blas goes with --phases SECONDS\n"); return 2; }
     if (phase_secs > 0) return phases(sel, nsel, ms, nm, threads, nthr, phase_secs, phases_blas);
 
     printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
