@@ -290,11 +290,11 @@ UKR_AVX2(6)
 
 static const bs_gemm_impl impl_generic = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a, pack_b_generic,
-    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", NULL};
+    {NULL, ukr_generic_1, ukr_generic_2, ukr_generic_3, ukr_generic_4, ukr_generic_5, ukr_generic_6}, "generic", BS_WPACK_NONE, NULL};
 #ifdef BS_X86
 static const bs_gemm_impl impl_avx2 = {
     MR, NR, KC, MC, NC_MAX, KC, KC * NR, pack_a_avx2, pack_b_avx2,
-    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", NULL};
+    {NULL, ukr_avx2_1, ukr_avx2_2, ukr_avx2_3, ukr_avx2_4, ukr_avx2_5, ukr_avx2_6}, "avx2-fma", BS_WPACK_NONE, NULL};
 #endif
 
 /* A rectangle of source lines (a block of x, or the rows of a weight strip)
@@ -399,6 +399,7 @@ static void gemm_task(void *arg, int task, int thread) {
     int mcb = ((mb - ma + mblocks - 1) / mblocks + mr - 1) / mr * mr;
     if (mcb > j->mc_cap) mcb = j->mc_cap;
     size_t esz = w->dtype == BS_F32 ? 4 : 2;
+    const uint32_t *wpk = im->prepacked != BS_WPACK_NONE && w->packed_kind == im->prepacked ? w->packed : NULL;
     float stage[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
     for (int k0 = 0; k0 < w->k; k0 += KCB) {
         int kc = w->k - k0 < KCB ? w->k - k0 : KCB, first = k0 == 0;
@@ -419,9 +420,19 @@ static void gemm_task(void *arg, int task, int thread) {
                 int n0 = s * nr, nv = w->n - n0 < nr ? w->n - n0 : nr;
                 float *cs = j->y + (size_t)m0 * j->ldy + n0;
                 pf_rect *pfwp = NULL;
-                /* The first row block packs each strip just before using it,
-                 * while it is still in L1; later row blocks reuse it. */
-                if (m0 == ma) {
+                if (wpk) {
+                    /* prepacked: the strip is read in place, the next one
+                     * (of this K block, else the first of the next) is
+                     * brought in while this one computes */
+                    bs = (float *)(void *)(wpk + bs_gemm_pairs_offset(k0, kc, s, j->strips, nr));
+                    int pk0 = s + 1 < s1 ? k0 : k0 + KCB, ps = s + 1 < s1 ? s + 1 : s0;
+                    int pkc = w->k - pk0 < KCB ? w->k - pk0 : KCB;
+                    pf_init(&pfw, pk0 < w->k ? wpk + bs_gemm_pairs_offset(pk0, pkc, ps, j->strips, nr) : NULL, 0,
+                            (size_t)((pkc + 1) / 2) * nr * 4 - 1, 1, panels);
+                    pfwp = &pfw;
+                } else if (m0 == ma) {
+                    /* The first row block packs each strip just before using
+                     * it, while it is still in L1; later row blocks reuse it. */
                     im->pack_b(w, n0, k0, kc, bs);
                     /* the strip packed next: the following one, else the
                      * first one of the next K block */
@@ -599,22 +610,49 @@ void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m
     gemm_with(mode == BS_COMPUTE_BF16 ? bf16_impl() : impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
 }
 
+typedef struct {
+    const bs_gemm_impl *im;
+    const bs_wmat *w;
+    uint32_t *dst;
+    int strips, per_task;
+} pairs_job;
+
+static void pairs_prepack_task(void *arg, int task, int thread) {
+    (void)thread;
+    const pairs_job *p = arg;
+    const bs_gemm_impl *im = p->im;
+    int s1 = (task + 1) * p->per_task < p->strips ? (task + 1) * p->per_task : p->strips;
+    for (int k0 = 0; k0 < p->w->k; k0 += im->kc) {
+        int kc = p->w->k - k0 < im->kc ? p->w->k - k0 : im->kc;
+        for (int s = task * p->per_task; s < s1; s++)
+            im->pack_b(p->w, s * im->nr, k0, kc,
+                       (float *)(void *)(p->dst + bs_gemm_pairs_offset(k0, kc, s, p->strips, im->nr)));
+    }
+}
+
 int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes) {
     if (bytes) *bytes = 0;
-    if (mode != BS_COMPUTE_BF16 || bf16_choice() != 2 || w->packed || w->n <= 0 || w->k <= 0) return 0;
-#if defined(__x86_64__)
-    size_t n = bs_gemm_amx_packed_bytes(w);
+    if (mode != BS_COMPUTE_BF16 || w->packed || w->n <= 0 || w->k <= 0) return 0;
+    const bs_gemm_impl *im = bf16_impl();
+    int strips = (w->n + im->nr - 1) / im->nr;
+    size_t n;
+    switch (im->prepacked) {
+    case BS_WPACK_AMX: n = bs_gemm_amx_packed_bytes(w); break;
+    case BS_WPACK_PAIRS: n = (size_t)((w->k + 1) / 2) * (size_t)strips * (size_t)im->nr * 4; break;
+    default: return 0;
+    }
     void *p = NULL;
-    if (posix_memalign(&p, 64, n)) return BS_ENOMEM;
-    bs_gemm_amx_prepack(pool, w, p);
+    if (!n || posix_memalign(&p, 64, n)) return BS_ENOMEM;
+    if (im->prepacked == BS_WPACK_AMX) {
+        bs_gemm_amx_prepack(pool, w, p);
+    } else {
+        pairs_job pj = {im, w, p, strips, 8};
+        bs_pool_run(pool, (strips + pj.per_task - 1) / pj.per_task, pairs_prepack_task, &pj);
+    }
     w->packed = p;
-    w->packed_kind = BS_WPACK_AMX;
+    w->packed_kind = im->prepacked;
     if (bytes) *bytes = n;
     return 1;
-#else
-    (void)pool;
-    return 0;
-#endif
 }
 
 void bs_gemm_unpack(bs_wmat *w) {

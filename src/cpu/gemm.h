@@ -12,7 +12,10 @@
 #include "core/util.h"
 
 /* Layouts of prepacked weights (bs_gemm_prepack). */
-typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1 } bs_wpack;
+/* AMX: 32-column strips of tile rows (gemm_amx.c). PAIRS: the avx512-bf16
+ * kernels' strips, bf16 pairs in 32 columns per K block, laid out as that
+ * kernel packs them per call (gemm_bf16.c). */
+typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2 } bs_wpack;
 
 typedef struct bs_wmat {
     bs_dtype dtype;
@@ -71,7 +74,10 @@ int bs_gemm_force_bf16_hw(int k);
 
 /* Packs w once for the kernel that mode uses on this CPU, when that kernel
  * reads weights in its own layout (the AMX kernels: packing them on every
- * call was a fifth of a decision's time). Returns 1 with w->packed set
+ * call was a fifth of a decision's time; the avx512-bf16 kernels: their
+ * per-call transposition read the weights in 32-byte pieces 3-22 KiB apart,
+ * the packed copy streams in order). Same size as bf16 storage, N rounded up
+ * to 32 columns. Returns 1 with w->packed set
  * (release with bs_gemm_unpack; the bytes in *bytes if not NULL), 0 when the
  * kernel needs nothing, BS_ENOMEM. */
 int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes);

@@ -403,7 +403,7 @@ void bs_gemm_amx_run(bs_pool *pool, const float *x, int ldx, int m, const bs_wma
 }
 
 const bs_gemm_impl bs_gemm_impl_amx = {
-    MR, NR, KB * 2 * STEP, MR * MB, NR * CB, KB * STEP, KB * WORDS, NULL, NULL, {NULL}, "amx-bf16",
+    MR, NR, KB * 2 * STEP, MR * MB, NR * CB, KB * STEP, KB * WORDS, NULL, NULL, {NULL}, "amx-bf16", BS_WPACK_AMX,
     bs_gemm_amx_run};
 #else
 int bs_gemm_amx_available(void) { return 0; }

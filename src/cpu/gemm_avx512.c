@@ -135,6 +135,6 @@ UKR(1) UKR(2) UKR(3) UKR(4) UKR(5) UKR(6) UKR(7) UKR(8) UKR(9) UKR(10) UKR(11) U
 const bs_gemm_impl bs_gemm_impl_avx512 = {
     MR, NR, KC, MC, NC_MAX, LDA, KC * NR, pack_a, pack_b,
     {NULL, ukr_1, ukr_2, ukr_3, ukr_4, ukr_5, ukr_6, ukr_7, ukr_8, ukr_9, ukr_10, ukr_11, ukr_12, ukr_13, ukr_14},
-    "avx512", NULL};
+    "avx512", BS_WPACK_NONE, NULL};
 
 #endif

@@ -117,12 +117,15 @@ UKR_P(1) UKR_P(2) UKR_P(3) UKR_P(4) UKR_P(5) UKR_P(6)
 const bs_gemm_impl bs_gemm_impl_bf16_portable = {
     PMR, PNR, PKC, PMC, PNC, PLDA, PLDA * PNR, pack_a_portable, pack_b_portable,
     {NULL, ukr_portable_1, ukr_portable_2, ukr_portable_3, ukr_portable_4, ukr_portable_5, ukr_portable_6},
-    "bf16-portable", NULL};
+    "bf16-portable", BS_WPACK_NONE, NULL};
 
 #ifdef BS_X86
 /* ---- AVX512-BF16: VDPBF16PS on 14 x 32 tiles -------------------------------- */
 
-enum { MR = 14, NR = 32, KC = 512, MC = 140, NC = 1024, LDA = KC / 2 + 16 };
+#ifndef BF16_KC
+#define BF16_KC 512
+#endif
+enum { MR = 14, NR = 32, KC = BF16_KC, MC = 140, NC = 1024, LDA = KC / 2 + 16 };
 _Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR && MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS &&
                    KC % 2 == 0,
                "bf16 blocking exceeds the driver's limits");
@@ -230,7 +233,7 @@ UKR(1) UKR(2) UKR(3) UKR(4) UKR(5) UKR(6) UKR(7) UKR(8) UKR(9) UKR(10) UKR(11) U
 const bs_gemm_impl bs_gemm_impl_avx512bf16 = {
     MR, NR, KC, MC, NC, LDA, (KC / 2) * NR, pack_a, pack_b,
     {NULL, ukr_1, ukr_2, ukr_3, ukr_4, ukr_5, ukr_6, ukr_7, ukr_8, ukr_9, ukr_10, ukr_11, ukr_12, ukr_13, ukr_14},
-    "avx512-bf16", NULL};
+    "avx512-bf16", BS_WPACK_PAIRS, NULL};
 
 /* One VDPBF16PS on a single lane, for the test that pins the step above to
  * the hardware. */

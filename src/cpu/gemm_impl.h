@@ -48,6 +48,10 @@ typedef struct bs_gemm_impl {
     void (*pack_b)(const bs_wmat *w, int n0, int k0, int kc, float *dst);
     bs_ukr_fn ukr[BS_GEMM_MAX_MR + 1]; /* by number of rows */
     const char *name;
+    /* The layout bs_gemm_prepack gives this family (BS_WPACK_NONE: packed
+     * per call): pack_b's strips, stored for each K block in turn and, within
+     * one, strip after strip (bs_gemm_pairs_offset). */
+    bs_wpack prepacked;
     /* A family with its own driver (AMX): the whole product; the fields
      * above then only describe it (name). NULL: gemm.c's driver. */
     void (*run)(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);
@@ -71,6 +75,13 @@ void bs_amx_configure(void);
  * into dst (64-byte aligned) on the pool. */
 size_t bs_gemm_amx_packed_bytes(const bs_wmat *w);
 void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst);
+
+/* Offset (in 32-bit words) of the prepacked strip s (nr columns wide) of the
+ * K block starting at k0 (kc deep: kc pairs rounded up) in a layout of
+ * `strips` strips: every earlier K block holds k0/2 pairs per column. */
+static inline size_t bs_gemm_pairs_offset(int k0, int kc, int s, int strips, int nr) {
+    return ((size_t)(k0 / 2) * (size_t)strips + (size_t)s * (size_t)((kc + 1) / 2)) * (size_t)nr;
+}
 
 /* Scratch of the drivers (gemm.c): one block is kept for the next call; NULL
  * when out of memory. */
