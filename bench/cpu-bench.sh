@@ -9,8 +9,12 @@
 #   five-2k    `basal bench-requests`: five questions on a 2k-token state
 #   doc-16k    five questions on a 16k-token document (skipped unless LONG=1:
 #              about 7 minutes on 2 cores; needs a 32k-position model)
+#   dtype-ratio  (only when named) `single` in the bf16 and the f32 mode in
+#              turn, PAIRS times (default 3): the f32/bf16 ratio of lat2 pair
+#              by pair and its median, so that the machine's drift hits both
+#              modes alike; LAT_N (default 3) decisions per run
 # Peak RSS of each run comes from /usr/bin/time -v.
-# Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k]
+# Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k|dtype-ratio]
 # DTYPE=bf16 runs single, five-2k and doc-16k in the bf16 compute mode (its default kernel: AMX where the CPU has it;
 # BASAL_BF16=avx512-bf16|portable picks another).
 set -euo pipefail
@@ -61,5 +65,30 @@ PY
     timed doc-16k "$B" bench-requests --model "$M32" ${DTYPE:+--dtype "$DTYPE"} --requests "$out/doc-16k.jsonl" --batching tree --reps 1 --no-warmup \
         --out "$out/doc-16k.json"
     echo "doc-16k: peak RSS $(peak doc-16k)" | tee -a "$out/summary.txt"
+fi
+if [ "$what" = dtype-ratio ]; then
+    for i in $(seq "${PAIRS:-3}"); do
+        for d in bf16 f32; do
+            timed "ratio-$d-$i" "$B" bench --model "$M" --dtype "$d" --lat-n "${LAT_N:-3}" --state-tokens 250 \
+                --throughput-items 0 --out "$out/ratio-$d-$i.json"
+        done
+    done
+    /usr/bin/python3 - "$out" "${PAIRS:-3}" <<'PY' | tee -a "$out/summary.txt"
+import json, re, statistics, sys
+out, pairs = sys.argv[1], int(sys.argv[2])
+def run(d, i):
+    j = json.load(open(f"{out}/ratio-{d}-{i}.json"))
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/ratio-{d}-{i}.stderr").read())
+    return j, int(rss.group(1)) / 1048576
+ratios, gemm = [], []
+for i in range(1, pairs + 1):
+    (b, rb), (f, rf) = run("bf16", i), run("f32", i)
+    ratios.append(f["lat2_ms"] / b["lat2_ms"])
+    gemm.append(f["profile_lat2"]["gemm_ms"] / b["profile_lat2"]["gemm_ms"])
+    print(f"pair {i}: lat2 bf16 {b['lat2_ms']:.0f} ms ({b['bf16_kernel']}), f32 {f['lat2_ms']:.0f} ms ({f['kernel']}): "
+          f"{ratios[-1]:.2f}x; GEMM in the forward {gemm[-1]:.2f}x; peak RSS {rb:.2f} / {rf:.2f} GiB")
+print(f"dtype-ratio: lat2 f32/bf16 median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}) "
+      f"over {pairs} pairs; GEMM median {statistics.median(gemm):.2f}x")
+PY
 fi
 echo "results in $out"
