@@ -380,7 +380,7 @@ size_t bs_attn_scratch_bytes(int hd, int rep) {
     size_t R = (size_t)bs_attn_block_queries(rep) * rep;
     return align64((size_t)hd * TILE * sizeof(float)) + align64(R * TILE * sizeof(float)) +
            3 * align64(R * sizeof(float)) + align64(R * (size_t)hd * sizeof(float)) + 2 * align64(R * sizeof(void *)) +
-           2 * align64(TILE * sizeof(void *));
+           4 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_run(const bs_attn_block *b, void *scratch) {
@@ -397,7 +397,10 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
     const float **qp = (const float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vp = (const float **)(void *)at;
+    const float **vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    /* the next tile's keys, walked and prefetched one tile ahead */
+    const float **kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    const float **vn = (const float **)(void *)at;
 
     for (int i = 0; i < nq; i++)
         for (int h = 0; h < rep; h++) {
@@ -415,9 +418,14 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
     const bs_attn_keys *ks = b->keys;
     size_t kv_off = (size_t)b->g * hd;
     int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
+    bs_attn_walk_keys(ks, kv_off, n_keys < TILE ? n_keys : TILE, &seg, &in_seg, kp, vp);
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        bs_attn_walk_keys(ks, kv_off, nt, &seg, &in_seg, kp, vp);
+        if (t0 + TILE < n_keys) {
+            int nn = n_keys - t0 - TILE < TILE ? n_keys - t0 - TILE : TILE;
+            bs_attn_walk_keys(ks, kv_off, nn, &seg, &in_seg, kn, vn);
+            bs_attn_prefetch_keys(kn, vn, nn, (size_t)hd * sizeof(float));
+        }
         K->gather(kp, nt, hd, kt);
 
         /* queries before ia cannot see ordinal t0 yet; from i_full on they see the whole tile */
@@ -443,6 +451,12 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
         if (i_full < nq)
             K->accum(op + (size_t)i_full * rep, c + (size_t)i_full * rep, (nq - i_full) * rep,
                      s + (size_t)i_full * rep * TILE, vp, nt, hd);
+        const float **t = kp;
+        kp = kn;
+        kn = t;
+        t = vp;
+        vp = vn;
+        vn = t;
     }
     for (int r = 0; r < R; r++) {
         float inv = 1.0f / l[r];

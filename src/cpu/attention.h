@@ -76,5 +76,15 @@ static inline void bs_attn_walk_keys(const bs_attn_keys *ks, size_t off, int n, 
         ++*in_seg;
     }
 }
+/* Brings the rows of n keys and values (bytes each) towards L2 while the
+ * tile before them computes: a tile's gather otherwise waited on each of its
+ * key rows in turn (the keys of a long prompt are in L3 or memory). */
+static inline void bs_attn_prefetch_keys(const float *const *kp, const float *const *vp, int n, size_t bytes) {
+    for (int j = 0; j < n; j++)
+        for (size_t b = 0; b < bytes; b += 64) {
+            __builtin_prefetch((const char *)kp[j] + b, 0, 2);
+            __builtin_prefetch((const char *)vp[j] + b, 0, 2);
+        }
+}
 
 #endif

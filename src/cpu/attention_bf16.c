@@ -510,7 +510,7 @@ size_t bs_attn_bf16_scratch_bytes(int hd, int rep) {
     size_t hp = (size_t)round_up((hd + 1) / 2, 16), dv = (size_t)round_up(hd, 64), Rp = (size_t)R + PAD;
     return align64(Rp * hp * 4) + align64(hp * TILE * 4) + align64(TILE / 2 * dv * 4) + align64(Rp * TILE * 4) +
            align64(Rp * TILE * 2) + align64(Rp * dv * 4) + 3 * align64(R * 4) + align64(R * sizeof(int)) +
-           align64(R * sizeof(void *)) + 2 * align64(TILE * sizeof(void *));
+           align64(R * sizeof(void *)) + 4 * align64(TILE * sizeof(void *));
 }
 
 void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
@@ -532,7 +532,10 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
     int *npairs = (int *)(void *)at; at += align64((size_t)R * sizeof(int));
     float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vp = (const float **)(void *)at;
+    const float **vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    /* the next tile's keys, walked and prefetched one tile ahead */
+    const float **kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    const float **vn = (const float **)(void *)at;
 
     /* queries rounded into pairs (read before out is written: out may be q) */
     memset(B.qb, 0, Rp * B.hp * 4);
@@ -551,9 +554,14 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
     const bs_attn_keys *ks = b->keys;
     size_t kv_off = (size_t)b->g * hd;
     int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
+    bs_attn_walk_keys(ks, kv_off, n_keys < TILE ? n_keys : TILE, &seg, &in_seg, kp, vp);
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        bs_attn_walk_keys(ks, kv_off, nt, &seg, &in_seg, kp, vp);
+        if (t0 + TILE < n_keys) {
+            int nn = n_keys - t0 - TILE < TILE ? n_keys - t0 - TILE : TILE;
+            bs_attn_walk_keys(ks, kv_off, nn, &seg, &in_seg, kn, vn);
+            bs_attn_prefetch_keys(kn, vn, nn, (size_t)hd * sizeof(float));
+        }
         K->gather(kp, vp, nt, &B);
         /* queries before ia cannot see ordinal t0 yet */
         int ia = t0 > b->pos0 ? t0 - b->pos0 : 0, r0 = ia * rep;
@@ -573,6 +581,12 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
             }
         }
         K->accum(&B, r0, R - r0, c, npairs);
+        const float **t = kp;
+        kp = kn;
+        kn = t;
+        t = vp;
+        vp = vn;
+        vn = t;
     }
     for (int r = 0; r < R; r++) {
         float inv = 1.0f / l[r];
