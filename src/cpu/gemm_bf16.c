@@ -122,10 +122,7 @@ const bs_gemm_impl bs_gemm_impl_bf16_portable = {
 #ifdef BS_X86
 /* ---- AVX512-BF16: VDPBF16PS on 14 x 32 tiles -------------------------------- */
 
-#ifndef BF16_KC
-#define BF16_KC 512
-#endif
-enum { MR = 14, NR = 32, KC = BF16_KC, MC = 140, NC = 1024, LDA = KC / 2 + 16 };
+enum { MR = 14, NR = 32, KC = 512, MC = 140, NC = 1024, LDA = KC / 2 + 16 };
 _Static_assert((int)MR <= (int)BS_GEMM_MAX_MR && (int)NR <= (int)BS_GEMM_MAX_NR && MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS &&
                    KC % 2 == 0,
                "bf16 blocking exceeds the driver's limits");
