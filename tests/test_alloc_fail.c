@@ -159,8 +159,8 @@ int main(void) {
         return check_report("test_alloc_fail");
     }
     sweep_decisions(&m, "f32");
-    /* the bf16 compute mode: attaching it packs the weights for the AMX
-     * kernels where the CPU has them (each failure point: a clean error, the
+    /* the bf16 compute mode: attaching it packs the weights for the AMX or
+     * the avx512-bf16 kernels where the CPU has them (each failure point: a clean error, the
      * model left in f32), and the AMX driver, whose scratch failing takes its
      * serial path: the answer must stay bitwise the same */
     arm(0);

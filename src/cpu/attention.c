@@ -396,11 +396,11 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
     float *qc = (float *)at; at += align64((size_t)R * hd * sizeof(float));
     const float **qp = (const float **)(void *)at; at += align64((size_t)R * sizeof(void *));
     float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
-    const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    /* the next tile's keys, walked and prefetched one tile ahead */
-    const float **kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vn = (const float **)(void *)at;
+    bs_attn_tiles tl;
+    tl.kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.vn = (const float **)(void *)at;
 
     for (int i = 0; i < nq; i++)
         for (int h = 0; h < rep; h++) {
@@ -417,16 +417,12 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
 
     const bs_attn_keys *ks = b->keys;
     size_t kv_off = (size_t)b->g * hd;
-    int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
-    bs_attn_walk_keys(ks, kv_off, n_keys < TILE ? n_keys : TILE, &seg, &in_seg, kp, vp);
+    int n_keys = b->pos0 + nq;
+    bs_attn_tiles_start(&tl, ks, kv_off, n_keys, TILE);
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        if (t0 + TILE < n_keys) {
-            int nn = n_keys - t0 - TILE < TILE ? n_keys - t0 - TILE : TILE;
-            bs_attn_walk_keys(ks, kv_off, nn, &seg, &in_seg, kn, vn);
-            bs_attn_prefetch_keys(kn, vn, nn, (size_t)hd * sizeof(float));
-        }
-        K->gather(kp, nt, hd, kt);
+        bs_attn_tiles_ahead(&tl, ks, kv_off, t0, n_keys, TILE, (size_t)hd * sizeof(float));
+        K->gather(tl.kp, nt, hd, kt);
 
         /* queries before ia cannot see ordinal t0 yet; from i_full on they see the whole tile */
         int ia = t0 > b->pos0 ? t0 - b->pos0 : 0;
@@ -445,18 +441,13 @@ void bs_attn_run(const bs_attn_block *b, void *scratch) {
                 mx[r] = m1;
             }
             if (i < i_full) {
-                K->accum(op + (size_t)i * rep, c + (size_t)i * rep, rep, s + (size_t)i * rep * TILE, vp, vis, hd);
+                K->accum(op + (size_t)i * rep, c + (size_t)i * rep, rep, s + (size_t)i * rep * TILE, tl.vp, vis, hd);
             }
         }
         if (i_full < nq)
             K->accum(op + (size_t)i_full * rep, c + (size_t)i_full * rep, (nq - i_full) * rep,
-                     s + (size_t)i_full * rep * TILE, vp, nt, hd);
-        const float **t = kp;
-        kp = kn;
-        kn = t;
-        t = vp;
-        vp = vn;
-        vn = t;
+                     s + (size_t)i_full * rep * TILE, tl.vp, nt, hd);
+        bs_attn_tiles_next(&tl);
     }
     for (int r = 0; r < R; r++) {
         float inv = 1.0f / l[r];

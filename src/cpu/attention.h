@@ -76,15 +76,40 @@ static inline void bs_attn_walk_keys(const bs_attn_keys *ks, size_t off, int n, 
         ++*in_seg;
     }
 }
-/* Brings the rows of n keys and values (bytes each) towards L2 while the
- * tile before them computes: a tile's gather otherwise waited on each of its
- * key rows in turn (the keys of a long prompt are in L3 or memory). */
-static inline void bs_attn_prefetch_keys(const float *const *kp, const float *const *vp, int n, size_t bytes) {
+/* The key and value rows of a unit's tiles of `tile` ordinals: the current
+ * tile's (kp, vp) and the next one's (kn, vn), walked and prefetched (towards
+ * L2, bytes per row) one tile ahead, so that a tile's gather does not wait
+ * on each key row in turn (the keys of a long prompt are in L3 or memory). */
+typedef struct {
+    const float **kp, **vp, **kn, **vn; /* tile pointers each, from the caller's scratch */
+    int seg, in_seg;
+} bs_attn_tiles;
+
+static inline void bs_attn_tiles_ahead(bs_attn_tiles *t, const bs_attn_keys *ks, size_t off, int t0, int n_keys,
+                                       int tile, size_t bytes) {
+    int n = n_keys - t0 - tile < tile ? n_keys - t0 - tile : tile;
+    if (n <= 0) return;
+    bs_attn_walk_keys(ks, off, n, &t->seg, &t->in_seg, t->kn, t->vn);
     for (int j = 0; j < n; j++)
         for (size_t b = 0; b < bytes; b += 64) {
-            __builtin_prefetch((const char *)kp[j] + b, 0, 2);
-            __builtin_prefetch((const char *)vp[j] + b, 0, 2);
+            __builtin_prefetch((const char *)t->kn[j] + b, 0, 2);
+            __builtin_prefetch((const char *)t->vn[j] + b, 0, 2);
         }
+}
+
+/* Walks the first tile into kp, vp. */
+static inline void bs_attn_tiles_start(bs_attn_tiles *t, const bs_attn_keys *ks, size_t off, int n_keys, int tile) {
+    t->seg = t->in_seg = 0;
+    bs_attn_walk_keys(ks, off, n_keys < tile ? n_keys : tile, &t->seg, &t->in_seg, t->kp, t->vp);
+}
+
+/* The next tile becomes the current one. */
+static inline void bs_attn_tiles_next(bs_attn_tiles *t) {
+    const float **k = t->kp, **v = t->vp;
+    t->kp = t->kn;
+    t->vp = t->vn;
+    t->kn = k;
+    t->vn = v;
 }
 
 #endif

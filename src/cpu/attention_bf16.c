@@ -531,11 +531,11 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
     float *c = (float *)(void *)at; at += align64((size_t)R * 4);
     int *npairs = (int *)(void *)at; at += align64((size_t)R * sizeof(int));
     float **op = (float **)(void *)at; at += align64((size_t)R * sizeof(void *));
-    const float **kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    /* the next tile's keys, walked and prefetched one tile ahead */
-    const float **kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
-    const float **vn = (const float **)(void *)at;
+    bs_attn_tiles tl;
+    tl.kp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.vp = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.kn = (const float **)(void *)at; at += align64(TILE * sizeof(void *));
+    tl.vn = (const float **)(void *)at;
 
     /* queries rounded into pairs (read before out is written: out may be q) */
     memset(B.qb, 0, Rp * B.hp * 4);
@@ -553,16 +553,12 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
 
     const bs_attn_keys *ks = b->keys;
     size_t kv_off = (size_t)b->g * hd;
-    int n_keys = b->pos0 + nq, seg = 0, in_seg = 0;
-    bs_attn_walk_keys(ks, kv_off, n_keys < TILE ? n_keys : TILE, &seg, &in_seg, kp, vp);
+    int n_keys = b->pos0 + nq;
+    bs_attn_tiles_start(&tl, ks, kv_off, n_keys, TILE);
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         int nt = n_keys - t0 < TILE ? n_keys - t0 : TILE;
-        if (t0 + TILE < n_keys) {
-            int nn = n_keys - t0 - TILE < TILE ? n_keys - t0 - TILE : TILE;
-            bs_attn_walk_keys(ks, kv_off, nn, &seg, &in_seg, kn, vn);
-            bs_attn_prefetch_keys(kn, vn, nn, (size_t)hd * sizeof(float));
-        }
-        K->gather(kp, vp, nt, &B);
+        bs_attn_tiles_ahead(&tl, ks, kv_off, t0, n_keys, TILE, (size_t)hd * sizeof(float));
+        K->gather(tl.kp, tl.vp, nt, &B);
         /* queries before ia cannot see ordinal t0 yet */
         int ia = t0 > b->pos0 ? t0 - b->pos0 : 0, r0 = ia * rep;
         K->scores(&B, r0, R - r0);
@@ -581,12 +577,7 @@ void bs_attn_bf16_run(const bs_attn_block *b, void *scratch) {
             }
         }
         K->accum(&B, r0, R - r0, c, npairs);
-        const float **t = kp;
-        kp = kn;
-        kn = t;
-        t = vp;
-        vp = vn;
-        vn = t;
+        bs_attn_tiles_next(&tl);
     }
     for (int r = 0; r < R; r++) {
         float inv = 1.0f / l[r];
