@@ -160,9 +160,9 @@ int main(void) {
     }
     sweep_decisions(&m, "f32");
     /* the bf16 compute mode: attaching it packs the weights for the AMX or
-     * the avx512-bf16 kernels where the CPU has them (each failure point: a clean error, the
-     * model left in f32), and the AMX driver, whose scratch failing takes its
-     * serial path: the answer must stay bitwise the same */
+     * the avx512-bf16 kernels where the CPU has them (each failure point: a
+     * clean error, the model left in f32), and the AMX driver, whose scratch
+     * failing takes its serial path: the answer must stay bitwise the same */
     arm(0);
     CHECK_INT(bs_device_attach(&m.model, "cpu", "bf16", &e), 0);
     long attach_total = disarm();

@@ -368,7 +368,7 @@ BF16_INLINE void accum_rows_vdp(const blk_t *B, int r, int NR, int d0, int nv, c
         const float *o = B->oc + (size_t)(r + i) * dv + d0;
         __m512 cr = _mm512_set1_ps(c[r + i]);
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; v++) acc[i][v] = v < nv ? _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), cr) : cr;
+        for (int v = 0; v < 4; v++) acc[i][v] = v < nv ? _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), cr) : _mm512_setzero_ps();
     }
     for (int jp = 0; jp < np; jp++) {
         const uint32_t *vr = B->vb + (size_t)jp * dv + d0;

@@ -426,16 +426,17 @@ static void gemm_task(void *arg, int task, int thread) {
                 int n0 = s * nr, nv = w->n - n0 < nr ? w->n - n0 : nr;
                 float *cs = j->y + (size_t)m0 * j->ldy + n0;
                 pf_rect *pfwp = NULL;
+                /* the strip used next: the following one, else the first one
+                 * of the next K block */
+                int ps = s + 1 < s1 ? s + 1 : s0, pk0 = s + 1 < s1 ? k0 : k0 + KCB;
+                int pkc = w->k - pk0 < KCB ? w->k - pk0 : KCB;
                 if (wpk) {
                     /* prepacked: the strip is read in place; in the first
-                     * row block the next one (of this K block, else the first
-                     * of the next) is brought in from memory while this one
-                     * computes. Later row blocks find the strips in L2/L3:
-                     * prefetching them again was 7% slower (Zen 5). */
+                     * row block the next one is brought in from memory while
+                     * this one computes. Later row blocks find the strips in
+                     * L2/L3: prefetching them again was 7% slower (Zen 5). */
                     bs = (float *)(void *)(wpk + bs_gemm_pairs_offset(k0, kc, s, j->strips, nr));
                     if (m0 == ma) {
-                        int pk0 = s + 1 < s1 ? k0 : k0 + KCB, ps = s + 1 < s1 ? s + 1 : s0;
-                        int pkc = w->k - pk0 < KCB ? w->k - pk0 : KCB;
                         pf_init(&pfw, pk0 < w->k ? wpk + bs_gemm_pairs_offset(pk0, pkc, ps, j->strips, nr) : NULL, 0,
                                 (size_t)((pkc + 1) / 2) * nr * 4 - 1, 1, panels);
                         pfwp = &pfw;
@@ -444,10 +445,7 @@ static void gemm_task(void *arg, int task, int thread) {
                     /* The first row block packs each strip just before using
                      * it, while it is still in L1; later row blocks reuse it. */
                     im->pack_b(w, n0, k0, kc, bs);
-                    /* the strip packed next: the following one, else the
-                     * first one of the next K block */
-                    int pn0 = s + 1 < s1 ? n0 + nr : s0 * nr, pk0 = s + 1 < s1 ? k0 : k0 + KCB;
-                    int pkc = w->k - pk0 < KCB ? w->k - pk0 : KCB, prow = w->n - pn0 < nr ? w->n - pn0 : nr;
+                    int pn0 = ps * nr, prow = w->n - pn0 < nr ? w->n - pn0 : nr;
                     pf_init(&pfw, pk0 < w->k ? (const char *)w->data + ((size_t)pn0 * w->k + pk0) * esz : NULL,
                             (size_t)w->k * esz, (size_t)pkc * esz, prow, panels);
                     pfwp = &pfw;

@@ -49,8 +49,9 @@ typedef struct bs_gemm_impl {
     bs_ukr_fn ukr[BS_GEMM_MAX_MR + 1]; /* by number of rows */
     const char *name;
     /* The layout bs_gemm_prepack gives this family (BS_WPACK_NONE: packed
-     * per call): pack_b's strips, stored for each K block in turn and, within
-     * one, strip after strip (bs_gemm_pairs_offset). */
+     * per call). For PAIRS, gemm.c's driver reads pack_b's strips in place,
+     * stored K block after K block and, within one, strip after strip
+     * (bs_gemm_pairs_offset); AMX's own driver reads its layout. */
     bs_wpack prepacked;
     /* A family with its own driver (AMX): the whole product; the fields
      * above then only describe it (name). NULL: gemm.c's driver. */
