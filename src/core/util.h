@@ -15,6 +15,12 @@ int bs_write_file(const char *path, const void *data, size_t len, bs_err *e);
 char *bs_strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *bs_path_join(const char *dir, const char *name);
 int bs_file_exists(const char *path);
+/* Creates the missing directories above path, like `mkdir -p` of its parent
+ * (path itself is left to the caller). *top: the uppermost directory it
+ * created (malloc'd), NULL when none was missing; on failure none is left.
+ * bs_rmdir_parents(path, top) removes them again, deepest first. */
+int bs_mkdir_parents(const char *path, char **top, bs_err *e);
+void bs_rmdir_parents(const char *path, const char *top);
 
 /* Exact widening of 16-bit float formats to f32. */
 static inline float bs_bf16_to_f32(uint16_t h) {
