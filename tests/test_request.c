@@ -8,7 +8,10 @@
 #include "check.h"
 #include "core/pyjson.h"
 #include "core/request.h"
+#include "core/request_err.h"
 #include "core/respjson.h"
+
+#include <utf8proc.h>
 
 #define S_PL "Klient pisze: zapłaciłem dwa razy za to samo zamówienie, proszę o zwrot."
 
@@ -789,6 +792,71 @@ static int reply_mode(const char *dialect) {
     return 0;
 }
 
+/* bs_quote_debug against Rust's own {:?} of every scalar value, between two
+ * letters (tests/data/rust-debug-escapes.txt, from tools/rust-debug-escapes.rs).
+ * Our Unicode data is utf8proc's (15.0 on Debian 12), the table's that of the
+ * rustc that wrote it: characters assigned since (unassigned, Cn, here and
+ * printed by Rust) and marks whose Grapheme_Extend changed since differ by
+ * design; they are counted and bounded, any other difference fails. */
+#define RDE "tests/data/rust-debug-escapes.txt"
+static void test_quote_debug(void) {
+    enum { NCP = 0x110000 };
+    char **kind = calloc(NCP, sizeof *kind);
+    FILE *f = fopen(RDE, "r");
+    CHECK(kind && f);
+    if (!kind || !f) {
+        fprintf(stderr, "cannot read %s (run from the repository root)\n", RDE);
+        free(kind);
+        if (f) fclose(f);
+        return;
+    }
+    char line[256];
+    unsigned a, b;
+    char k[64];
+    int ranges = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%x %x %63s", &a, &b, k) != 3 || b >= NCP || a > b) continue;
+        for (unsigned cp = a; cp <= b; cp++) kind[cp] = strdup(k);
+        ranges++;
+    }
+    fclose(f);
+    CHECK(ranges > 800);
+    long compared = 0, newer = 0, extend = 0, other = 0;
+    for (int32_t cp = 0; cp < NCP; cp++) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+        char in[8] = "a";
+        utf8proc_ssize_t w = utf8proc_encode_char(cp, (utf8proc_uint8_t *)in + 1);
+        in[1 + w] = 'b';
+        char want[64];
+        if (!kind[cp]) snprintf(want, sizeof want, "\"a%.*sb\"", (int)w, in + 1);
+        else if (!strcmp(kind[cp], "u")) snprintf(want, sizeof want, "\"a\\u{%x}b\"", (unsigned)cp);
+        else snprintf(want, sizeof want, "\"a%sb\"", kind[cp]);
+        bs_buf out = {0};
+        bs_quote_debug(&out, in, (size_t)w + 2);
+        bs_buf_putc(&out, '\0');
+        compared++;
+        if (out.data && !strcmp(out.data, want)) {
+            free(out.data);
+            continue;
+        }
+        utf8proc_category_t c = utf8proc_category(cp);
+        if (!kind[cp] && c == UTF8PROC_CATEGORY_CN) newer++;
+        else if ((kind[cp] && c == UTF8PROC_CATEGORY_MC) ||
+                 (!kind[cp] && utf8proc_get_property(cp)->boundclass == UTF8PROC_BOUNDCLASS_EXTEND))
+            extend++;
+        else if (other++ < 10) CHECK_STR(out.data, want);
+        free(out.data);
+    }
+    printf("quote_debug: %ld scalar values, %ld assigned after utf8proc's Unicode, %ld marks whose "
+           "Grapheme_Extend changed, %ld other differences\n", compared, newer, extend, other);
+    CHECK_INT(compared, NCP - 0x800);
+    CHECK_INT(other, 0);
+    CHECK(newer < 12000);
+    CHECK(extend < 64);
+    for (int32_t cp = 0; cp < NCP; cp++) free(kind[cp]);
+    free(kind);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--reply") == 0) return reply_mode(argv[2]);
     test_floats();
@@ -800,6 +868,7 @@ int main(int argc, char **argv) {
     test_multi_act();
     test_basal();
     test_option_texts();
+    test_quote_debug();
     for (size_t i = 0; i < npool; i++) free(pool[i]);
     return check_report("test_request");
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
+
 #include "core/respjson.h"
 
 vloc vloc_body(void) {
@@ -231,20 +233,40 @@ void verrs_reply_unsupported(const verrs *l, bs_dialect d, bs_reply *rep) {
     bs_buf_puts(b, "]}");
 }
 
+/* Whether Rust's {:?} writes the character as \u{hex}: grapheme extenders
+ * (combining marks, U+200C) and the characters it does not print, which are
+ * the categories Cc Cf Cs Co Cn Zl Zp and Zs but for the space. Unicode data
+ * from utf8proc; Rust's own tables may be of a later Unicode version, which
+ * matters only for characters assigned since (tests/test_request.c). */
+static int rust_escapes(int32_t cp) {
+    const utf8proc_property_t *p = utf8proc_get_property(cp);
+    /* grapheme-break class Extend = Grapheme_Extend + the emoji modifiers,
+     * which Rust prints as they are */
+    if (p->boundclass == UTF8PROC_BOUNDCLASS_EXTEND && !(cp >= 0x1F3FB && cp <= 0x1F3FF)) return 1;
+    switch (p->category) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP: return 1;
+    case UTF8PROC_CATEGORY_ZS: return cp != ' ';
+    default: return 0;
+    }
+}
+
 void bs_quote_debug(bs_buf *b, const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
     bs_buf_putc(b, '"');
     size_t i = 0;
     while (i < n) {
-        unsigned char c = u[i];
-        unsigned cp = c;
-        /* a whole character at a time (the text is valid UTF-8): only
-         * U+0080–U+009F among non-ASCII characters are control characters,
-         * C2 80 – C2 9F in UTF-8; a continuation byte is never one */
-        size_t w = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (w > n - i) w = n - i;
-        if (c == 0xC2 && w == 2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F) cp = u[i + 1];
-        else if (w > 1) cp = 0xA0; /* any other non-ASCII character: copied as is */
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t w = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (w <= 0) { /* not reached: the text was decoded from valid JSON */
+            bs_buf_printf(b, "\\x%02x", (unsigned char)s[i]);
+            i++;
+            continue;
+        }
         switch (cp) {
         case '"': bs_buf_puts(b, "\\\""); break;
         case '\\': bs_buf_puts(b, "\\\\"); break;
@@ -253,10 +275,10 @@ void bs_quote_debug(bs_buf *b, const char *s, size_t n) {
         case '\r': bs_buf_puts(b, "\\r"); break;
         case 0: bs_buf_puts(b, "\\0"); break;
         default:
-            if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) bs_buf_printf(b, "\\u{%x}", cp);
-            else bs_buf_put(b, s + i, w);
+            if (rust_escapes(cp)) bs_buf_printf(b, "\\u{%x}", (unsigned)cp);
+            else bs_buf_put(b, s + i, (size_t)w);
         }
-        i += w;
+        i += (size_t)w;
     }
     bs_buf_putc(b, '"');
 }

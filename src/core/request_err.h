@@ -81,7 +81,8 @@ void verrs_reply(const verrs *l, bs_dialect d, bs_reply *rep);
 void verrs_reply_unsupported(const verrs *l, bs_dialect d, bs_reply *rep);
 
 /* A string as Rust's {:?} prints it (02 §4.3 Q3): double quotes, \\ \" \t \n
- * \r \0, other control characters as \u{hex}. */
+ * \r \0, other control and invisible characters and combining marks as
+ * \u{hex}. */
 void bs_quote_debug(bs_buf *b, const char *s, size_t n);
 
 #endif
