@@ -122,6 +122,12 @@ void bs_reply_headers_too_large(bs_reply *r, bs_dialect d, unsigned long limit) 
     http_error(r, d, 431, "request_header_fields_too_large", msg);
 }
 
+void bs_reply_too_many_headers(bs_reply *r, bs_dialect d, unsigned long limit) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "Request has more than %lu header fields.", limit);
+    http_error(r, d, 431, "request_header_fields_too_large", msg);
+}
+
 void bs_reply_not_implemented(bs_reply *r, bs_dialect d) {
     http_error(r, d, 501, "not_implemented", "Transfer-Encoding is not supported (only chunked).");
 }

@@ -60,6 +60,7 @@ void bs_reply_bad_request(bs_reply *r, bs_dialect d, const char *why);
 void bs_reply_timeout(bs_reply *r, bs_dialect d, int body, long seconds);
 /* 431: the header block is larger than `limit` bytes. */
 void bs_reply_headers_too_large(bs_reply *r, bs_dialect d, unsigned long limit);
+void bs_reply_too_many_headers(bs_reply *r, bs_dialect d, unsigned long limit);
 /* 501: a Transfer-Encoding other than chunked. */
 void bs_reply_not_implemented(bs_reply *r, bs_dialect d);
 /* 505: an HTTP major version other than 1. */

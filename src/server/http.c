@@ -877,6 +877,21 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     return 1;
 }
 
+/* The path of a request whose header block failed to parse, when its
+ * request line is complete: an error of a /v1 route still carries the
+ * request id (02 §1.2). */
+static void path_of_failed(conn *c) {
+    const char *eol = memchr(c->in, '\n', c->in_len);
+    const char *sp = eol ? memchr(c->in, ' ', (size_t)(eol - c->in)) : NULL;
+    if (!sp || c->path) return;
+    const char *t = sp + 1, *end = t;
+    while (end < eol && *end != ' ' && *end != '?' && *end != '\r') {
+        if (*end < 0x21 || *end > 0x7E) return; /* the access log shows printable ASCII only */
+        end++;
+    }
+    c->path = bs_strfmt("%.*s", (int)(end - t), t);
+}
+
 /* Parses the header block in c->in. Returns 1 when the body is to be read
  * next, 0 when more input is needed or the request was answered. */
 static int parse_headers(conn *c) {
@@ -896,15 +911,13 @@ static int parse_headers(conn *c) {
     }
     c->scanned = 0;
     c->start_ms = bs_now_ms();
-    if (rc == -2 || rc > MAX_HEADER_BYTES) {
-        bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
-        respond_error(c, &er, 1);
-        return 0;
-    }
-    if (rc < 0) {
-        if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, BS_DIALECT_SYSTEMONE);
-        else if (nh == MAX_HEADERS) bs_reply_headers_too_large(&er, BS_DIALECT_SYSTEMONE, MAX_HEADER_BYTES);
-        else bs_reply_bad_request(&er, BS_DIALECT_SYSTEMONE, "Malformed request line or header field.");
+    if (rc == -2 || rc > MAX_HEADER_BYTES || rc < 0) {
+        path_of_failed(c);
+        bs_dialect d = c->path && bs_route_of(c->path) == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
+        if (rc == -2 || rc > MAX_HEADER_BYTES) bs_reply_headers_too_large(&er, d, MAX_HEADER_BYTES);
+        else if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, d);
+        else if (nh == MAX_HEADERS) bs_reply_too_many_headers(&er, d, MAX_HEADERS);
+        else bs_reply_bad_request(&er, d, "Malformed request line or header field.");
         respond_error(c, &er, 1);
         return 0;
     }

@@ -9,6 +9,7 @@ sockets of the server's port), and the answer `basal serve` gives to the
 same request on a plain connection."""
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -360,6 +361,16 @@ def test_error_bodies(port):
         ("Content-Length 2^64", b"POST /v1/basal HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551616\r\n\r\n{}",
          413, BA, too_large_ba),
         ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, SO, None),
+        # header blocks that fail to parse on a /v1 route: the route's error shape and request id
+        ("2000 header fields", b"POST /v1/systemone HTTP/1.1\r\n" + b"".join(b"X%d: a\r\n" % i for i in range(2000))
+         + b"\r\n", 431, SO, '{"detail":{"error_type":"request_header_fields_too_large","message":'
+                             '"Request has more than 100 header fields."}}'),
+        ("2000 header fields on /v1/basal", b"POST /v1/basal?x=1 HTTP/1.1\r\n"
+         + b"".join(b"X%d: a\r\n" % i for i in range(2000)) + b"\r\n", 431, BA,
+         '{"error":"Request has more than 100 header fields."}'),
+        ("1 MB header on /v1/basal", b"POST /v1/basal HTTP/1.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n", 431, BA,
+         '{"error":"Request header fields are larger than 65536 bytes."}'),
+        ("HTTP/2.0 on /v1/systemone", b"POST /v1/systemone HTTP/2.0\r\nHost: x\r\n\r\n", 505, SO, None),
         ("Content-Length -1", b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}", 400, SO, None),
         ("Content-Length abc", b"POST /v1/basal HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}", 400, BA, None),
         ("two different Content-Length", b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
@@ -377,6 +388,12 @@ def test_error_bodies(port):
         el = time.time() - t0
         json_error(what, raw, status, dialect, exact)
         C.ok(closed and el < 2.5 * SLOW, f"{what}: answered at once and closed ({el:.2f} s, closed {closed})")
+        fr = final(split_responses(raw))
+        rid = fr[0][1].get("x-typesafe-request-id", "") if fr else ""
+        if b" /v1/" in data.split(b"\n", 1)[0]:
+            C.ok(re.fullmatch(r"[0-9a-f]{32}", rid), f"{what}: x-typesafe-request-id {rid!r}")
+        else:
+            C.eq(rid, "", f"{what}: no request id outside /v1")
     # equal duplicates are one length (RFC 9112 §6.3)
     raw, _ = exchange(port, b"POST /v1/basal HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n"
                             b"Connection: close\r\n\r\n[]", 3)
