@@ -18,8 +18,31 @@
 # DTYPE=bf16 runs single, five-2k and doc-16k in the bf16 compute mode (its default kernel: AMX where the CPU has it;
 # BASAL_BF16=avx512-bf16|portable picks another).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+usage() {
+    cat <<'EOF'
+CPU benchmark on a random bf16 model of basal-1.5-mini's shape; results go to bench/results/<date>/.
+usage: bench/cpu-bench.sh [MODE]
+  MODE          all (default: gemm, single, five-2k; doc-16k too when LONG=1),
+                gemm, single, five-2k, doc-16k or dtype-ratio
+  -h, --help    this text
+environment:
+  DTYPE         compute mode of single, five-2k and doc-16k (default: unset: auto, f32 on the CPU)
+  BASAL_BF16    bf16 kernel: avx512-bf16 or portable (default: unset, AMX where the CPU has it)
+  LAT_N         decisions per latency run (default: 5; 3 in dtype-ratio)
+  TP_ITEMS      throughput items of single (default: 16)
+  REPS          repetitions of five-2k (default: 1)
+  LONG          1 adds doc-16k to all (default: 0)
+  PAIRS         bf16/f32 pairs of dtype-ratio (default: 3)
+EOF
+}
 what=${1:-all}
+case $what in
+    -h|--help) usage; exit 0 ;;
+    all|gemm|single|five-2k|doc-16k|dtype-ratio) ;;
+    # checked before the results directory exists: a typo must not leave an empty one
+    *) echo "cpu-bench: unknown mode '$what'" >&2; usage >&2; exit 2 ;;
+esac
+cd "$(dirname "$0")/.."
 B=build/basal
 M=bench/models/mini-shape
 M32=bench/models/mini-shape-32k

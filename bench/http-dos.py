@@ -31,13 +31,13 @@ import tempfile
 import threading
 import time
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--basal", required=True)
-ap.add_argument("--model", required=True)
-ap.add_argument("--seconds", type=float, default=20)
-ap.add_argument("--n", type=int, default=1100, help="attacking connections")
-ap.add_argument("--only", choices=["closewait", "slowloris", "spread"])
-ap.add_argument("--legacy", action="store_true")
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--basal", required=True, help="binary to attack (required)")
+ap.add_argument("--model", required=True, help="model directory it serves (required)")
+ap.add_argument("--seconds", type=float, default=20, help="slowloris duration (default %(default)s)")
+ap.add_argument("--n", type=int, default=1100, help="attacking connections (default %(default)s)")
+ap.add_argument("--only", choices=["closewait", "slowloris", "spread"], help="one attack (default: all)")
+ap.add_argument("--legacy", action="store_true", help="omit flags the old server does not know (default off)")
 A = ap.parse_args()
 
 BODY = json.dumps({"model": "basal-tiny", "state": "Klient pisze: proszę o zwrot.",

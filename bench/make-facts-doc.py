@@ -7,9 +7,14 @@ fixture tokenizer (what `basal prepare` on a 32k-position model reports).
   bench/make-facts-doc.py [WORDS] > doc.txt
   build/tests/test_facts --bench doc.txt 40       # ms per facts run, best and mean
 """
+import argparse
 import random
 import sys
 
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("words", metavar="WORDS", nargs="?", type=int, default=3950,
+                help="length of the document in words, printed on stdout (default %(default)s)")
+A = ap.parse_args()
 rng = random.Random(16)
 WORDS = "umowa strona wykonawca zamawiający termin kara płatność odbiór gwarancja rękojmia aneks paragraf".split()
 CLAUSES = ["Termin płatności wynosi 14 dni od {d} {m} 2026 r.", "Wynagrodzenie: {a} zł netto, VAT 23%.",
@@ -20,7 +25,7 @@ CLAUSES = ["Termin płatności wynosi 14 dni od {d} {m} 2026 r.", "Wynagrodzenie
 MONTHS = ["stycznia", "lutego", "marca", "kwietnia", "maja", "czerwca"]
 
 out = []
-for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3950):
+for i in range(A.words):
     if i % 40 == 0:
         out.append(f"§{i // 40 + 1}.")
         out.append(rng.choice(CLAUSES).format(

@@ -96,8 +96,8 @@ def workload(tokenizer):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER)
-    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="tokenizer.json (default %(default)s)")
+    ap.add_argument("--check", action="store_true", help="compare with the committed copy, write nothing (default off)")
     a = ap.parse_args()
     text, (n500, n300) = workload(a.tokenizer)
     if a.check:

@@ -5,9 +5,9 @@
 noul, score), the example the tree-packing ratio is quoted for.
 --multi: 12 requests of 2-5 questions on ~150-400-token states (PL and EN).
 """
+import argparse
 import json
 import random
-import sys
 
 PL = ("Dzień dobry, piszę w sprawie zamówienia numer {n}, które dotarło wczoraj uszkodzone. "
       "Pudełko było zgniecione, a ekran telefonu pęknięty. Kurier nie chciał spisać protokołu szkody. "
@@ -35,14 +35,19 @@ def questions(lang, k, rnd):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Both flags may be given (the seed example first); neither prints nothing.")
+    ap.add_argument("--seed-example", action="store_true", help="the ~120-token seed example (default off)")
+    ap.add_argument("--multi", action="store_true", help="the 12 multi-question requests (default off)")
+    a = ap.parse_args()
     rnd = random.Random(4)
     out = []
-    if "--seed-example" in sys.argv:
+    if a.seed_example:
         # ~120 tokens with the fixture tokenizer (Mistral vocabulary, Polish text)
         state = PL.format(n=5512).rsplit(". ", 2)[0] + "."
         out.append({"id": "seed-120", "request": {"model": None, "state": state,
                                                   "questions": questions("pl", 3, rnd)}})
-    if "--multi" in sys.argv:
+    if a.multi:
         for i in range(12):
             lang = "pl" if i % 3 else "en"
             base = PL if lang == "pl" else EN

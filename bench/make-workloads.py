@@ -15,6 +15,7 @@ mixed.jsonl: 180 requests in the proportions of basal-rs's mixed recipe
   model's context: the benchmark reports them as skipped). Ordered by
   ascending SHA-256("mixed-v1/7/" + id), as basal-rs orders its mixed file.
 Payloads carry "model": null; the benchmark inserts the model it measures."""
+import argparse
 import hashlib
 import json
 import os
@@ -138,6 +139,10 @@ def mixed(seq):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true",
+                    help="compare with the files in bench/workloads/, write nothing (default off: rewrite them)")
+    a = ap.parse_args()
     seq = sequential()
     mix = mixed(seq)
     files = {"sequential.jsonl": "".join(line(r) + "\n" for r in seq),
@@ -155,7 +160,7 @@ def main():
             "questions": sum(len(r["request"]["questions"]) for r in reqs),
             "unique_payloads": len({line(r["request"]) for r in reqs}), "classes": classes}
     files["manifest.json"] = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
-    check = "--check" in sys.argv
+    check = a.check
     bad = 0
     for name, text in files.items():
         path = os.path.join(OUT, name)

@@ -36,7 +36,7 @@ def main():
     ap.add_argument("-n", default="1000,4000,12000", help="question counts (default 1000,4000,12000)")
     ap.add_argument("--timeout", type=float, default=120, help="per request, seconds (default 120)")
     ap.add_argument("--limit-flags", action="store_true",
-                    help="pass --max-questions/--max-request-tokens high (binaries that have them)")
+                    help="pass --max-questions/--max-request-tokens high (binaries that have them; default off)")
     a = ap.parse_args()
     err = tempfile.NamedTemporaryFile(delete=False)
     argv = [a.basal, "serve", "--model", a.model, "--addr", "127.0.0.1:0"]

@@ -35,11 +35,12 @@ def cpu_seconds(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--replicas", default="1,2")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--out-dir", default=".")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Other arguments go to `basal benchmark --url`.")
+    ap.add_argument("--model", required=True, help="model directory every replica serves (required)")
+    ap.add_argument("--replicas", default="1,2", help="replica counts to measure (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=0, help="--threads of each replica, 0: not given (default %(default)s)")
+    ap.add_argument("--out-dir", default=".", help="where replicas-N.json and .html go (default %(default)s)")
     args, rest = ap.parse_known_args()
     for n in [int(x) for x in args.replicas.split(",")]:
         tmp = tempfile.mkdtemp(prefix=f"basal-replicas-{n}-")

@@ -16,6 +16,7 @@ numbers are those of one request at a time, measured faster on big models.
 Decision of a question: choice -> "choice"; score -> the level of highest
 probability; noul -> yes when "noul" >= 0.5 (its margin is |2*noul - 1|).
 usage: bf16_agreement_check.py [N per type] [fixture ...]"""
+import argparse
 import json
 import os
 import random
@@ -113,8 +114,16 @@ def run_model(c, name, n):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    models = sys.argv[2:] or ["tiny-bias", "tiny-hd128", "tiny-gqa4"]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="environment: AGREE_CONCURRENCY, requests in flight (default 1); and, read by tests/server/srvlib.py, "
+                                        "BASAL, the binary (default build/basal); "
+                                        "FIXTURES, where the fixtures are (default build/fixtures); SHARED (default "
+                                        "../shared); KEEP_TMP=1 keeps the servers' logs (default unset)")
+    ap.add_argument("n", metavar="N", nargs="?", type=int, default=200, help="requests of each type (default %(default)s)")
+    ap.add_argument("models", metavar="FIXTURE", nargs="*", default=["tiny-bias", "tiny-hd128", "tiny-gqa4"],
+                    help="fixture names under FIXTURES (default: %(default)s)")
+    a = ap.parse_args()
+    n, models = a.n, a.models
     c = srvlib.Checks()
     for name in models:
         run_model(c, name, n)

@@ -47,6 +47,7 @@ bounds of c_final_tokens(); at least 85 % of the large choices of every model mu
 compared exactly.
 Prints one line per request and a last line "N passed, N failed".
 """
+import argparse
 import concurrent.futures
 import copy
 import json
@@ -62,8 +63,18 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 import large_choice_requests  # noqa: E402
 
-BASAL, FIXTURES, SHARED, TMP, BUILD = sys.argv[1:6]
-import protocol_e2e_check as pe  # noqa: E402  (reads the same sys.argv[1:5])
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog="environment: LARGE_CHOICE_E2E_ONLY, a comma list of fixture labels to rerun "
+                                    "(default: all); LARGE_CHOICE_E2E_NO_CACHE=1 recomputes the cached reference "
+                                    "(default: unset, use the cache)")
+ap.add_argument("basal", metavar="BASAL", help="the binary under test")
+ap.add_argument("fixtures", metavar="FIXTURES", help="the fixtures directory")
+ap.add_argument("shared", metavar="SHARED", help="the shared/ folder")
+ap.add_argument("tmp", metavar="TMPDIR", help="a scratch directory")
+ap.add_argument("build", metavar="BUILD", help="the build directory (its tests/test_large_choice)")
+A = ap.parse_args()
+BASAL, FIXTURES, SHARED, TMP, BUILD = A.basal, A.fixtures, A.shared, A.tmp, A.build
+import protocol_e2e_check as pe  # noqa: E402  (parses the same command line)
 import large_choice_ref as lcr  # noqa: E402
 import numpy as np  # noqa: E402
 import protocol_ref  # noqa: E402

@@ -14,6 +14,7 @@ large choices next to choice, noul, score, multi, act and single-option
 questions; string, object and array states, facts "auto", a ~300-token state,
 instructions absent / object; option texts with LF, braces, "{state}", emoji.
 """
+import argparse
 import json
 import sys
 
@@ -157,6 +158,7 @@ def requests():
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # no arguments: only --help
     for r in requests():
         sys.stdout.write(json.dumps(r, ensure_ascii=False) + "\n")
     return 0

@@ -6,18 +6,23 @@ file and the llama2.c checkpoint. Used by tests/t_model_tools.sh.
 usage: model_tools_check.py FIXTURES SHARED MISTRAL_TOKENIZER_JSON
 Prints PASS/FAIL lines and a last line "PYCOUNT <passed> <failed>".
 """
+import argparse
 import hashlib
 import json
 import os
 import re
 import struct
-import sys
 
 import numpy as np
 
 from checks import Checks
 
-fx, shared, mistral_path = sys.argv[1:4]
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("fixtures", metavar="FIXTURES", help="the fixtures directory of tools/make-fixtures.sh")
+ap.add_argument("shared", metavar="SHARED", help="the shared/ folder")
+ap.add_argument("mistral", metavar="MISTRAL_TOKENIZER_JSON", help="the Mistral tokenizer.json of the npm oracle")
+A = ap.parse_args()
+fx, shared, mistral_path = A.fixtures, A.shared, A.mistral
 spec = os.path.join(shared, "spec")
 check = Checks()
 

@@ -16,6 +16,7 @@
   "forward of N tokens: layer k of L" on its requests line (N = the forward
   tokens of its report); a short forward shows nothing.
 Usage: progress_check.py BASAL FIXTURES TMPDIR"""
+import argparse
 import datetime
 import json
 import os
@@ -26,7 +27,12 @@ import subprocess
 import sys
 import time
 
-BASAL, FIXTURES, TMP = sys.argv[1], sys.argv[2], sys.argv[3]
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("basal", metavar="BASAL", help="the binary under test")
+ap.add_argument("fixtures", metavar="FIXTURES", help="the fixtures directory")
+ap.add_argument("tmp", metavar="TMPDIR", help="a scratch directory")
+A = ap.parse_args()
+BASAL, FIXTURES, TMP = A.basal, A.fixtures, A.tmp
 passed = failed = 0
 
 

@@ -25,6 +25,7 @@ usage: protocol_e2e_check.py BASAL FIXTURES SHARED TMPDIR
     multi prompt of 03 §1.3 by its SHA-256.
 Prints PASS/FAIL detail lines and a last line "N passed, N failed".
 """
+import argparse
 import hashlib
 import json
 import os
@@ -32,7 +33,14 @@ import subprocess
 import sys
 import time
 
-BASAL, FIXTURES, SHARED, TMP = sys.argv[1:5]
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("basal", metavar="BASAL", help="the binary under test")
+ap.add_argument("fixtures", metavar="FIXTURES", help="the fixtures directory")
+ap.add_argument("shared", metavar="SHARED", help="the shared/ folder")
+ap.add_argument("tmp", metavar="TMPDIR", help="a scratch directory")
+# imported by tests/large_choice_e2e_check.py, whose command line has a fifth argument
+A = ap.parse_args() if __name__ == "__main__" else ap.parse_known_args()[0]
+BASAL, FIXTURES, SHARED, TMP = A.basal, A.fixtures, A.shared, A.tmp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import protocol_ref  # noqa: E402

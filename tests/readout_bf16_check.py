@@ -7,6 +7,7 @@ bf16 (round to nearest even) and protocol_ref's float64 decision math makes
 the expected response. `basal decide --readout bf16` must match it to 1e-12,
 `--readout f32` the same computation without rounding, and the two modes
 must differ somewhere (the flag is not ignored)."""
+import argparse
 import json
 import os
 import subprocess
@@ -18,7 +19,11 @@ import protocol_ref  # noqa: E402
 import torch  # noqa: E402
 from checks import Checks  # noqa: E402
 
-BASAL, FIXTURES = sys.argv[1], sys.argv[2]
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("basal", metavar="BASAL", help="the binary under test")
+ap.add_argument("fixtures", metavar="FIXTURES", help="the fixtures directory")
+A = ap.parse_args()
+BASAL, FIXTURES = A.basal, A.fixtures
 check = Checks()
 
 

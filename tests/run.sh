@@ -2,6 +2,23 @@
 # Runs every test binary of a build directory and every tests/t_*.sh script.
 # Prints one line per test and a closing "N passed, N failed" line.
 set -u
+usage() {
+    cat <<'EOF'
+Runs every test binary of a build directory and every tests/t_*.sh script.
+usage: tests/run.sh [BUILD]
+  BUILD          build directory, relative to the repository root (default: build)
+  -h, --help     this text
+environment:
+  SHARED         the shared/ folder (default: ../shared next to the repo)
+  ASAN_OPTIONS   (default: detect_leaks=1:abort_on_error=0)
+  UBSAN_OPTIONS  (default: print_stacktrace=1:halt_on_error=1)
+EOF
+}
+case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    # before BUILD/test-logs is made: an option is never a build directory
+    -*) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+esac
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

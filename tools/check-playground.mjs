@@ -17,6 +17,19 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+if (process.argv.slice(2).some((a) => a === "-h" || a === "--help")) {
+    // before the npm packages are required: the help needs none of them
+    process.stdout.write(`Drives the playground page of \`basal serve\` in headless chromium and prints what it shows as JSON.
+usage: node tools/check-playground.mjs BASE_URL SHOT.png PLAN_JSON
+  BASE_URL    the server, e.g. http://127.0.0.1:8000/ (no default)
+  SHOT.png    where the whole-page screenshot goes (no default)
+  PLAN_JSON   the questions to add, as JSON text (see the comment at the top of this file; no default)
+  -h, --help  this text
+environment:
+  CHROMIUM    the browser (default: /usr/bin/chromium)
+`);
+    process.exit(0);
+}
 const oracle = join(dirname(fileURLToPath(import.meta.url)), "..", "tests", "oracle");
 const require = createRequire(join(oracle, "package.json"));
 const puppeteer = require("puppeteer-core");

@@ -9,6 +9,18 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+if (process.argv.slice(2).some((a) => a === "-h" || a === "--help")) {
+    // before the npm packages are required: the help needs none of them
+    process.stdout.write(`Opens a \`basal benchmark\` HTML report in headless chromium and prints what a reader sees as JSON.
+usage: node tools/check-report-html.mjs REPORT.html SHOT.png
+  REPORT.html  the report (no default)
+  SHOT.png     where the whole-page screenshot goes (no default)
+  -h, --help   this text
+environment:
+  CHROMIUM     the browser (default: /usr/bin/chromium)
+`);
+    process.exit(0);
+}
 const oracle = join(dirname(fileURLToPath(import.meta.url)), "..", "tests", "oracle");
 const require = createRequire(join(oracle, "package.json"));
 const puppeteer = require("puppeteer-core");

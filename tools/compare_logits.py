@@ -18,11 +18,11 @@ def argmax(v):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("got")
-    ap.add_argument("expected")
-    ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--label", default="")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("got", help="`basal logits` output to check")
+    ap.add_argument("expected", help="the reference logits")
+    ap.add_argument("--tol", type=float, default=1e-4, help="largest allowed |difference| (default %(default)s)")
+    ap.add_argument("--label", default="", help="name printed with the result (default: none)")
     a = ap.parse_args()
     got = json.load(open(a.got))["logits"]
     exp = json.load(open(a.expected))["logits"]

@@ -120,9 +120,9 @@ def best_spans(ls, le, rel, state, top=TOP):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--requests", required=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="model directory (required)")
+    ap.add_argument("--requests", required=True, help="JSONL of requests (required)")
     a = ap.parse_args()
     md = protocol_ref.ModelDir(a.model)
     with open(a.requests, encoding="utf-8") as f:

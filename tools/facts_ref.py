@@ -7,6 +7,7 @@ and `datetime`, which define the semantics the C implementation (src/core/facts.
   facts_ref.py check FILE        FILE: the JSON strings of `gen`; stdin: the C output for them, one JSON
                                  value a line ({"lines": [...]} or {"error": "..."}); prints the counts
 """
+import argparse
 import bisect
 import collections
 import datetime
@@ -783,17 +784,25 @@ def count_kinds(res):
 
 
 def main():
-    if sys.argv[1] == "lines":
-        r = run(sys.argv[2])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{lines,gen,check}")
+    sub.add_parser("lines", help="print the facts lines of TEXT").add_argument("text", metavar="TEXT")
+    g = sub.add_parser("gen", help="N generated test states, one JSON string a line")
+    g.add_argument("seed", metavar="SEED", type=int)
+    g.add_argument("n", metavar="N", type=int)
+    sub.add_parser("check", help="compare the C output on stdin with FILE's states").add_argument("file", metavar="FILE")
+    a = ap.parse_args()
+    if a.cmd == "lines":
+        r = run(a.text)
         print("\n".join(r["lines"]) if "lines" in r else "ERROR: " + r["error"])
-    elif sys.argv[1] == "gen":
-        rng = random.Random(int(sys.argv[2]))
+    elif a.cmd == "gen":
+        rng = random.Random(a.seed)
         for t in EDGE:
             print(json.dumps(t))
-        for _ in range(int(sys.argv[3]) - len(EDGE)):
+        for _ in range(a.n - len(EDGE)):
             print(json.dumps(gen_text(rng)))
-    elif sys.argv[1] == "check":
-        with open(sys.argv[2], encoding="utf-8") as f:
+    elif a.cmd == "check":
+        with open(a.file, encoding="utf-8") as f:
             texts = [json.loads(x) for x in f]
         got = [json.loads(x) for x in sys.stdin.read().splitlines()]
         if len(got) != len(texts):

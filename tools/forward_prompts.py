@@ -5,14 +5,18 @@ both option orders) plus one long prompt and a one-token prompt, random ids belo
 vocabulary size, seeded by the model name. Letter-style readout ids on big
 vocabularies, the full vocabulary on small ones.
 Usage: forward_prompts.py CONFIG_JSON NAME > input.json"""
+import argparse
 import json
 import random
-import sys
 import zlib
 
-cfg = json.load(open(sys.argv[1]))
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("config", metavar="CONFIG_JSON", help="the model's config.json (vocabulary size, positions)")
+ap.add_argument("name", metavar="NAME", help="the model's name, the seed of the random ids")
+A = ap.parse_args()
+cfg = json.load(open(A.config))
 V, P = cfg["vocab_size"], cfg["max_position_embeddings"]
-rnd = random.Random(zlib.crc32(sys.argv[2].encode()))
+rnd = random.Random(zlib.crc32(A.name.encode()))
 ids = lambda n: [rnd.randrange(V) for _ in range(n)]  # noqa: E731
 tmpl = ids(12)
 prompts = []

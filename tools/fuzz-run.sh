@@ -7,6 +7,24 @@
 #   tools/fuzz-run.sh SECONDS [name ...]      (default: every target)
 #   FUZZ_RUNS=1000000 tools/fuzz-run.sh 0 fuzz_request   (a fixed count instead of a time)
 set -u
+usage() {
+    cat <<'EOF'
+Runs each libFuzzer target of build-fuzz/ (make fuzz) on its seed corpus; crashes go to build-fuzz/crashes/.
+usage: tools/fuzz-run.sh [SECONDS [NAME ...]]
+  SECONDS         time per target (default: 20)
+  NAME            targets, e.g. fuzz_request (default: every tests/fuzz/fuzz_*.c)
+  -h, --help      this text
+environment:
+  FUZZ_RUNS       a fixed execution count instead of SECONDS (default: unset)
+  FUZZ_FIXTURES   fixture directory for the targets (default: build/fixtures)
+  ASAN_OPTIONS    (default: detect_leaks=1)
+  UBSAN_OPTIONS   (default: print_stacktrace=1:halt_on_error=1)
+EOF
+}
+case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    ''|*[!0-9]*) [ $# -eq 0 ] || { echo "fuzz-run: SECONDS must be a whole number, not '$1'" >&2; usage >&2; exit 2; } ;;
+esac
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true

@@ -25,6 +25,24 @@
 # Output: $GPU_CHECK_OUT (default build/gpu-check): logs, tables, bench JSON,
 # summary.txt. Exit 0 when every check passed.
 set -u
+usage() {
+    cat <<'EOF'
+The CUDA backend's checks on a machine with an NVIDIA GPU, ending with one summary table.
+usage: tools/gpu-check.sh --pack DIR
+       tools/gpu-check.sh [--bundle DIR] [--quick] [--no-bench] [--no-build]
+  --pack DIR      on a development machine: copy what a bare GPU machine lacks into DIR (no default)
+  --bundle DIR    on the GPU machine: binaries and libraries of --pack (default: none, build here)
+  --quick         skip the max-shape benchmark (default: off)
+  --no-bench      skip the random-weight model benchmarks (default: off)
+  --no-build      use the existing build/ (default: off, make all)
+  -h, --help      this text
+environment:
+  GPU_CHECK_OUT   logs, tables, bench JSON and summary.txt (default: build/gpu-check)
+  BASAL           binary copied by --pack (default: build/basal)
+  SHARED          the shared/ folder, for --pack (default: ../shared next to the repo)
+EOF
+}
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -61,7 +79,8 @@ while [ $# -gt 0 ]; do
         --quick) quick=1; shift ;;
         --no-bench) bench=0; shift ;;
         --no-build) build=0; shift ;;
-        *) echo "usage: gpu-check.sh [--pack DIR] | [--bundle DIR] [--quick] [--no-bench] [--no-build]" >&2; exit 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "gpu-check: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
 OUT=${GPU_CHECK_OUT:-$root/build/gpu-check}

@@ -5,6 +5,18 @@
 # at all when everything is there), so `make test` and `make run` call it
 # every time.
 set -euo pipefail
+usage() {
+    cat <<'EOF'
+Installs the missing Debian 12 packages for building and testing basal-c (apt only when one is missing).
+usage: tools/install-deps.sh
+  -h, --help    this text
+It takes no arguments and reads no environment variables; it uses sudo when not run as root.
+EOF
+}
+if [ $# -gt 0 ]; then
+    case $1 in -h|--help) usage; exit 0 ;; esac
+    echo "install-deps: unknown argument '$1'" >&2; usage >&2; exit 2
+fi
 pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libuv1-dev libh2o-dev
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)

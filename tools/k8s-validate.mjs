@@ -9,6 +9,16 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+if (process.argv.slice(2).some((a) => a === "-h" || a === "--help")) {
+    // before the npm packages are required: the help needs none of them
+    process.stdout.write(`Validates Kubernetes manifests against the schemas of the npm package kubernetes-models.
+usage: node tools/k8s-validate.mjs FILE...
+  FILE        YAML manifests, one or more documents each (no default)
+  -h, --help  this text
+Prints one line per object; exit 1 if any is invalid. It reads no environment variables.
+`);
+    process.exit(0);
+}
 const oracle = join(dirname(fileURLToPath(import.meta.url)), "..", "tests", "oracle");
 const require = createRequire(join(oracle, "package.json"));
 const YAML = require("yaml");

@@ -19,6 +19,8 @@ round-1 fit and the refit converged, 1/0 for whether each took a forced step
 (accepted at t < 1e-6 although F dropped), the 10 finalists, the n probabilities of
 the round-1 fit, the n final probabilities.
 """
+import argparse
+import os
 import sys
 
 import numpy as np
@@ -315,18 +317,28 @@ def compare(inst_path, out_path, tol=1e-9, min_compared=200):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "gen":
-        gen(int(argv[2]), int(argv[3]))
+    ap = argparse.ArgumentParser(prog=os.path.basename(argv[0]), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{gen,groups,compare}")
+    g = sub.add_parser("gen", help="random instances, one a line")
+    g.add_argument("seed", metavar="SEED", type=int)
+    g.add_argument("count", metavar="COUNT", type=int)
+    g = sub.add_parser("groups", help="the round-1 groups of LO..HI options")
+    g.add_argument("lo", metavar="LO", type=int)
+    g.add_argument("hi", metavar="HI", type=int)
+    g = sub.add_parser("compare", help="check the C answers (exit 1 on a miss)")
+    g.add_argument("instances", metavar="INSTANCES")
+    g.add_argument("c_out", metavar="C_OUT")
+    a = ap.parse_args(argv[1:])
+    if a.cmd == "gen":
+        gen(a.seed, a.count)
         return 0
-    if len(argv) == 4 and argv[1] == "groups":
-        for n in range(int(argv[2]), int(argv[3]) + 1):
+    if a.cmd == "groups":
+        for n in range(a.lo, a.hi + 1):
             for k, G in enumerate(groups(n)):
                 print(f"{n} {k}:" + "".join(f" {i}" for i in G))
         return 0
-    if len(argv) == 4 and argv[1] == "compare":
-        return compare(argv[2], argv[3])
-    print(__doc__, file=sys.stderr)
-    return 2
+    return compare(a.instances, a.c_out)
 
 
 if __name__ == "__main__":

@@ -81,12 +81,12 @@ def phase(url, bodies, clients, total):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--model", default="basal-tiny")
-    ap.add_argument("--clients", default="1,32")
-    ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--warmup", type=int, default=24)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8000", help="server (default %(default)s)")
+    ap.add_argument("--model", default="basal-tiny", help="served model name (default %(default)s)")
+    ap.add_argument("--clients", default="1,32", help="concurrent client counts (default %(default)s)")
+    ap.add_argument("--requests", type=int, default=400, help="requests of each phase (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=24, help="requests before measuring (default %(default)s)")
     a = ap.parse_args()
     bodies = workload(a.model)
     phase(a.url, bodies, 1, a.warmup)

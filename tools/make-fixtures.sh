@@ -8,6 +8,21 @@
 # kept; each one is built in a temporary directory and renamed into place, so
 # an interrupted run never leaves a half-written fixture behind.
 set -euo pipefail
+usage() {
+    cat <<'EOF'
+Writes the synthetic fixture models (spec 07 §8.1) and stories260K into OUTDIR, one directory each.
+usage: tools/make-fixtures.sh OUTDIR
+  OUTDIR        where the fixtures go (no default; `make fixtures` uses build/fixtures)
+  -h, --help    this text
+environment:
+  BASAL         the binary that writes them (default: build/basal)
+  SHARED        the shared/ folder with models/stories260K (default: ../shared next to the repo)
+EOF
+}
+case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    -*) echo "make-fixtures: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: make-fixtures.sh OUTDIR}

@@ -16,6 +16,7 @@ tests/server/playground_test.py checks exactly that against the original.
 
 Usage: tools/make-openapi.py [--check]   (SHARED: the shared/ folder, default ../shared)
 """
+import argparse
 import copy
 import json
 import os
@@ -358,8 +359,14 @@ def build():
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="environment: SHARED, the shared/ folder with spec/typesafe-openapi.json "
+                                        "(default: ../shared next to the repository)")
+    ap.add_argument("--check", action="store_true",
+                    help="compare with web/openapi.json, write nothing (default off: rewrite it)")
+    a = ap.parse_args()
     text = json.dumps(build(), indent=1, ensure_ascii=False) + "\n"
-    if sys.argv[1:] == ["--check"]:
+    if a.check:
         with open(OUT, encoding="utf-8") as f:
             if f.read() != text:
                 print(f"{OUT} differs from tools/make-openapi.py: run it and commit the result")

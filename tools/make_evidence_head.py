@@ -332,16 +332,16 @@ def _with_pickle(archive, pk):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hidden", type=int)
-    ap.add_argument("--k", type=int, default=16)
-    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out")
-    ap.add_argument("--broken")
-    ap.add_argument("--dump")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hidden", type=int, help="hidden size d of the head (no default; needed to write one)")
+    ap.add_argument("--k", type=int, default=16, help="head width k (default %(default)s)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="tensor dtype (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
+    ap.add_argument("--out", help="FILE: write one head there (the default action)")
+    ap.add_argument("--broken", help="DIR: malformed heads and their expected errors in cases.tsv")
+    ap.add_argument("--dump", help="FILE: print a head's tensors as JSON")
     ap.add_argument("--fuzz", help="DIR: --n randomly mutated heads fuzz-<i>.pt")
-    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--n", type=int, default=300, help="heads written by --fuzz (default %(default)s)")
     a = ap.parse_args()
     if a.dump:
         obj = torch.load(a.dump)

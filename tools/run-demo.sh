@@ -6,6 +6,17 @@
 # (extra arguments go to `basal serve`, e.g. --addr 127.0.0.1:9000 --metrics).
 # The demo model has random weights: its answers are well-formed, not meaningful.
 set -euo pipefail
+usage() {
+    cat <<'EOF'
+Installs what is missing, builds build/basal, writes ./demo-model once and serves it (`make run`).
+usage: tools/run-demo.sh [SERVE-FLAGS ...]
+  SERVE-FLAGS   passed to `basal serve --model demo-model` (default: none, i.e. 127.0.0.1:8000);
+                `build/basal serve --help` lists them
+  -h, --help    this text
+It reads no environment variables.
+EOF
+}
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
 make deps

@@ -18,6 +18,22 @@
  * Inputs: the 57 strings of ../shared/corpora/tokenizer-edge-cases.json and a
  * seeded generator (no Math.random: the goldens must be reproducible). */
 "use strict";
+/* before the oracle is loaded: --help needs no npm package, and a misspelt
+   --check must not rewrite the committed files */
+for (const a of process.argv.slice(2)) {
+    if (a === "--check") continue;
+    const help = `Golden token ids for tests/test_tokenizer.c from the npm tokenizer oracle (spec 07 §1).
+usage: node tools/tokenizer-goldens.js [--check]
+  (no argument)  rewrite tests/data/basal-tokenizer.json and tests/data/tokenizer-goldens.json
+  --check        regenerate in memory and compare with the committed files (default off)
+  -h, --help     this text
+environment:
+  SHARED         the shared/ folder with corpora/tokenizer-edge-cases.json (default: ../shared next to the repo)
+`;
+    if (a === "-h" || a === "--help") { process.stdout.write(help); process.exit(0); }
+    process.stderr.write(`tokenizer-goldens: unknown argument '${a}'\n` + help);
+    process.exit(2);
+}
 const fs = require("fs");
 const path = require("path");
 const vm = require("vm");

@@ -331,14 +331,17 @@ def default_expected():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model")
-    ap.add_argument("--input")
-    ap.add_argument("--selftest-stories", metavar="DIR")
-    ap.add_argument("--selftest-llama2c", metavar="SRCDIR")
-    ap.add_argument("--compare-llama2c", metavar="SRCDIR")
-    ap.add_argument("--expected")
-    ap.add_argument("--steps", type=int, default=200)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="environment: SHARED, the shared/ folder whose models/stories260K/"
+                                        "expected-greedy-200.txt is --selftest-stories' default --expected "
+                                        "(default: ../shared next to the repository)")
+    ap.add_argument("--model", help="model directory (no default)")
+    ap.add_argument("--input", help="FILE|-: the prompts (no default)")
+    ap.add_argument("--selftest-stories", metavar="DIR", help="greedy golden text of the stories260K export")
+    ap.add_argument("--selftest-llama2c", metavar="SRCDIR", help="the same from stories260K.bin + tok512.bin")
+    ap.add_argument("--compare-llama2c", metavar="SRCDIR", help="llama2.c-layout vs HF forward (needs --model)")
+    ap.add_argument("--expected", help="golden text (default: see SHARED below, or SRCDIR's for --selftest-llama2c)")
+    ap.add_argument("--steps", type=int, default=200, help="greedy steps of the self-tests (default %(default)s)")
     a = ap.parse_args()
 
     with torch.no_grad():

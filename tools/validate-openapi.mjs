@@ -7,6 +7,16 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+if (process.argv.slice(2).some((a) => a === "-h" || a === "--help")) {
+    // before the npm packages are required: the help needs none of them
+    process.stdout.write(`Validates an OpenAPI document with @readme/openapi-parser; prints {"valid", "errors", "warnings"} as JSON.
+usage: node tools/validate-openapi.mjs openapi.json
+  openapi.json  the document (no default)
+  -h, --help    this text
+Exit status 0 only if valid. It reads no environment variables.
+`);
+    process.exit(0);
+}
 const oracle = join(dirname(fileURLToPath(import.meta.url)), "..", "tests", "oracle");
 const require = createRequire(join(oracle, "package.json"));
 const { validate } = require("@readme/openapi-parser");
