@@ -75,5 +75,49 @@ if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pas
 # without CALIBRATION.json the model is uncalibrated, not refused
 rm -f "$d/CALIBRATION.json"
 if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pass+1)); else echo "CALIBRATION.json treated as required"; fail=$((fail+1)); fi
+
+# ---- model references (06 §3 R1-R2) for the one-shot commands, as for serve ----
+hf="$tmp/hf"
+snap="$hf/hub/models--acme--tiny/snapshots/0123456789abcdef"
+mkdir -p "$snap" "$hf/hub/models--acme--tiny/refs"
+cp -r "$src"/. "$snap"/
+echo 0123456789abcdef >"$hf/hub/models--acme--tiny/refs/main"
+for cmd in prepare decide; do
+    bk=(); [ "$cmd" = decide ] && bk=(--backend cpu)   # prepare loads no weights: no backend options
+    want=$(echo "$req" | "$BASAL" "$cmd" --model "$src" "${bk[@]}" 2>/dev/null)
+    for ref in acme/tiny acme/tiny@main acme/tiny@0123; do
+        got=$(echo "$req" | HF_HOME="$hf" "$BASAL" "$cmd" --model "$ref" "${bk[@]}" 2>"$tmp/err"); rc=$?
+        if [ "$rc" -eq 0 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then pass=$((pass+1))
+        else echo "$cmd --model $ref: exit $rc, output differs from --model DIR: $(head -c 300 "$tmp/err")"; fail=$((fail+1)); fi
+    done
+done
+# the older flag name of --backend still works
+got=$(echo "$req" | "$BASAL" decide --model "$src" --device cpu 2>/dev/null)
+if [ -n "$got" ] && [ "$got" = "$want" ]; then pass=$((pass+1)); else echo "decide --device cpu differs from --backend cpu"; fail=$((fail+1)); fi
+for ref in acme/tiny@nosuch acme/other; do
+    repo=${ref%@*}; rev=main; [ "$ref" != "$repo" ] && rev=${ref#*@}
+    out=$(echo "$req" | HF_HOME="$hf" "$BASAL" decide --model "$ref" 2>&1 >/dev/null); rc=$?
+    expect="model $repo@$rev is not available locally (looked in $hf/hub/models--${repo%/*}--${repo#*/}); pass a local directory"
+    if [ "$rc" -eq 1 ] && grep -qF -- "$expect" <<<"$out"; then pass=$((pass+1))
+    else echo "decide --model $ref: exit $rc, expected 1 with \"$expect\", got: $out"; fail=$((fail+1)); fi
+done
+out=$(echo "$req" | "$BASAL" decide --model "$tmp/no/such/dir" 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "model $tmp/no/such/dir: no such directory" <<<"$out"; then pass=$((pass+1))
+else echo "decide --model (missing directory): exit $rc: $out"; fail=$((fail+1)); fi
+
+# decide --timing (06 §5.1): {"prepare_ms", "forward_ms", "total_ms", ...}; total is the request's time;
+# a GEMM table given to the CPU backend is accepted with a note (06 §4.2)
+echo "$req" | "$BASAL" decide --model "$src" --backend cpu --timing --gemm-table "$tmp/none.json" >/dev/null 2>"$tmp/err"
+if $PY - "$tmp/err" <<'PYEOF'
+import json, sys
+err = open(sys.argv[1]).read()
+line = [l for l in err.splitlines() if l.startswith("timing: ")]
+t = json.loads(line[0][len("timing: "):])
+assert list(t)[:3] == ["prepare_ms", "forward_ms", "total_ms"], list(t)
+assert abs(t["total_ms"] - t["prepare_ms"] - t["forward_ms"]) < 0.01, t
+assert "none.json is ignored: the CPU backend" in err, err
+PYEOF
+then pass=$((pass+1)); else echo "decide --timing / --gemm-table on the CPU: $(cat "$tmp/err")"; fail=$((fail+1)); fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

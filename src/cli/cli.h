@@ -30,18 +30,27 @@ extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, 
     cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
     cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search;
 
-/* --device cpu|cuda|auto, --dtype auto|f16|bf16|f32, --gemm-table FILE
- * (device/device.h); NULL = not given. */
+/* --backend auto|cpu|cuda (--device: its older name), --dtype
+ * auto|f16|bf16|f32, --gemm-table FILE (device/device.h); NULL = not given
+ * (the backend then is auto, as for serve: 06 §4.3). */
 typedef struct cli_device {
     const char *device, *dtype, *gemm_table;
 } cli_device;
-/* The three option-table rows of a cli_device. */
+/* The option-table rows of a cli_device. */
 #define CLI_DEVICE_ROWS(d)                                                                                        \
-    CLI_CHOICE("--device", "cpu", NULL, "compute backend (auto: CUDA when built in and a GPU is present)",      \
-               &(d)->device, "cpu|cuda|auto"),                                                                   \
+    CLI_CHOICE("--backend", "auto", NULL, "compute backend (auto: CUDA when built in and a GPU is present)",    \
+               &(d)->device, "auto|cpu|cuda"),                                                                   \
+    CLI_CHOICE("--device", "auto", NULL, "the same as --backend (its older name)", &(d)->device, "auto|cpu|cuda"), \
     CLI_CHOICE("--dtype", "auto", NULL, "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA)",       \
                &(d)->dtype, "auto|f16|bf16|f32"),                                                                \
     CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
+/* --model REF (06 §3): a directory, a short name (mini, 4.5B, max) or
+ * owner/name[@revision] found in the local Hugging Face cache; *(const char
+ * **)dst becomes the model directory (kept until the process exits). A
+ * reference that cannot be resolved is reported here (exit 1). */
+int cli_model_ref(void *dst, const char *flag, const char *value);
+#define CLI_MODEL(help, dst_) CLI_CALL("--model", "REF", "", NULL, help, dst_, cli_model_ref)
+
 struct bs_model;
 /* Attaches the chosen backend to a loaded model; prints "basal CMD: ..." and
  * returns -1 on failure. */

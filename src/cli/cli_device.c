@@ -1,4 +1,4 @@
-/* Attaching the backend chosen by --device / --dtype / --gemm-table
+/* Attaching the backend chosen by --backend / --dtype / --gemm-table
  * (CLI_DEVICE_ROWS) to a loaded model, for decide, logits and bench
  * (device/device.h does the work). */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 int cli_device_attach(const char *cmd, struct bs_model *m, const cli_device *d) {
     bs_err e = {0};
-    if (bs_device_attach_ex(m, d->device, d->dtype, d->gemm_table, &e) < 0) {
+    if (bs_device_attach_ex(m, d->device ? d->device : "auto", d->dtype, d->gemm_table, &e) < 0) {
         cli_error(cmd, "%s", e.msg);
         return -1;
     }

@@ -1,9 +1,11 @@
 /* Helpers shared by the subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/progress.h"
+#include "server/modelref.h"
 
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens) {
     cli_fwd_progress *fp = ctx;
@@ -57,4 +59,32 @@ void cli_print_pretty(FILE *f, const char *s, size_t n) {
         }
     }
     fputc('\n', f);
+}
+
+/* The directories of --model references, freed at exit (the option tables
+ * hold plain pointers). */
+static char *model_dirs[16];
+static int n_model_dirs;
+
+static void free_model_dirs(void) {
+    for (int i = 0; i < n_model_dirs; i++) free(model_dirs[i]);
+    n_model_dirs = 0;
+}
+
+int cli_model_ref(void *dst, const char *flag, const char *value) {
+    (void)flag;
+    bs_err e = {0};
+    char *dir = NULL;
+    if (n_model_dirs == (int)(sizeof model_dirs / sizeof *model_dirs)) {
+        cli_error(NULL, "too many --model options");
+        return 2;
+    }
+    if (bs_model_ref_resolve(value, NULL, &dir, &e) < 0) {
+        cli_error(NULL, "%s", e.msg);
+        return 1;
+    }
+    if (n_model_dirs == 0) atexit(free_model_dirs);
+    model_dirs[n_model_dirs++] = dir;
+    *(const char **)dst = dir;
+    return 0;
 }

@@ -136,7 +136,7 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
 }
 
 const cli_doc cli_doc_bench = {
-    "bench", "--model DIR [options]",
+    "bench", "--model REF [options]",
     "single-decision latency (lat1, lat2), decisions per second and GEMM GFLOP/s",
     "Synthetic single-question items (basal-bench methodology, spec 06 §7.1): the first 5\n"
     "latency items are warm-up; medians and p95 of the rest. Summary on stderr, JSON with --out.\n",
@@ -147,7 +147,7 @@ int cmd_bench(int argc, char **argv) {
     int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
     cli_device dev = {0};
     const cli_opt opts[] = {
-        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
         CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items", &lat_n, 1, 1 << 20),
         CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each item", &state_tokens, 1, 1 << 20),
         CLI_INT("--throughput-items", "N", NULL, NULL, "items of the dec/s phase (0 skips it)", &tp_items, 0, 1 << 20),
@@ -159,7 +159,7 @@ int cmd_bench(int argc, char **argv) {
     int rc = cli_parse(&cli_doc_bench, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     if (!model_dir) {
-        cli_error("bench", "--model DIR is required (see basal bench --help)");
+        cli_error("bench", "--model REF is required (see basal bench --help)");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {

@@ -123,7 +123,7 @@ static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *
 }
 
 const cli_doc cli_doc_bench_requests = {
-    "bench-requests", "--model DIR --requests JSONL [options]",
+    "bench-requests", "--model REF --requests JSONL [options]",
     "whole-request latency, one client, no HTTP (spec 06 §7.2)",
     "JSONL lines are {\"id\", \"request\"}. Per request and batching mode: one warm-up, then\n"
     "--reps timed decisions; the answers of every mode must agree. JSON with --out.\n",
@@ -134,7 +134,7 @@ int cmd_bench_requests(int argc, char **argv) {
     int reps = 10, threads = 0, no_prefix_cache = 0, warmup = 1;
     cli_device dev = {0};
     const cli_opt opts[] = {
-        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
         CLI_STR("--requests", "JSONL", "", NULL, "the requests, one {\"id\", \"request\"} per line (required)",
                 &requests),
         CLI_STR("--batching", "MODES", NULL, NULL, "comma-separated modes of tree, single, budget", &batching),
@@ -148,7 +148,7 @@ int cmd_bench_requests(int argc, char **argv) {
     int rc = cli_parse(&cli_doc_bench_requests, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     if (!model_dir || !requests) {
-        cli_error("bench-requests", "--model DIR and --requests JSONL are required (see basal bench-requests --help)");
+        cli_error("bench-requests", "--model REF and --requests JSONL are required (see basal bench-requests --help)");
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {

@@ -1,4 +1,4 @@
-/* `basal gemm-search --model DIR --out FILE [--dtype f16|bf16|f32]
+/* `basal gemm-search --model REF --out FILE [--dtype f16|bf16|f32]
  * [--invariant] [--max-m N] [--m-classes a,b,...] [--reps N]
  * [--max-candidates N]` (spec 06 §9): measures cuBLASLt algorithms for the
  * model's four projection shapes and writes a GEMM table (format:
@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "core/util.h"
 #include "model/config.h"
+#include "server/modelref.h"
 
 #ifdef BS_HAVE_CUDA
 #include "cuda/convert.h"
@@ -40,18 +41,18 @@ static int classes_opt(void *dst, const char *flag, const char *v) {
 }
 
 const cli_doc cli_doc_gemm_search = {
-    "gemm-search", "--model DIR --out FILE [options]",
+    "gemm-search", "--model REF --out FILE [options]",
     "measure cuBLASLt algorithms and write a GEMM table (CUDA builds)",
     "Needs only the model's config.json: the operands are random. The table format is in\n"
     "src/cuda/README.md; serve and decide read it with --gemm-table. The output must not exist.\n",
 };
 
 int cmd_gemm_search(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL, *dtype = "f16";
+    const char *model_ref = NULL, *out_path = NULL, *dtype = "f16";
     int invariant = 0, max_m = 3072, reps = 5, max_cand = 0, cls[65] = {0};
     int *classes = cls + 1;
     const cli_opt opts[] = {
-        CLI_STR("--model", "DIR", "", NULL, "model directory (config.json is enough; required)", &model_dir),
+        CLI_STR("--model", "REF", "", NULL, "model directory or reference (config.json is enough; required)", &model_ref),
         CLI_STR("--out", "FILE", "", NULL, "the table to write (required; must not exist)", &out_path),
         CLI_CHOICE("--dtype", NULL, NULL, "GEMM precision", &dtype, "f16|bf16|f32"),
         CLI_SW("--invariant", "only batch-invariant algorithms (the same bits at every M)", &invariant),
@@ -63,8 +64,8 @@ int cmd_gemm_search(int argc, char **argv) {
     int rc = cli_parse(&cli_doc_gemm_search, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     int n_classes = cls[0];
-    if (!model_dir || !out_path) {
-        cli_error("gemm-search", "--model DIR and --out FILE are required (see basal gemm-search --help)");
+    if (!model_ref || !out_path) {
+        cli_error("gemm-search", "--model REF and --out FILE are required (see basal gemm-search --help)");
         return 2;
     }
 #ifndef BS_HAVE_CUDA
@@ -78,12 +79,20 @@ int cmd_gemm_search(int argc, char **argv) {
     }
     bs_err e = {0};
     bs_config cfg;
-    if (bs_config_load(&cfg, model_dir, &e) < 0) {
+    char *model_dir = NULL;
+    if (bs_model_ref_resolve(model_ref, NULL, &model_dir, &e) < 0 || bs_config_load(&cfg, model_dir, &e) < 0) {
         fprintf(stderr, "basal gemm-search: %s\n", e.msg);
+        free(model_dir);
         return 1;
     }
-    const char *base = strrchr(model_dir, '/');
-    base = base && base[1] ? base + 1 : model_dir;
+    free(model_dir);
+    /* the table is named after the reference as given (a cache snapshot's
+     * directory name is a commit) */
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(model_ref, "@"), model_ref);
+    while (strlen(name) > 1 && name[strlen(name) - 1] == '/') name[strlen(name) - 1] = 0;
+    const char *base = strrchr(name, '/');
+    base = base && base[1] ? base + 1 : name;
     bs_gemm_search_opts o = {0};
     bs_cuda_dtype_parse(dtype, &o.dtype);
     o.invariant = invariant;

@@ -31,7 +31,7 @@ static int32_t find_bos(const char *dir, const bs_tokenizer *tok) {
 }
 
 const cli_doc cli_doc_generate = {
-    "generate", "--model DIR --steps N [--prompt TEXT] [--threads N]",
+    "generate", "--model REF --steps N [--prompt TEXT] [--threads N]",
     "greedy decoding from a prompt (debugging, the stories260K golden test)",
     "Each step recomputes the whole sequence and takes the argmax over the vocabulary; it\n"
     "stops early when BOS comes out again. The text goes to stdout.\n",
@@ -41,7 +41,7 @@ int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL;
     int steps = -1, threads = 0;
     const cli_opt opts[] = {
-        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
         CLI_INT("--steps", "N", "", NULL, "tokens to generate at most (required)", &steps, 0, 1 << 30),
         CLI_STR("--prompt", "TEXT", "", NULL, "text after BOS (default: none)", &prompt),
         CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
@@ -49,7 +49,7 @@ int cmd_generate(int argc, char **argv) {
     int rc = cli_parse(&cli_doc_generate, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     if (!model_dir || steps < 0) {
-        cli_error("generate", "--model DIR and --steps N are required (see basal generate --help)");
+        cli_error("generate", "--model REF and --steps N are required (see basal generate --help)");
         return 2;
     }
     int status = 1;

@@ -61,7 +61,7 @@ static int run_packed(const bs_model *m, int32_t **prompts, const int32_t *lens,
 }
 
 const cli_doc cli_doc_logits = {
-    "logits", "--model DIR --input FILE|- [options]",
+    "logits", "--model REF --input FILE|- [options]",
     "logits of chosen vocabulary ids at the last token of each prompt (debugging)",
     "Input JSON: {\"prompts\": [[ids...], ...], \"ids\": [vocab ids] (absent = all),\n"
     "\"mode\": \"tree\" (one packed forward, the default) | \"separate\" (one forward per prompt)}.\n"
@@ -73,7 +73,7 @@ int cmd_logits(int argc, char **argv) {
     int threads = 0;
     cli_device dev = {0};
     const cli_opt opts[] = {
-        CLI_STR("--model", "DIR", "", NULL, "model directory (required)", &model_dir),
+        CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
         CLI_STR("--input", "FILE|-", "", NULL, "the input JSON; - reads stdin (required)", &input),
         CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
         CLI_DEVICE_ROWS(&dev),
@@ -81,7 +81,7 @@ int cmd_logits(int argc, char **argv) {
     int prc = cli_parse(&cli_doc_logits, opts, CLI_N(opts), NULL, argc, argv);
     if (prc) return prc < 0 ? 0 : prc;
     if (!model_dir || !input) {
-        cli_error("logits", "--model DIR and --input FILE|- are required (see basal logits --help)");
+        cli_error("logits", "--model REF and --input FILE|- are required (see basal logits --help)");
         return 2;
     }
     int status = 1;

@@ -179,6 +179,15 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         fprintf(stderr, "basal serve: --kernels %s is not supported (the only value is fused)\n", f->kernels);
         return 2;
     }
+    if (f->addr) { /* a bad flag value is a usage error (06 §2), found before any model loads */
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        bs_err ae = {0};
+        if (bs_parse_addr(f->addr, &ss, &sl, &ae) < 0) {
+            fprintf(stderr, "basal serve: --addr: %s\n", ae.msg);
+            return 2;
+        }
+    }
     bs_log_format lf;
     if (f->log_format && bs_log_format_parse(f->log_format, &lf) < 0) {
         fprintf(stderr, "basal serve: --log-format must be text or json\n");

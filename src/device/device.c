@@ -82,7 +82,11 @@ int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, cons
             bs_log(BS_LOG_INFO, "device", "no usable CUDA GPU; using the CPU backend%s",
                    bs_device_has_cuda() ? "" : " (this build has no CUDA backend)");
     }
-    if (!cuda) return cpu_dtype(m, dtype, e);
+    if (!cuda) {
+        if (gemm_table) /* 06 §4.2: accepted, and said to be of no use here */
+            bs_log(BS_LOG_INFO, "device", "gemm table %s is ignored: the CPU backend does not use cuBLASLt", gemm_table);
+        return cpu_dtype(m, dtype, e);
+    }
 #ifdef BS_HAVE_CUDA
     return bs_cuda_backend_create(m, dtype, gemm_table, e);
 #else

@@ -98,11 +98,16 @@ for what, args, env, want in (
         ("unwritable access log", ["--model", tb, "--addr", "127.0.0.1:0", "--access-log-file", "/nonexistent/dir/a.log"],
          slow_env, "cannot create the access log /nonexistent/dir/a.log")):
     code, secs, err = run_serve(args, env)
-    C.eq(code, 1, f"{what}: exit status ({err[-300:]!r})")
+    # a bad flag value is a usage error (06 §2: exit 2, like every other flag's); the rest fail at run time
+    usage = what == "invalid --addr"
+    C.eq(code, 2 if usage else 1, f"{what}: exit status ({err[-300:]!r})")
     C.ok(want in err, f"{what}: message {want!r} in {err[-300:]!r}")
     C.ok(secs < budget, f"{what}: failed after {secs:.2f} s, not before the {DELAY_MS} ms load")
     C.ok("loading basal-tiny" not in err, f"{what}: no model load was started")
-    C.ok(re.search(r"^\d{4}-\S+Z ERROR serve: ", err, re.M) is not None, f"{what}: one error line in the log format")
+    if usage:
+        C.ok(err.startswith("basal serve: --addr: "), f"{what}: one usage line as for other flags: {err!r}")
+    else:
+        C.ok(re.search(r"^\d{4}-\S+Z ERROR serve: ", err, re.M) is not None, f"{what}: one error line in the log format")
 taken.close()
 
 # ---- 2. doctor --config fails exactly when serve refuses (the same check) ----
