@@ -1,14 +1,17 @@
-/* `basal bench` (spec 06 §7.1, on synthetic items): single-decision latency
- * with the basal-bench methodology — lat1 (one option order) and lat2 (both
- * orders sharing their prefix), each including rendering, tokenization,
- * packing, the forward with readout and the host math; warm-up first, the
- * first 5 items discarded, median and p95 of the rest — then decisions/s in
- * groups of 16 questions, a per-stage profile, and the achieved GFLOP/s next
- * to the sgemm peak of the same machine measured in the same run (this
- * project's GEMM on the model's MLP shape, and OpenBLAS's cblas_sgemm when
- * libopenblas can be loaded). Items: one choice question with 4 options on a
- * distinct state of about --state-tokens tokens each. */
+/* `basal bench` (spec 06 §7.1): single-decision latency with the basal-bench
+ * methodology — lat1 (one option order) and lat2 (both orders sharing their
+ * prefix), each including rendering, tokenization, packing, the forward with
+ * readout and the host math; warm-up first, the first 5 items discarded,
+ * median and p95 of the rest — then decisions/s in groups of 16 questions, a
+ * per-stage profile, and the achieved GFLOP/s next to the sgemm peak of the
+ * same machine measured in the same run (this project's GEMM on the model's
+ * MLP shape, and OpenBLAS's cblas_sgemm when libopenblas can be loaded).
+ * Items: those of a reference export's bench.jsonl (--reference DIR: one
+ * question each with raw option texts, accuracy against `gold`), else
+ * synthetic ones: one choice question with 4 options on a distinct state of
+ * about --state-tokens tokens each. */
 #include <dlfcn.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,140 @@ static void make_body(bs_buf *b, const char *model, int item, int tokens) {
         bs_buf_printf(b, "%s%s", words[(item * 7 + w * 13 + w / 5) % 15], w % 9 == 8 ? ". " : " ");
     bs_buf_puts(b, "\",\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":\"Którego działu dotyczy zgłoszenie?\","
                    "\"criteria\":[\"płatności\",\"dostawy\",\"reklamacje\",\"inne\"]}}}");
+}
+
+/* One item of a reference export's bench.jsonl (06 §6): the request a
+ * client would send for it (criteria as an array: the raw option texts are
+ * shown, 01 §2), the keys of its options in order, and its gold index. */
+typedef struct {
+    char **keys;
+    size_t k;
+    int score, gold; /* gold: -1 when the item has none */
+} ref_item;
+
+static void ref_items_free(ref_item *r, int n) {
+    for (int i = 0; r && i < n; i++) {
+        for (size_t j = 0; j < r[i].k; j++) free(r[i].keys[j]);
+        free(r[i].keys);
+    }
+    free(r);
+}
+
+/* Reads DIR/bench.jsonl into bodies (grown as needed) and items; returns the
+ * count, or -1 after printing what is wrong with which line. */
+static int read_reference(const char *dir, const char *model, bs_buf **bodies, ref_item **items) {
+    char *path = bs_path_join(dir, "bench.jsonl"), *text = NULL;
+    size_t len = 0;
+    bs_err e = {0};
+    int n = 0, cap = 0, rc = -1;
+    if (!path || bs_read_file(path, &text, &len, &e) < 0) {
+        fprintf(stderr, "basal bench: %s\n", path ? e.msg : "out of memory");
+        goto out;
+    }
+    int line = 0;
+    for (char *ln = text, *next; ln && *ln; ln = next) {
+        next = strchr(ln, '\n');
+        if (next) *next++ = 0;
+        line++;
+        if (!ln[strspn(ln, " \t\r")]) continue;
+        json_error_t je;
+        json_t *v = json_loads(ln, JSON_REJECT_DUPLICATES, &je);
+        json_t *opts = v ? json_object_get(v, "options") : NULL, *type = v ? json_object_get(v, "type") : NULL;
+        json_t *gold = v ? json_object_get(v, "gold") : NULL;
+        const char *ts = json_is_string(type) ? json_string_value(type) : "choice";
+        const char *why = !v ? je.text
+                          : !json_is_string(json_object_get(v, "state")) ? "\"state\" must be a string"
+                          : !json_is_string(json_object_get(v, "question")) ? "\"question\" must be a string"
+                          : !json_is_array(opts) || json_array_size(opts) < 2 || json_array_size(opts) > 10
+                              ? "\"options\" must be an array of 2 to 10 strings"
+                          : (type && !json_is_null(type) && !json_is_string(type)) || (strcmp(ts, "choice") && strcmp(ts, "score"))
+                              ? "\"type\" must be choice or score"
+                          : gold && !json_is_null(gold) && (!json_is_integer(gold) || json_integer_value(gold) < 0 ||
+                                                            (size_t)json_integer_value(gold) >= json_array_size(opts))
+                              ? "\"gold\" must be an option index"
+                              : NULL;
+        for (size_t j = 0; !why && j < json_array_size(opts); j++) {
+            if (!json_is_string(json_array_get(opts, j))) why = "\"options\" must be an array of 2 to 10 strings";
+            for (size_t i = 0; !why && i < j; i++) /* a repeated text would collapse into one option (01 §2) */
+                if (json_equal(json_array_get(opts, i), json_array_get(opts, j))) why = "repeated option text";
+        }
+        if (why) {
+            fprintf(stderr, "basal bench: %s line %d: %s\n", path, line, why);
+            json_decref(v);
+            goto out;
+        }
+        if (n == cap) {
+            int nc = cap ? 2 * cap : 64;
+            bs_buf *nb = realloc(*bodies, (size_t)nc * sizeof **bodies);
+            if (nb) *bodies = nb;
+            ref_item *ni = nb ? realloc(*items, (size_t)nc * sizeof **items) : NULL;
+            if (ni) *items = ni;
+            if (!nb || !ni) { json_decref(v); fprintf(stderr, "basal bench: out of memory\n"); goto out; }
+            for (int i = cap; i < nc; i++) {
+                bs_buf_init(&(*bodies)[i]);
+                memset(&(*items)[i], 0, sizeof **items);
+            }
+            cap = nc;
+        }
+        ref_item *it = &(*items)[n];
+        bs_buf *b = &(*bodies)[n++];
+        it->score = !strcmp(ts, "score");
+        it->gold = gold && json_is_integer(gold) ? (int)json_integer_value(gold) : -1;
+        it->k = json_array_size(opts);
+        it->keys = calloc(it->k, sizeof *it->keys);
+        for (size_t j = 0; it->keys && j < it->k; j++)
+            it->keys[j] = it->score ? bs_strfmt("%zu", j) : bs_strfmt("%s", json_string_value(json_array_get(opts, j)));
+        bs_buf_puts(b, "{\"model\":");
+        bs_resp_cstr(b, model);
+        bs_buf_puts(b, ",\"state\":");
+        bs_resp_cstr(b, json_string_value(json_object_get(v, "state")));
+        bs_buf_printf(b, ",\"questions\":{\"q\":{\"type\":\"%s\",\"instructions\":", ts);
+        bs_resp_cstr(b, json_string_value(json_object_get(v, "question")));
+        bs_buf_puts(b, ",\"criteria\":[");
+        for (size_t j = 0; j < it->k; j++) {
+            if (j) bs_buf_putc(b, ',');
+            bs_resp_cstr(b, json_string_value(json_array_get(opts, j)));
+        }
+        bs_buf_puts(b, "]}}}");
+        json_decref(v);
+        if (!it->keys || b->oom) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
+        for (size_t j = 0; j < it->k; j++)
+            if (!it->keys[j]) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
+    }
+    if (n < 6) {
+        fprintf(stderr, "basal bench: %s has %d items; the method needs at least 6 (5 warm-up)\n", path, n);
+        goto out;
+    }
+    rc = n;
+out:
+    if (rc < 0) {
+        for (int i = 0; *bodies && i < cap; i++) bs_buf_free(&(*bodies)[i]);
+        ref_items_free(*items, cap);
+        free(*bodies);
+        *bodies = NULL;
+        *items = NULL;
+    }
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* The index of the most probable option of question "q" in an answer body
+ * (the order of keys), or -1. */
+static int answer_argmax(const bs_buf *ans, const ref_item *it) {
+    json_t *v = json_loadb(ans->data, ans->len, 0, NULL);
+    json_t *p = json_object_get(json_object_get(json_object_get(v, "answers"), "q"), "probabilities");
+    int best = -1;
+    double bp = -1;
+    for (size_t j = 0; p && j < it->k; j++) {
+        json_t *x = json_object_get(p, it->keys[j]);
+        if (json_is_number(x) && json_number_value(x) > bp) {
+            bp = json_number_value(x);
+            best = (int)j;
+        }
+    }
+    json_decref(v);
+    return best;
 }
 
 typedef struct {
@@ -84,9 +221,12 @@ static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const 
     return rc;
 }
 
-/* lat2 and throughput: n prepared-from-scratch items through the runner. */
+/* lat2, accuracy and throughput: n prepared-from-scratch items through the
+ * runner. Optional: the preparation and the rest (forward, host math) in ms,
+ * and each item's most probable option (refs: the items' reference data). */
 static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *bodies, int n,
-                        bs_err *e) {
+                        bs_err *e, double *prep_ms, double *fwd_ms, const ref_item *refs, int *argmax) {
+    double t0 = bs_now_ms(), t1 = t0;
     prepared *ps = calloc((size_t)n, sizeof *ps);
     bs_plan **plans = calloc((size_t)n, sizeof *plans);
     bs_buf ans;
@@ -97,11 +237,15 @@ static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner 
         plans[made] = &ps[made].plan;
         if (rc < 0) made++;
     }
+    t1 = bs_now_ms();
     if (rc == 0) rc = bs_runner_run_all(run, plans, (size_t)n, lc, NULL, e);
     for (int i = 0; rc == 0 && i < n; i++) {
         ans.len = 0;
         rc = bs_plan_answer(&ps[i].plan, m, -1, &ans, e);
+        if (rc == 0 && refs && argmax) argmax[i] = answer_argmax(&ans, &refs[i]);
     }
+    if (prep_ms) *prep_ms = t1 - t0;
+    if (fwd_ms) *fwd_ms = bs_now_ms() - t1;
     for (int i = 0; ps && i < made; i++) prepared_free(&ps[i]);
     free(ps);
     free(plans);
@@ -137,21 +281,28 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
 
 const cli_doc cli_doc_bench = {
     "bench", "--model REF [options]",
-    "single-decision latency (lat1, lat2), decisions per second and GEMM GFLOP/s",
-    "Synthetic single-question items (basal-bench methodology, spec 06 §7.1): the first 5\n"
-    "latency items are warm-up; medians and p95 of the rest. Summary on stderr, JSON with --out.\n",
+    "single-decision latency (lat1, lat2), accuracy, decisions per second and GEMM GFLOP/s",
+    "The basal-bench methodology (spec 06 §7.1). Items: a reference export's bench.jsonl\n"
+    "(--reference DIR: one question per line with state, question, options, type choice or\n"
+    "score, gold; accuracy over all items in calls of 32 questions, budget batching), else\n"
+    "synthetic choice questions of --state-tokens tokens. The first 5 latency items are warm-up;\n"
+    "medians and p95 of the rest. Summary on stderr, JSON on stdout or with --out.\n",
 };
 
 int cmd_bench(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL, *batching = "tree";
-    int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = 32;
+    const char *model_dir = NULL, *out_path = NULL, *batching = "budget", *reference = NULL;
+    int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = -1, acc_group = 32;
     cli_device dev = {0};
     const cli_opt opts[] = {
         CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
-        CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items", &lat_n, 1, 1 << 20),
-        CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each item", &state_tokens, 1, 1 << 20),
-        CLI_INT("--throughput-items", "N", NULL, NULL, "items of the dec/s phase (0 skips it)", &tp_items, 0, 1 << 20),
-        CLI_CHOICE("--batching", NULL, NULL, "packing of the dec/s groups", &batching, "tree|budget"),
+        CLI_STR("--reference", "DIR", "", NULL, "reference export whose bench.jsonl gives the items", &reference),
+        CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items (at most items - 5)", &lat_n,
+                1, 1 << 20),
+        CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each synthetic item", &state_tokens,
+                1, 1 << 20),
+        CLI_INT("--throughput-items", "N", "min(items, 128) with --reference, else 32", NULL,
+                "items of the dec/s phase (0 skips it)", &tp_items, 0, 1 << 20),
+        CLI_CHOICE("--batching", NULL, NULL, "packing of the dec/s groups", &batching, "budget|tree"),
         CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
         CLI_STR("--out", "FILE", "", NULL, "JSON report (must not exist)", &out_path),
         CLI_DEVICE_ROWS(&dev),
@@ -166,8 +317,12 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "%s exists; choose a new output path\n", out_path);
         return 1;
     }
-    int status = 1, n = lat_n + 5, loaded = 0;
+    int status = 1, n = 0, nb = 0, n_ref = 0, loaded = 0;
     bs_err e = {0};
+    ref_item *refs = NULL;
+    int *argmax = NULL;
+    double *prep = NULL, *fwd = NULL;
+    int64_t *item_tokens = NULL;
     bs_pool *pool = bs_pool_create(threads);
     bs_basal_model m;
     bs_letter_cache lc;
@@ -175,26 +330,70 @@ int cmd_bench(int argc, char **argv) {
     bs_prefix_set pinned = {0};
     bs_buf rep;
     bs_buf_init(&rep);
-    int nb = n > tp_items ? n : tp_items;
-    bs_buf *bodies = calloc((size_t)nb, sizeof *bodies);
-    double *lat1 = calloc((size_t)n, sizeof *lat1), *lat2 = calloc((size_t)n, sizeof *lat2);
+    bs_buf *bodies = NULL;
+    double *lat1 = NULL, *lat2 = NULL;
     double t0 = bs_now_ms();
-    if (!pool || !bodies || !lat1 || !lat2) goto done;
+    if (!pool) goto done;
     if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
     loaded = 1;
     if (cli_device_attach("bench", &m.model, &dev) < 0) goto done;
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
-    for (int i = 0; i < nb; i++) make_body(&bodies[i], m.name, i, state_tokens);
+    if (reference) {
+        if ((n_ref = read_reference(reference, m.name, &bodies, &refs)) < 0) goto done;
+        if (lat_n > n_ref - 5) lat_n = n_ref - 5;
+        if (tp_items < 0) tp_items = n_ref < 128 ? n_ref : 128;
+        if (tp_items > n_ref) tp_items = n_ref;
+        n = lat_n + 5;
+        nb = n_ref;
+    } else {
+        if (tp_items < 0) tp_items = 32;
+        n = lat_n + 5;
+        nb = n > tp_items ? n : tp_items;
+        if (!(bodies = calloc((size_t)nb, sizeof *bodies))) goto done;
+        for (int i = 0; i < nb; i++) make_body(&bodies[i], m.name, i, state_tokens);
+    }
+    lat1 = calloc((size_t)n, sizeof *lat1);
+    lat2 = calloc((size_t)n, sizeof *lat2);
+    prep = calloc((size_t)n, sizeof *prep);
+    fwd = calloc((size_t)n, sizeof *fwd);
+    item_tokens = calloc((size_t)n, sizeof *item_tokens);
+    argmax = calloc((size_t)(n_ref ? n_ref : 1), sizeof *argmax);
+    if (!lat1 || !lat2 || !prep || !fwd || !item_tokens || !argmax) { fprintf(stderr, "basal bench: out of memory\n"); goto done; }
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
     bs_runner run;
     bs_fwd_profile prof = {0}, prof1 = {0};
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
     int64_t packed_tokens = 0;
+    /* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2) */
+    int correct = 0, with_gold = 0;
+    double all_items_s = 0;
+    if (n_ref) {
+        run.batching = BS_BATCH_BUDGET;
+        double s = bs_now_ms();
+        bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)n_ref, "items");
+        for (int g0 = 0; g0 < n_ref; g0 += acc_group) {
+            int k = n_ref - g0 < acc_group ? n_ref - g0 : acc_group;
+            if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
+                bs_progress_end(pg);
+                goto fail_run;
+            }
+            bs_progress_add(pg, (uint64_t)k);
+        }
+        bs_progress_end(pg);
+        all_items_s = (bs_now_ms() - s) / 1000.0;
+        for (int i = 0; i < n_ref; i++)
+            if (refs[i].gold >= 0) {
+                with_gold++;
+                correct += argmax[i] == refs[i].gold;
+            }
+        run.batching = BS_BATCH_TREE;
+    }
     for (int i = 0; i < n; i++) {
         /* warm-up once with one order and once with both, then the timed runs */
-        if (decide_one_order(&m, &lc, &bodies[i], NULL, &e) < 0 || decide_items(&m, &lc, &run, &bodies[i], 1, &e) < 0)
+        if (decide_one_order(&m, &lc, &bodies[i], NULL, &e) < 0 ||
+            decide_items(&m, &lc, &run, &bodies[i], 1, &e, NULL, NULL, NULL, NULL) < 0)
             goto fail_run;
         double s = bs_now_ms();
         if (decide_one_order(&m, &lc, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
@@ -202,9 +401,10 @@ int cmd_bench(int argc, char **argv) {
         run.profile = i >= 5 ? &prof : NULL;
         int64_t f0 = run.forward_tokens;
         s = bs_now_ms();
-        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e) < 0) goto fail_run;
+        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e, &prep[i], &fwd[i], NULL, NULL) < 0) goto fail_run;
         lat2[i] = bs_now_ms() - s;
-        if (i >= 5) packed_tokens += run.forward_tokens - f0;
+        item_tokens[i] = run.forward_tokens - f0;
+        if (i >= 5) packed_tokens += item_tokens[i];
         run.profile = NULL;
         fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, n, i < 5 ? " (discarded)" : "", lat1[i],
                 lat2[i]);
@@ -222,7 +422,7 @@ int cmd_bench(int argc, char **argv) {
             int items = pass < 0 ? warm : tp_items;
             for (int g0 = 0; g0 < items; g0 += group) {
                 int k = items - g0 < group ? items - g0 : group;
-                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e) < 0) {
+                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, NULL) < 0) {
                     bs_progress_end(pg);
                     goto fail_run;
                 }
@@ -251,6 +451,15 @@ int cmd_bench(int argc, char **argv) {
         dlclose(lib);
     }
     int L = lat_n;
+    /* per timed item, in item order (before the sorts below) */
+    bs_buf per_item;
+    bs_buf_init(&per_item);
+    for (int i = 5; i < n; i++)
+        bs_buf_printf(&per_item, "%s{\"index\":%d,\"packed_tokens\":%lld,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,"
+                                 "\"prepare_ms\":%.3f,\"forward_ms\":%.3f}",
+                      i > 5 ? "," : "", i, (long long)item_tokens[i], lat1[i], lat2[i], prep[i], fwd[i]);
+    qsort(prep + 5, (size_t)L, sizeof *prep, cmp_d);
+    qsort(fwd + 5, (size_t)L, sizeof *fwd, cmp_d);
     qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
     qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
     double dec_sorted[3] = {dec_runs[0], dec_runs[1], dec_runs[2]};
@@ -278,10 +487,27 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
     bs_buf_puts(&rep, "],\"lat1_ms_all\":[");
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat1[i]);
-    bs_buf_puts(&rep, "]}");
-    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, dec/s %.3f; forward %.1f GFLOP/s "
+    bs_buf_printf(&rep, "],\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f,\"per_item\":[", prep[5 + L / 2],
+                  fwd[5 + L / 2]);
+    bs_buf_put(&rep, per_item.data ? per_item.data : "", per_item.len);
+    bs_buf_puts(&rep, "],\"items\":");
+    if (n_ref) {
+        bs_buf_printf(&rep, "\"reference\",\"reference\":");
+        bs_resp_cstr(&rep, reference);
+        bs_buf_printf(&rep, ",\"n_items\":%d,\"all_items_s\":%.3f,\"correct\":%d,\"with_gold\":%d,\"acc\":", n_ref,
+                      all_items_s, correct, with_gold);
+        if (with_gold) bs_resp_double(&rep, (double)correct / with_gold);
+        else bs_buf_puts(&rep, "null");
+    } else {
+        bs_buf_puts(&rep, "\"synthetic\",\"all_items_s\":null,\"correct\":null,\"with_gold\":0,\"acc\":null");
+    }
+    bs_buf_puts(&rep, "}");
+    bs_buf_free(&per_item);
+    char acc[64] = "";
+    if (with_gold) snprintf(acc, sizeof acc, ", acc %.4f (%d/%d)", (double)correct / with_gold, correct, with_gold);
+    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, dec/s %.3f%s; forward %.1f GFLOP/s "
                     "(GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f GFLOP/s)\n",
-            l2, p95, l1, dec_sorted[1], total_gf, gemm_gf, ours, blas);
+            l2, p95, l1, dec_sorted[1], acc, total_gf, gemm_gf, ours, blas);
     if (!be) fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), ours);
     if (bf16)
         fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
@@ -300,6 +526,11 @@ fail_run:
 done:
     for (int i = 0; bodies && i < nb; i++) bs_buf_free(&bodies[i]);
     free(bodies);
+    ref_items_free(refs, n_ref);
+    free(argmax);
+    free(prep);
+    free(fwd);
+    free(item_tokens);
     free(lat1);
     free(lat2);
     bs_buf_free(&rep);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `basal bench --reference DIR` (spec 06 §7.1): the items of a reference
+# export's bench.jsonl (one question each: state, question, raw option texts,
+# type choice or score, gold), accuracy over all of them in calls of 32
+# questions. The oracle of the accuracy is tools/protocol_ref.py (prompts,
+# npm tokenizer, PyTorch f32 forward and the decision math in Python, none of
+# it shared with the C code) on the same items as System One requests; the
+# report must carry every field §7.1 lists, lat_n = min(--lat-n, items - 5),
+# per_item one entry per timed item; a bad line is named with its file and
+# line, and fewer than 6 items are refused.
+set -u
+. "$(dirname "$0")/lib.sh"
+need "$BASAL" "$FIXTURES/tiny-bias"
+model=$FIXTURES/tiny-bias
+ref=$tmp/ref
+mkdir -p "$ref"
+"$PY" - "$ref" <<'PYEOF'
+import json, sys
+items = [
+    ("Klient pisze, że paczka nie dotarła mimo opłacenia zamówienia.", "Którego działu dotyczy zgłoszenie?",
+     ["płatności", "dostawy", "reklamacje"], "choice", 1),
+    ("The customer cannot log in to online banking since yesterday.", "Which team should handle this?",
+     ["cards", "online banking", "loans", "other"], "choice", 1),
+    ("Faktura zawiera błędny numer NIP.", "Czego dotyczy problem?", ["faktury", "dostawy"], "choice", 0),
+    ("Service was slow but the staff were kind.", "How satisfied is the customer?", ["low", "medium", "high"], "score", 1),
+    ("Zamówiłem buty, przyszły za małe, chcę wymienić.", "Jaki to typ sprawy?",
+     ["zwrot lub wymiana", "reklamacja jakości", "pytanie o dostawę"], "choice", 0),
+    ("My card was charged twice for one purchase.", "What is this about?", ["double charge", "delivery", "password"],
+     "choice", 0),
+    ("Proszę o zmianę adresu dostawy.", "Czego dotyczy prośba?", ["dostawy", "płatności", "konta", "inne"], "choice", 0),
+    ("I love the product, five stars!", "Sentiment?", ["negative", "neutral", "positive"], "score", 2),
+    ("Brak gold: pytanie kontrolne.", "Czy to test?", ["tak", "nie"], None, None),
+]
+with open(sys.argv[1] + "/bench.jsonl", "w") as f:
+    for i, (st, q, o, t, g) in enumerate(items):
+        rec = {"index": i, "source": "t_bench_reference", "line": i + 1, "id": f"b{i}", "state": st, "question": q,
+               "options": o}
+        if t: rec["type"] = t
+        if g is not None: rec["gold"] = g
+        f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+PYEOF
+"$BASAL" bench --model "$model" --reference "$ref" --threads 1 --lat-n 50 --out "$tmp/out.json" \
+    >"$tmp/stdout" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ]; then ok; else bad "bench --reference: exit $rc: $(tail -3 "$tmp/err")"; fi
+if grep -qE '^lat2 median .*, acc [0-9.]+ \([0-9]+/8\);' "$tmp/err"; then ok; else bad "stderr summary without acc: $(grep lat2 "$tmp/err")"; fi
+# the oracle: the same items as System One requests through the Python reference
+"$PY" - "$ref/bench.jsonl" "$tmp/reqs.jsonl" "$(cd "$model" && "$PY" -c 'import json; print(json.load(open("basal.json"))["name"])')" <<'PYEOF'
+import json, sys
+src, dst, name = sys.argv[1:]
+with open(dst, "w") as f:
+    for line in open(src):
+        r = json.loads(line)
+        q = {"type": r.get("type", "choice"), "instructions": r["question"], "criteria": r["options"]}
+        f.write(json.dumps({"model": name, "state": r["state"], "questions": {"q": q}}, ensure_ascii=False) + "\n")
+PYEOF
+if "$PY" tools/protocol_ref.py --model "$model" --requests "$tmp/reqs.jsonl" >"$tmp/oracle.json" 2>"$tmp/oracle.err"; then ok
+else bad "protocol_ref.py: $(tail -3 "$tmp/oracle.err")"; fi
+"$PY" - "$ref/bench.jsonl" "$tmp/oracle.json" "$tmp/out.json" >"$tmp/check" 2>&1 <<'PYEOF'
+import json, sys
+items = [json.loads(l) for l in open(sys.argv[1])]
+oracle = json.load(open(sys.argv[2]))
+rep = json.load(open(sys.argv[3]))
+fails = []
+def eq(got, want, what):
+    if got != want: fails.append(f"{what}: got {got!r}, expected {want!r}")
+correct = gold = 0
+for it, res in zip(items, oracle):
+    body = res.get("response", res) if isinstance(res, dict) else res
+    p = body["answers"]["q"]["probabilities"]
+    keys = [str(j) for j in range(len(it["options"]))] if it.get("type") == "score" else it["options"]
+    probs = [p[k] for k in keys]
+    best = max(range(len(probs)), key=lambda j: (probs[j], -j))
+    if "gold" in it:
+        gold += 1
+        correct += best == it["gold"]
+eq(len(oracle), len(items), "oracle answers")
+eq(rep["with_gold"], gold, "with_gold")
+eq(rep["correct"], correct, "correct (argmax = gold, oracle: tools/protocol_ref.py)")
+eq(rep["acc"], correct / gold, "acc")
+eq(rep["n_items"], len(items), "n_items")
+# 06 §7.1 step 5: every field it names
+for k in ("n", "lat_n", "lat1_ms", "lat2_ms", "lat2_p95_ms", "lat1_ms_all", "lat2_ms_all", "per_item", "lat2_prepare_ms",
+          "lat2_forward_ms", "lat2_packed_tokens", "dec_s", "dec_s_runs", "dec_s_questions", "dec_s_batching",
+          "all_items_s", "acc", "correct", "with_gold", "load_s", "backend"):
+    if k not in rep: fails.append(f"field {k} missing")
+eq(rep["lat_n"], len(items) - 5, "lat_n = min(--lat-n 50, items - 5)")
+eq(rep["n"], len(items), "n")
+eq(len(rep["per_item"]), rep["lat_n"], "per_item entries")
+eq(len(rep["lat2_ms_all"]), rep["lat_n"], "lat2_ms_all entries")
+eq(rep["dec_s_batching"], "budget", "dec_s_batching default")
+eq([x["index"] for x in rep["per_item"]], list(range(5, len(items))), "per_item indices")
+if not all(x["packed_tokens"] > 0 and x["prepare_ms"] >= 0 and x["forward_ms"] > 0 for x in rep["per_item"]):
+    fails.append(f"per_item values: {rep['per_item']}")
+print("\n".join(fails) if fails else "ok")
+PYEOF
+if [ "$(cat "$tmp/check")" = ok ]; then ok; else bad "report: $(cat "$tmp/check")"; fi
+# refusals: a bad line names the file and line; fewer than 6 items
+mkdir -p "$tmp/bad" "$tmp/few"
+{ head -1 "$ref/bench.jsonl"; echo '{"state": "x", "question": "y", "options": ["a"]}'; } >"$tmp/bad/bench.jsonl"
+"$BASAL" bench --model "$model" --reference "$tmp/bad" --threads 1 >/dev/null 2>"$tmp/err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "$tmp/bad/bench.jsonl line 2: \"options\" must be an array of 2 to 10 strings" "$tmp/err"; then ok
+else bad "bad line: exit $rc: $(cat "$tmp/err")"; fi
+head -5 "$ref/bench.jsonl" >"$tmp/few/bench.jsonl"
+"$BASAL" bench --model "$model" --reference "$tmp/few" --threads 1 >/dev/null 2>"$tmp/err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "has 5 items; the method needs at least 6" "$tmp/err"; then ok
+else bad "5 items: exit $rc: $(cat "$tmp/err")"; fi
+finish
