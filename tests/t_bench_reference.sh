@@ -7,7 +7,8 @@
 # it shared with the C code) on the same items as System One requests; the
 # report must carry every field §7.1 lists, lat_n = min(--lat-n, items - 5),
 # per_item one entry per timed item; a bad line is named with its file and
-# line, and fewer than 6 items are refused.
+# line, and fewer than 6 items are refused. Also bench-requests' per-request
+# samples (06 §7.2).
 set -u
 . "$(dirname "$0")/lib.sh"
 need "$BASAL" "$FIXTURES/tiny-bias"
@@ -95,6 +96,23 @@ if not all(x["packed_tokens"] > 0 and x["prepare_ms"] >= 0 and x["forward_ms"] >
 print("\n".join(fails) if fails else "ok")
 PYEOF
 if [ "$(cat "$tmp/check")" = ok ]; then ok; else bad "report: $(cat "$tmp/check")"; fi
+# bench-requests (06 §7.2): per request all_ms (run order) and the median/min/max of exactly those samples
+head -3 "$tmp/reqs.jsonl" | "$PY" -c 'import json, sys
+for i, l in enumerate(sys.stdin): print(json.dumps({"id": f"r{i}", "request": json.loads(l)}, ensure_ascii=False))' >"$tmp/br.jsonl"
+"$BASAL" bench-requests --model "$model" --requests "$tmp/br.jsonl" --reps 5 --threads 1 --batching tree,single \
+    --out "$tmp/br.json" 2>"$tmp/err"; rc=$?
+if [ "$rc" -eq 0 ] && "$PY" - "$tmp/br.json" <<'PYEOF'
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+assert r["reps"] == 5 and r["backend"] == "cpu", r
+for mode in r["modes"]:
+    assert len(mode["requests"]) == 3, mode
+    for q in mode["requests"]:
+        a = q["all_ms"]
+        assert len(a) == 5 and list(q)[-1] == "all_ms", q
+        assert (q["min_ms"], q["max_ms"], q["median_ms"]) == (min(a), max(a), sorted(a)[2]), q
+PYEOF
+then ok; else bad "bench-requests report: exit $rc: $(tail -3 "$tmp/err")"; fi
 # refusals: a bad line names the file and line; fewer than 6 items
 mkdir -p "$tmp/bad" "$tmp/few"
 { head -1 "$ref/bench.jsonl"; echo '{"state": "x", "question": "y", "options": ["a"]}'; } >"$tmp/bad/bench.jsonl"

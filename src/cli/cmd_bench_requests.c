@@ -181,8 +181,9 @@ int cmd_bench_requests(int argc, char **argv) {
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
     int bf16 = m.model.compute == BS_COMPUTE_BF16;
-    bs_buf_printf(&rep, "{\"model\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name, load_s, bs_pool_size(pool),
+    bs_buf_printf(&rep, "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name,
+                  m.model.backend ? m.model.backend->name : "cpu", load_s, bs_pool_size(pool),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
                   reps, no_prefix_cache ? "false" : "true");
     char modes[64];
@@ -253,13 +254,19 @@ int cmd_bench_requests(int argc, char **argv) {
             decisions += nq * (size_t)reps;
             total_input += input;
             total_fwd += fwd;
-            qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
             if (i) bs_buf_putc(&rep, ',');
             bs_buf_puts(&rep, "{\"id\":");
             bs_resp_cstr(&rep, rq[i].id);
+            size_t at = rep.len;
+            for (int r = 0; r < reps; r++) bs_buf_printf(&rep, r ? ",%.3f" : "%.3f", ms[r]); /* run order */
+            char *all = bs_strfmt("%.*s", (int)(rep.len - at), rep.data ? rep.data + at : "");
+            rep.len = at;
+            qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
             bs_buf_printf(&rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
-                                "\"min_ms\":%.3f,\"max_ms\":%.3f}",
-                          nq, input, (long long)fwd, ms[reps / 2], ms[0], ms[reps - 1]);
+                                "\"min_ms\":%.3f,\"max_ms\":%.3f,\"all_ms\":[%s]}",
+                          nq, input, (long long)fwd, ms[reps / 2], ms[0], ms[reps - 1], all ? all : "");
+            if (!all) rep.oom = 1;
+            free(all);
         }
         bs_progress_set(pg, nrq);
         bs_progress_end(pg);
