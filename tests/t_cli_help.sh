@@ -251,6 +251,18 @@ rc, out, err = run(["init", "--model", MODEL], cwd=d)
 check(rc == 0 and open(os.path.join(d, "basal-serve.yml")).read() == text, f"init writes ./basal-serve.yml: {rc} {err}")
 rc, out, err = run(["doctor", "--addr", "127.0.0.1:0"], cwd=d)
 check("basal-serve.yml" in out and "unknown field" not in out, f"doctor finds ./basal-serve.yml: {out[-400:]}")
+# 06 §10: --out FILE, one entry per --model, the total size of the weights when known
+multi = os.path.join(TMP, "init", "multi.yml")
+rc, out, err = run(["init", "--out", multi, "--model", MODEL, "--model", "4.5B"])
+mdoc = yaml.safe_load(open(multi).read()) if rc == 0 else None
+check(mdoc == {"models": [{"path": os.path.realpath(MODEL)}, {"repo": "4.5B"}]}, f"init --out with two models: {rc} {mdoc} {err}")
+weights = sum(os.path.getsize(os.path.join(MODEL, f)) for f in os.listdir(MODEL) if f.endswith(".safetensors"))
+want = f"the weights of the models take {(weights + 9.5e9) / 1e9:.1f} GB"
+check(want in err, f"init prints the total size: {want!r} in {err!r}")
+rc, out, err = run(["init", "-", "--model", "acme/unknown"])
+check(rc == 0 and "take" not in err, f"no size for a model of unknown size: {rc} {err!r}")
+rc, out, err = run(["init", multi, "--out", multi + ".2"])
+check(rc == 2 and "not both" in err and not os.path.exists(multi + ".2"), f"PATH and --out together: {rc} {err!r}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,10 +1,11 @@
-/* `basal init [PATH] [--model REF] [--force]`: writes a commented
+/* `basal init [PATH|--out FILE] [--model REF ...] [--force]`: writes a commented
  * basal-serve.yml (spec 06 §4.2) with every key the loader accepts. The
  * defaults come from the loader's own initialisers (server/config.h), so the
  * file states what `basal serve` does without it. Default lines are written
  * commented out as `#key: value` (no space after '#'): uncommenting one
  * changes nothing, and a later release with other defaults is not pinned to
  * these. Prose comments have a space after '#'. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,12 +21,14 @@
 #include "server/modelref.h"
 
 const cli_doc cli_doc_init = {
-    "init", "[PATH] [--model REF] [--force]",
+    "init", "[PATH | --out FILE] [--model REF ...] [--force]",
     "write a commented basal-serve.yml with every key and its default",
-    "PATH defaults to ./basal-serve.yml, which `basal serve` and `basal doctor` read when started\n"
-    "in that directory without --model and --config; - writes to stdout. An existing PATH is\n"
-    "left alone unless --force is given. Lines `#key: value` show a default: remove the '#' to\n"
-    "change it. Check the result with `basal doctor --config PATH`.\n",
+    "PATH (or --out FILE) defaults to ./basal-serve.yml, which `basal serve` and `basal doctor`\n"
+    "read when started in that directory without --model and --config; - writes to stdout. An\n"
+    "existing PATH is left alone unless --force is given. One entry per --model (default\n"
+    "Remek/basal-1.5-4.5B); the total size of their weights goes to stderr when known (a local\n"
+    "directory or cache snapshot, or a published release). Lines `#key: value` show a default:\n"
+    "remove the '#' to change it. Check the result with `basal doctor --config PATH`.\n",
 };
 
 /* A YAML double-quoted scalar; control characters are refused. */
@@ -74,7 +77,39 @@ static int put_model(FILE *f, const char *ref) {
     return rc;
 }
 
-static int write_config(FILE *f, const char *model_ref, const bs_serve_config *c, const bs_serve_model *m) {
+/* Bytes of the model's weights: its *.safetensors files when the reference
+ * resolves to a local directory, else the published size of a release
+ * (06 §10), else 0 (unknown). */
+static uint64_t model_bytes(const char *ref) {
+    static const struct { const char *name; uint64_t bytes; } published[] = {
+        {"mini", 3200000000ull}, {"basal-1.5-mini", 3200000000ull}, {"Remek/basal-1.5-mini", 3200000000ull},
+        {"4.5B", 9500000000ull}, {"basal-1.5-4.5B", 9500000000ull}, {"Remek/basal-1.5-4.5B", 9500000000ull},
+        {"max", 22300000000ull}, {"basal-1.5-max", 22300000000ull}, {"Remek/basal-1.5-max", 22300000000ull},
+    };
+    char *dir = NULL;
+    uint64_t total = 0;
+    if (bs_model_ref_resolve(ref, NULL, &dir, NULL) == 0) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            size_t n = strlen(de->d_name);
+            if (n < 12 || strcmp(de->d_name + n - 12, ".safetensors")) continue;
+            char *p = bs_path_join(dir, de->d_name);
+            struct stat st;
+            if (p && stat(p, &st) == 0) total += (uint64_t)st.st_size; /* cache snapshots hold links */
+            free(p);
+        }
+        if (d) closedir(d);
+        free(dir);
+        if (total) return total;
+    }
+    size_t rl = strcspn(ref, "@");
+    for (size_t i = 0; i < sizeof published / sizeof *published; i++)
+        if (strlen(published[i].name) == rl && !strncmp(ref, published[i].name, rl)) return published[i].bytes;
+    return 0;
+}
+
+static int write_config(FILE *f, const cli_list *models, const bs_serve_config *c, const bs_serve_model *m) {
     fprintf(f,
             "# basal-serve.yml: the configuration of `basal serve` (written by `basal init`).\n"
             "# basal serve reads it with --config FILE, or from env BASAL_CONFIG, or as ./basal-serve.yml\n"
@@ -150,7 +185,8 @@ static int write_config(FILE *f, const char *model_ref, const bs_serve_config *c
             c->max_inflight, c->long_slice_ms, c->release_date, c->access_log ? "true" : "false",
             c->log_format, c->ui ? "true" : "false", c->metrics ? "true" : "false", c->max_body_bytes, c->backend, c->threads, c->header_timeout_s,
             c->body_timeout_s, c->keepalive_timeout_s, c->max_connections, c->max_client_connections);
-    if (put_model(f, model_ref) < 0) return -1;
+    for (size_t i = 0; i < models->n; i++) {
+    if (put_model(f, models->v[i]) < 0) return -1;
     fprintf(f,
             "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16 or f32.\n"
             "    #dtype: %s\n"
@@ -176,21 +212,34 @@ static int write_config(FILE *f, const char *model_ref, const bs_serve_config *c
             m->dtype, m->gemm_table, m->max_batch_tokens, m->schedule_fifo ? "fifo" : "hrrn", m->long_tokens,
             m->state_cache_mb, m->tree_max_tokens, m->max_questions, m->max_request_tokens,
             m->no_prefix_cache ? "true" : "false");
+    }
     return ferror(f) ? -1 : 0;
 }
 
 int cmd_init(int argc, char **argv) {
-    const char *model = BS_DEFAULT_MODEL_REF, *pos_v[1] = {"basal-serve.yml"};
+    const char *pos_v[1] = {"basal-serve.yml"}, *out = NULL;
     int force = 0;
     cli_pos pos = {pos_v, 0, 1};
+    const char **mv = calloc((size_t)argc + 1, sizeof *mv);
+    cli_list models = {mv, 0};
+    if (!mv) return 1;
     const cli_opt opts[] = {
-        CLI_STR("--model", "REF", NULL, NULL, "model of the entry: a directory (written as an absolute path) or a reference",
-                &model),
+        CLI_LIST("--model", "REF", BS_DEFAULT_MODEL_REF, NULL,
+                 "a model entry, repeatable: a directory (written as an absolute path) or a reference", &models),
+        CLI_STR("--out", "FILE", "./basal-serve.yml", NULL, "the file to write (the same as PATH; - = stdout)", &out),
         CLI_SW("--force", "overwrite PATH if it exists", &force),
     };
     int rc = cli_parse(&cli_doc_init, opts, CLI_N(opts), &pos, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
-    const char *path = pos_v[0];
+    if (!rc && out && pos.n) {
+        cli_error("init", "give the output as PATH or as --out FILE, not both");
+        rc = 2;
+    }
+    if (rc) {
+        free(mv);
+        return rc < 0 ? 0 : rc;
+    }
+    if (!models.n) models.v[models.n++] = BS_DEFAULT_MODEL_REF;
+    const char *path = out ? out : pos_v[0];
     int to_stdout = !strcmp(path, "-");
 
     bs_serve_config c;
@@ -220,7 +269,7 @@ int cmd_init(int argc, char **argv) {
             goto done;
         }
     }
-    int wrc = write_config(f, model, &c, &m);
+    int wrc = write_config(f, &models, &c, &m);
     if (!to_stdout && fclose(f) != 0) wrc = -1;
     else if (to_stdout && fflush(f) != 0) wrc = -1;
     if (wrc < 0) {
@@ -230,8 +279,21 @@ int cmd_init(int argc, char **argv) {
     if (!to_stdout)
         fprintf(stderr, "basal init: wrote %s\ncheck it with: basal doctor --config %s\nserve it with: basal serve --config %s\n",
                 path, path, path);
+    {
+        uint64_t total = 0;
+        int unknown = 0;
+        for (size_t i = 0; i < models.n; i++) {
+            uint64_t b = model_bytes(models.v[i]);
+            total += b;
+            unknown += !b;
+        }
+        if (total)
+            fprintf(stderr, "basal init: the weights of the %s take %.1f GB%s\n", models.n > 1 ? "models" : "model",
+                    (double)total / 1e9, unknown ? " (plus models of unknown size)" : "");
+    }
     status = 0;
 done:
+    free(mv);
     bs_serve_config_free(&c);
     free(m.dtype);
     free(m.gemm_table);
