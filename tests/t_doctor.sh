@@ -255,6 +255,16 @@ echo 0123456789abcdef >"$HF_HOME/hub/models--acme--tiny/refs/main"
 export SNAP="$snap"
 jcase cached 0 'd["ok"] and has("models", "ok", E["SNAP"])' --model acme/tiny --addr "127.0.0.1:$PORT"
 
+# ---- the cache directory's free space (06 §8 disk, §3 R3 directories) ----
+export BH="$tmp/bh" XC="$tmp/xdg"
+BASAL_HOME="$BH" jcase cache-basal-home 0 'has("disk", "ok", "free for the cache directory " + E["BH"] + "/.cache (from BASAL_HOME, not created yet)")' \
+    --model "$src" --addr "127.0.0.1:$PORT"
+mkdir -p "$XC/basal"
+BASAL_HOME= XDG_CACHE_HOME="$XC" jcase cache-xdg 0 'has("disk", "ok", "free for the cache directory " + E["XC"] + "/basal (from XDG_CACHE_HOME)")' \
+    --model "$src" --addr "127.0.0.1:$PORT"
+BASAL_HOME= XDG_CACHE_HOME=relative/dir jcase cache-home 0 'has("disk", "ok", "free for the cache directory " + E["HOME"] + "/.cache/basal (from HOME")' \
+    --model "$src" --addr "127.0.0.1:$PORT"
+
 # ---- where the configuration and the address come from (06 §4.1) ----
 mkdir -p "$tmp/cwd"
 printf 'addr: 127.0.0.1:%s\nmodels:\n  - path: %s\n' "$PORT" "$src" >"$tmp/cwd/basal-serve.yml"

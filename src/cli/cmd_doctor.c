@@ -503,7 +503,44 @@ static void check_gpu(report_t *r, int gpus) {
         add(r, A_GPU, L_INFO, NULL, "%s", e.msg);
 }
 
+/* 06 §8: free space in the cache directory (§3 R3), measured on its nearest
+ * existing ancestor when it does not exist yet. */
+static void check_cache_disk(report_t *r) {
+    char *dir = NULL;
+    const char *src = NULL;
+    bs_err e = {0};
+    if (bs_cache_dir(&dir, &src, &e) < 0) {
+        r->oom = 1;
+        return;
+    }
+    char *at = bs_strfmt("%s", dir);
+    struct statvfs sv;
+    while (at && statvfs(at, &sv) != 0) {
+        char *slash = strrchr(at, '/');
+        if (!slash || slash == at) { /* reached the root or a relative start */
+            snprintf(at, strlen(at) + 1, "%s", slash == at ? "/" : ".");
+            if (statvfs(at, &sv) != 0) { free(at); at = NULL; }
+            break;
+        }
+        *slash = 0;
+    }
+    if (!at) {
+        add(r, A_DISK, L_WARN, "check the filesystem of the cache directory", "cache directory %s (from %s): %s", dir,
+            src, strerror(errno));
+    } else {
+        double free_b = (double)sv.f_bavail * (double)sv.f_frsize;
+        const char *note = strcmp(at, dir) ? ", not created yet" : "";
+        if (free_b < GIB)
+            add(r, A_DISK, L_WARN, "free space there, or point BASAL_HOME or XDG_CACHE_HOME elsewhere",
+                "%.2f GiB free for the cache directory %s (from %s%s; under 1 GiB)", free_b / GIB, dir, src, note);
+        else add(r, A_DISK, L_OK, NULL, "%.2f GiB free for the cache directory %s (from %s%s)", free_b / GIB, dir, src, note);
+    }
+    free(at);
+    free(dir);
+}
+
 static void check_disk(report_t *r, const char *dir) {
+    check_cache_disk(r);
     if (!dir) {
         add(r, A_DISK, L_INFO, NULL, "not checked (no model directory was found)");
         return;
