@@ -39,31 +39,12 @@ static json_t *read_jsonl(const char *dir, const char *name) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_t *out = NULL;
     char *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error(CMD, "reading %s: %s", path, strerror(errno));
+    size_t len = 0;
+    bs_err e = {0};
+    if (bs_read_file(path, &text, &len, &e) < 0) {
+        cli_error(CMD, "reading %s", e.msg);
         return NULL;
     }
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            char *t = realloc(text, cap + 65536 + 1);
-            if (!t) {
-                cli_error(CMD, "reading %s: out of memory", path);
-                goto fail;
-            }
-            text = t;
-            cap += 65536;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        cli_error(CMD, "reading %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    text[len] = 0;
     if (!(out = json_array())) goto fail;
     size_t lineno = 0;
     for (size_t i = 0; i < len;) {
@@ -86,12 +67,10 @@ static json_t *read_jsonl(const char *dir, const char *name) {
         i = j + 1;
     }
     free(text);
-    fclose(f);
     return out;
 fail:
     json_decref(out);
     free(text);
-    fclose(f);
     return NULL;
 }
 
