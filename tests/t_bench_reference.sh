@@ -97,20 +97,39 @@ print("\n".join(fails) if fails else "ok")
 PYEOF
 if [ "$(cat "$tmp/check")" = ok ]; then ok; else bad "report: $(cat "$tmp/check")"; fi
 # bench-requests (06 §7.2): per request all_ms (run order) and the median/min/max of exactly those samples
+# (three one-question requests, and one with two questions on one state: its shared tree is smaller)
 head -3 "$tmp/reqs.jsonl" | "$PY" -c 'import json, sys
-for i, l in enumerate(sys.stdin): print(json.dumps({"id": f"r{i}", "request": json.loads(l)}, ensure_ascii=False))' >"$tmp/br.jsonl"
+reqs = [json.loads(l) for l in sys.stdin]
+two = json.loads(json.dumps(reqs[0]))
+two["questions"]["p"] = {"type": "noul", "instructions": "Czy klient jest zadowolony?"}
+reqs.append(two)
+for i, r in enumerate(reqs): print(json.dumps({"id": f"r{i}", "request": r}, ensure_ascii=False))' >"$tmp/br.jsonl"
 "$BASAL" bench-requests --model "$model" --requests "$tmp/br.jsonl" --reps 5 --threads 1 --batching tree,single \
     --out "$tmp/br.json" 2>"$tmp/err"; rc=$?
-if [ "$rc" -eq 0 ] && "$PY" - "$tmp/br.json" <<'PYEOF'
+# packed sizes: a trie of the prompts (from `basal prepare`) has one token per distinct prefix
+for i in 0 1 2 3; do
+    sed -n "$((i + 1))p" "$tmp/br.jsonl" | "$PY" -c 'import json, sys; print(json.dumps(json.loads(sys.stdin.read())["request"]))' |
+        "$BASAL" prepare --model "$model" >"$tmp/prep$i.json"
+done
+if [ "$rc" -eq 0 ] && "$PY" - "$tmp/br.json" "$tmp" <<'PYEOF'
 import json, statistics, sys
 r = json.load(open(sys.argv[1]))
 assert r["reps"] == 5 and r["backend"] == "cpu", r
+def trie(seqs): return len({tuple(s[:k]) for s in seqs for k in range(1, len(s) + 1)})
 for mode in r["modes"]:
-    assert len(mode["requests"]) == 3, mode
-    for q in mode["requests"]:
+    assert len(mode["requests"]) == 4, mode
+    for i, q in enumerate(mode["requests"]):
         a = q["all_ms"]
         assert len(a) == 5 and list(q)[-1] == "all_ms", q
         assert (q["min_ms"], q["max_ms"], q["median_ms"]) == (min(a), max(a), sorted(a)[2]), q
+        items = json.load(open(f"{sys.argv[2]}/prep{i}.json"))
+        per_q = {}
+        for it in items:
+            per_q.setdefault(it["item"]["question"], []).extend(o["input_ids"] for o in it["orders"])
+        want = (sum(trie(v) for v in per_q.values()), trie([s for v in per_q.values() for s in v]))
+        got = (q["packed_tokens_per_question_rows"], q["packed_tokens_shared_tree"])
+        assert got == want, (q["id"], got, want)
+        assert i < 3 or got[1] < got[0], ("two questions on one state share it", got)
 PYEOF
 then ok; else bad "bench-requests report: exit $rc: $(tail -3 "$tmp/err")"; fi
 # refusals: a bad line names the file and line; fewer than 6 items

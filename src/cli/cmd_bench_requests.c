@@ -19,6 +19,7 @@
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/engine.h"
+#include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
 
@@ -95,15 +96,48 @@ static int read_requests(const char *path, const char *model, req_line **out, si
 
 /* One whole decision: validate, plan, run, answer; its usage with the tokens
  * its forwards computed. */
+/* Tokens of the prompts of the plan's (round-1) items packed as one trie row
+ * per question, and as one row for the whole request (06 §7.2). */
+static int packed_sizes(const bs_plan *p, int64_t *per_question, int64_t *shared, bs_err *e) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_items; i++) n += (size_t)p->items[i].n_orders;
+    const int32_t **ids = calloc(n ? n : 1, sizeof *ids);
+    int32_t *lens = calloc(n ? n : 1, sizeof *lens);
+    int rc = ids && lens ? 0 : bs_fail(e, BS_ENOMEM, "out of memory");
+    *per_question = *shared = 0;
+    for (size_t i0 = 0, k = 0, k0 = 0; rc == 0 && i0 < p->n_items; k0 = k) {
+        size_t i = i0;
+        for (; i < p->n_items && p->items[i].question == p->items[i0].question; i++)
+            for (int o = 0; o < p->items[i].n_orders; o++, k++) {
+                ids[k] = p->items[i].orders[o].ids;
+                lens[k] = p->items[i].orders[o].n_ids;
+            }
+        bs_row row;
+        if ((rc = bs_pack_row(&row, ids + k0, lens + k0, (int32_t)(k - k0), e)) == 0) {
+            *per_question += row.len;
+            bs_row_free(&row);
+        }
+        i0 = i;
+    }
+    bs_row row;
+    if (rc == 0 && (rc = bs_pack_row(&row, ids, lens, (int32_t)n, e)) == 0) {
+        *shared = row.len;
+        bs_row_free(&row);
+    }
+    free(ids);
+    free(lens);
+    return rc;
+}
+
 static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const req_line *r,
-                       bs_usage *usage, bs_buf *answer, bs_err *e) {
+                       bs_usage *usage, bs_buf *answer, int64_t packed[2], bs_err *e) {
     bs_reply rep;
     bs_reply_init(&rep);
     bs_plan plan = {0};
     int rc = bs_plan_text(&plan, r->body, r->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) {
         bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
-    } else if (rc == 0) {
+    } else if (rc == 0 && (rc = packed_sizes(&plan, &packed[0], &packed[1], e)) == 0) {
         bs_plan *pp = &plan;
         int64_t f0 = run->forward_tokens;
         rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
@@ -219,7 +253,8 @@ int cmd_bench_requests(int argc, char **argv) {
         for (size_t i = 0; i < nrq; i++) {
             bs_progress_set(pg, i);
             bs_usage u = {0};
-            if (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) { /* warm-up */
+            int64_t packed[2] = {0, 0};
+            if (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, packed, &e) < 0) { /* warm-up */
                 bs_progress_end(pg);
                 fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                 bs_runner_free(&run);
@@ -228,7 +263,7 @@ int cmd_bench_requests(int argc, char **argv) {
             int64_t fwd_sum = 0;
             for (int r = 0; r < reps; r++) {
                 double s = bs_now_ms();
-                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) {
+                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, packed, &e) < 0) {
                     bs_progress_end(pg);
                     fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                     bs_runner_free(&run);
@@ -262,9 +297,11 @@ int cmd_bench_requests(int argc, char **argv) {
             char *all = bs_strfmt("%.*s", (int)(rep.len - at), rep.data ? rep.data + at : "");
             rep.len = at;
             qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
-            bs_buf_printf(&rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
+            bs_buf_printf(&rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"packed_tokens_per_question_rows\":%lld,"
+                                "\"packed_tokens_shared_tree\":%lld,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
                                 "\"min_ms\":%.3f,\"max_ms\":%.3f,\"all_ms\":[%s]}",
-                          nq, input, (long long)fwd, ms[reps / 2], ms[0], ms[reps - 1], all ? all : "");
+                          nq, input, (long long)packed[0], (long long)packed[1], (long long)fwd, ms[reps / 2], ms[0],
+                          ms[reps - 1], all ? all : "");
             if (!all) rep.oom = 1;
             free(all);
         }
