@@ -27,7 +27,7 @@ def load(n): return json.load(open(os.path.join(d, n)))
 def save(n, v): json.dump(v, open(os.path.join(d, n), 'w'), ensure_ascii=False)
 $code" "$d" || { echo "$name: mutation script failed"; fail=$((fail+1)); return; }
     local out rc
-    out=$(echo "$req" | "$BASAL" "$cmd" --model "$d" 2>&1 >/dev/null); rc=$?
+    out=$(echo "$req" | timeout 30 "$BASAL" "$cmd" --model "$d" 2>&1 >/dev/null); rc=$?
     if [ "$rc" -eq 1 ] && grep -qF -- "$expect" <<<"$out"; then
         pass=$((pass+1))
     else
@@ -75,6 +75,36 @@ if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pas
 # without CALIBRATION.json the model is uncalibrated, not refused
 rm -f "$d/CALIBRATION.json"
 if echo "$req" | "$BASAL" prepare --model "$d" >/dev/null 2>&1; then pass=$((pass+1)); else echo "CALIBRATION.json treated as required"; fail=$((fail+1)); fi
+
+# ---- files that are not regular files, and tokenizer/manifest rules (never a hang, never a silent
+# difference: each refused with the file and the problem named) ----
+for f in config.json basal.json tokenizer.json tokenizer_config.json chat_template.jinja CALIBRATION.json; do
+    mutate "fifo-$f" "$f: not a regular file" "os.remove(os.path.join(d, '$f')); os.mkfifo(os.path.join(d, '$f'))"
+done
+mutate zero-tokenizer "tokenizer.json: not a regular file" \
+    'os.remove(os.path.join(d, "tokenizer.json")); os.symlink("/dev/zero", os.path.join(d, "tokenizer.json"))'
+mutate fifo-weights "model.safetensors: not a regular file" \
+    'os.remove(os.path.join(d, "model.safetensors")); os.mkfifo(os.path.join(d, "model.safetensors"))' decide
+mutate no-model-type 'tokenizer.json: model.type missing (it must be "BPE")' \
+    'v = load("tokenizer.json"); del v["model"]["type"]; save("tokenizer.json", v)'
+mutate no-merges 'tokenizer.json: model.merges missing' \
+    'v = load("tokenizer.json"); del v["model"]["merges"]; save("tokenizer.json", v)'
+mutate added-same-id 'have the same id 32000' \
+    'v = load("tokenizer.json"); [a.update(id=32000) for a in v["added_tokens"] if a["content"] == "<|im_end|>"]; save("tokenizer.json", v)'
+mutate tokcfg-not-json 'tokenizer_config.json: bos_token: the file is not valid JSON (line 1' \
+    'open(os.path.join(d, "tokenizer_config.json"), "w").write("{x")'
+mutate empty-name 'basal.json: name must be a non-empty string without control characters' \
+    'v = load("basal.json"); v["name"] = ""; save("basal.json", v)'
+mutate ctl-name 'basal.json: name must be a non-empty string without control characters' \
+    'v = load("basal.json"); v["name"] = "a\nb"; save("basal.json", v)'
+# a sharded checkpoint whose index forgets a tensor: the message names the index
+d="$tmp/sharded-unlisted"
+cp -r "$FIXTURES/tiny-sharded" "$d"
+$PY -c 'import json, sys; p = sys.argv[1] + "/model.safetensors.index.json"; v = json.load(open(p))
+del v["weight_map"]["lm_head.weight"]; json.dump(v, open(p, "w"))' "$d"
+out=$(echo "$req" | timeout 30 "$BASAL" decide --model "$d" 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "model.safetensors.index.json (the 1 shard it lists): missing tensor: lm_head.weight" <<<"$out"; then
+    pass=$((pass+1)); else echo "sharded-unlisted: exit $rc: $out"; fail=$((fail+1)); fi
 
 # ---- model references (06 §3 R1-R2) for the one-shot commands, as for serve ----
 hf="$tmp/hf"

@@ -70,7 +70,7 @@ int bs_calibration_load(bs_calibration *c, const char *model_dir, bs_err *e) {
     if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
     int rc = BS_OK;
     if (bs_file_exists(path)) {
-        rc = bs_read_file(path, &text, &len, e);
+        rc = bs_read_regular_file(path, &text, &len, BS_MODEL_FILE_MAX, e);
         if (rc == 0) rc = bs_calibration_parse(c, text, len, e);
     }
     free(text);

@@ -109,7 +109,10 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
         free(d);
         return rc;
     }
-    if (!type && !merges) return bs_fail(e, BS_EUNSUP, "%s: model has no type and no merges (only BPE is implemented)", fn);
+    /* 01 §1.4 rule 3: the type is checked, not guessed from the keys present */
+    if (!type) return bs_fail(e, BS_EFORMAT, "%s: model.type missing (it must be \"BPE\")", fn);
+    /* a BPE without merges would split every word into single characters */
+    if (!merges) return bs_fail(e, BS_EFORMAT, "%s: model.merges missing (a BPE model needs its merges)", fn);
     int rc = check_keys(t, model, keys, "BPE model", e);
     if (rc != BS_OK) return rc;
 
@@ -262,6 +265,13 @@ oom:
 
 /* ---------------- added tokens ---------------- */
 
+/* Added tokens by id, then file order (qsort's order of equal ids is not fixed). */
+static int added_by_id(const void *a, const void *b) {
+    const tk_added *x = *(const tk_added *const *)a, *y = *(const tk_added *const *)b;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
     static const char *const keys[] = { "id", "content", "single_word", "lstrip", "rstrip",
                                         "normalized", "special", NULL };
@@ -303,7 +313,19 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
             return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
         if (dup) return bs_fail(e, BS_EFORMAT, "%s: added token \"%s\" is declared twice", fn, s);
     }
-    return BS_OK;
+    /* two contents on one id: one of them would silently encode as the other */
+    const tk_added **by_id = malloc((n ? n : 1) * sizeof *by_id);
+    if (!by_id) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+    for (size_t i = 0; i < n; i++) by_id[i] = &t->added[i];
+    qsort(by_id, n, sizeof *by_id, added_by_id);
+    rc = BS_OK;
+    for (size_t i = 1; i < n && rc == BS_OK; i++)
+        if (by_id[i]->id == by_id[i - 1]->id)
+            rc = bs_fail(e, BS_EFORMAT, "%s: added tokens \"%s\" and \"%s\" have the same id %d", fn,
+                         by_id[i - 1] < by_id[i] ? by_id[i - 1]->content : by_id[i]->content,
+                         by_id[i - 1] < by_id[i] ? by_id[i]->content : by_id[i - 1]->content, (int)by_id[i]->id);
+    free(by_id);
+    return rc;
 }
 
 /* The pattern of a normalized added token is its content as the normalizer
@@ -629,7 +651,7 @@ int bs_tokenizer_load(bs_tokenizer **out, const char *path, bs_err *e) {
     if (!path) return bs_fail(e, BS_EINVAL, "tokenizer: no path");
     char *data = NULL;
     size_t len = 0;
-    int rc = bs_read_file(path, &data, &len, e);
+    int rc = bs_read_regular_file(path, &data, &len, BS_MODEL_FILE_MAX, e);
     if (rc != BS_OK) return rc;
     rc = bs_tokenizer_load_mem(out, data, len, path, e);
     free(data);

@@ -1,6 +1,7 @@
 #include "core/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,56 @@ int bs_read_file(const char *path, char **out, size_t *len, bs_err *e) {
     *out = buf;
     if (len) *len = n;
     return BS_OK;
+}
+
+int bs_read_regular_file(const char *path, char **out, size_t *len, size_t max_bytes, bs_err *e) {
+    *out = NULL;
+    if (len) *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = BS_OK;
+    char *buf = NULL;
+    size_t n = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = bs_fail(e, BS_EFORMAT, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        rc = bs_fail(e, BS_EFORMAT, "%s: %llu bytes, more than such a file can be (%zu)", path,
+                     (unsigned long long)st.st_size, max_bytes);
+        goto out;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    size_t want = (size_t)st.st_size;
+    if (!(buf = malloc(want + 1))) {
+        rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    while (n < want) { /* a file that grows meanwhile is read as its size was */
+        ssize_t r = read(fd, buf + n, want - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            rc = bs_fail(e, BS_EIO, "%s: read error: %s", path, strerror(errno));
+            goto out;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    buf[n] = 0;
+    *out = buf;
+    buf = NULL;
+    if (len) *len = n;
+out:
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 int bs_write_file(const char *path, const void *data, size_t len, bs_err *e) {

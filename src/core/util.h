@@ -9,6 +9,11 @@
 
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 int bs_read_file(const char *path, char **out, size_t *len, bs_err *e);
+/* bs_read_file for the files of a model directory: only a regular file of at
+ * most max_bytes (a FIFO or a device there would block or never end). */
+int bs_read_regular_file(const char *path, char **out, size_t *len, size_t max_bytes, bs_err *e);
+/* The most any JSON or text file of a model directory is read into memory. */
+#define BS_MODEL_FILE_MAX ((size_t)1 << 30)
 /* Writes len bytes to path (truncating). */
 int bs_write_file(const char *path, const void *data, size_t len, bs_err *e);
 /* snprintf into a malloc'd string; NULL on allocation failure. */

@@ -56,6 +56,14 @@ int bs_basal_json_check(const char *text, size_t len, char **name, char **versio
     }
     json_t *nm = json_object_get(root, "name"), *ver = json_object_get(root, "version");
     if (!json_is_string(nm)) { rc = bs_fail(e, BS_EFORMAT, "basal.json: name"); goto done; }
+    /* the served name: requests and logs must be able to carry it */
+    const char *nv = json_string_value(nm);
+    int ctl = 0;
+    for (const char *q = nv; *q; q++) ctl |= (unsigned char)*q < 0x20 || *q == 0x7f;
+    if (!*nv || ctl || json_string_length(nm) != strlen(nv)) {
+        rc = bs_fail(e, BS_EFORMAT, "basal.json: name must be a non-empty string without control characters");
+        goto done;
+    }
     if (!(*name = strdup(json_string_value(nm)))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     if (json_is_string(ver) && !(*version = strdup(json_string_value(ver)))) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
@@ -78,7 +86,10 @@ int bs_tokenizer_config_bos(const char *text, size_t len, char **bos, bs_err *e)
     json_t *b = json_object_get(root, "bos_token");
     if (json_is_object(b)) b = json_object_get(b, "content"); /* older Hugging Face form */
     int rc = BS_OK;
-    if (!json_is_string(b)) rc = bs_fail(e, BS_EFORMAT, "tokenizer_config.json: bos_token");
+    if (!root) /* the spec's message stays the prefix; the parse error says where */
+        rc = bs_fail(e, BS_EFORMAT, "tokenizer_config.json: bos_token: the file is not valid JSON (line %d, column %d: %s)",
+                     je.line, je.column, je.text);
+    else if (!json_is_string(b)) rc = bs_fail(e, BS_EFORMAT, "tokenizer_config.json: bos_token");
     else if (!(*bos = strdup(json_string_value(b)))) rc = bs_fail(e, BS_ENOMEM, "out of memory");
     json_decref(root);
     return rc;
@@ -88,7 +99,7 @@ int bs_tokenizer_config_bos(const char *text, size_t len, char **bos, bs_err *e)
 static int read_in(const char *dir, const char *name, char **text, size_t *len, bs_err *e) {
     char *path = bs_path_join(dir, name);
     if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
-    int rc = bs_file_exists(path) ? bs_read_file(path, text, len, e)
+    int rc = bs_file_exists(path) ? bs_read_regular_file(path, text, len, BS_MODEL_FILE_MAX, e)
                                   : bs_fail(e, BS_EIO, "%s: missing (a Basal model directory needs it)", path);
     free(path);
     return rc;

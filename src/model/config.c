@@ -203,7 +203,7 @@ int bs_config_load(bs_config *c, const char *model_dir, bs_err *e) {
     if (!path) return bs_fail(e, BS_ENOMEM, "%s/config.json: out of memory", model_dir);
     char *text = NULL;
     size_t len = 0;
-    int rc = bs_read_file(path, &text, &len, e);
+    int rc = bs_read_regular_file(path, &text, &len, BS_MODEL_FILE_MAX, e);
     if (rc == BS_OK) rc = bs_config_parse(c, text, len, path, e);
     free(text);
     free(path);

@@ -72,7 +72,9 @@ static int build_rope(bs_model *m, bs_err *e) {
     size_t n = (size_t)c->max_pos * (size_t)d;
     m->rope_cos = malloc(n * sizeof(float));
     m->rope_sin = malloc(n * sizeof(float));
-    if (!m->rope_cos || !m->rope_sin) return bs_fail(e, BS_ENOMEM, "out of memory for the RoPE table");
+    if (!m->rope_cos || !m->rope_sin)
+        return bs_fail(e, BS_ENOMEM, "%s/config.json: max_position_embeddings %d: out of memory for its RoPE table "
+                       "(%zu bytes)", m->dir ? m->dir : ".", c->max_pos, 2 * n * sizeof(float));
     for (int i = 0; i < d; i++) {
         double inv = 1.0 / pow(c->rope_theta, (2.0 * i) / (double)c->head_dim);
         for (int p = 0; p < c->max_pos; p++) {

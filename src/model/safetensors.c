@@ -39,7 +39,7 @@ static int map_file(bs_weights *w, const char *path, bs_err *e) {
     void *base = MAP_FAILED;
     uint64_t size = 0;
     char *pcopy = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO: no wait for a writer */
     if (fd < 0) return bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -345,6 +345,7 @@ void bs_weights_close(bs_weights *w) {
         free(w->files[i].path);
     }
     free(w->files);
+    free(w->index_path);
     memset(w, 0, sizeof *w);
 }
 
@@ -373,7 +374,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
     json_t *root = NULL;
     size_t len = 0, ns = 0;
 
-    if ((rc = bs_read_file(ipath, &text, &len, e))) goto out;
+    if ((rc = bs_read_regular_file(ipath, &text, &len, BS_MODEL_FILE_MAX, e))) goto out;
     json_error_t je;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!root) {
@@ -468,6 +469,10 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
                          ipath, t->name, shards[t->file], json_string_value(v));
             goto out;
         }
+    }
+    if (!(w->index_path = bs_strfmt("%s", ipath))) {
+        rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
+        goto out;
     }
     /* Every tensor found is listed with its own shard and names are unique, so
      * a listed entry that resolves by name is in the right shard. */
@@ -629,7 +634,9 @@ static const llama_spec *classify(const char *name, const bs_config *c) {
 
 /* How the weights are named in messages. */
 static void weights_desc(const bs_weights *w, char *buf, size_t size) {
-    if (w->n_files == 0) snprintf(buf, size, "weights");
+    /* sharded: a tensor absent from every shard may just be absent from the index */
+    if (w->index_path) snprintf(buf, size, "%s (the %d shard%s it lists)", w->index_path, w->n_files, w->n_files == 1 ? "" : "s");
+    else if (w->n_files == 0) snprintf(buf, size, "weights");
     else if (w->n_files == 1) snprintf(buf, size, "%s", w->files[0].path);
     else snprintf(buf, size, "%s (and %d other shards)", w->files[0].path, w->n_files - 1);
 }

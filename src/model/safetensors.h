@@ -34,6 +34,7 @@ typedef struct bs_weights {
     int n_tensors;
     bs_mapped_file *files;
     int n_files;
+    char *index_path; /* sharded: the index that listed the files; NULL for one file */
 } bs_weights;
 
 /* Opens the weights of a model directory (single file or sharded index). */

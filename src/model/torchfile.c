@@ -693,7 +693,7 @@ int bs_pt_read_file(const char *path, const char *fname, bs_pt_file *out, bs_err
         return bs_fail(e, BS_EFORMAT, "%s: %lld bytes (at most %zu)", fname, (long long)st.st_size, BS_PT_MAX_FILE_BYTES);
     char *buf = NULL;
     size_t len = 0;
-    int rc = bs_read_file(path, &buf, &len, e);
+    int rc = bs_read_regular_file(path, &buf, &len, BS_MODEL_FILE_MAX, e);
     if (rc < 0) return rc;
     rc = bs_pt_read_mem((const unsigned char *)buf, len, fname, out, e);
     free(buf);
