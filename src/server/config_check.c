@@ -80,7 +80,7 @@ static int read_name(const char *dir, char **name, bs_err *e) {
     size_t len = 0;
     int tobj, rc;
     if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
-    rc = bs_read_file(path, &text, &len, e);
+    rc = bs_read_regular_file(path, &text, &len, BS_MODEL_FILE_MAX, e);
     free(path);
     if (rc < 0) return rc;
     bs_err je = { 0 };
