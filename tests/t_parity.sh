@@ -84,6 +84,24 @@ want='[{"item": "bench/2", "differences": ["order 1: input_ids"], "reason": null
 if [ $rc -eq 1 ] && [ "$got" = "$want" ] && grep -qF "mismatches: 1," "$tmp/cpbad.err"; then ok
 else bad "check-prompts on a corrupted reference: expected exit 1 and $want, got exit $rc and $got ($(cat "$tmp/cpbad.err"))"; fi
 
+cp -r "$ref" "$tmp/bad2"
+$PY - "$tmp/bad2/systemone.jsonl" <<'EOF2'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+for i, l in enumerate(lines):
+    r = json.loads(l)
+    if r["id"] == "so-multi":
+        r["items"] = [x for x in r["items"] if x["name"] != "c"]
+        lines[i] = json.dumps(r, ensure_ascii=False)
+open(sys.argv[1], "w", encoding="utf-8").write("\n".join(lines) + "\n")
+EOF2
+"$BASAL" check-prompts --model "$M" --reference "$tmp/bad2" >"$tmp/cpbad2.json" 2>"$tmp/cpbad2.err"
+rc=$?
+got=$($PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["tokens"]["mismatches"]))' "$tmp/cpbad2.json" 2>&1)
+want='[{"item": "systemone/so-multi/c", "differences": ["not in the reference"], "reason": null}]'
+if [ $rc -eq 1 ] && [ "$got" = "$want" ]; then ok
+else bad "check-prompts with an item missing from the reference: expected exit 1 and $want, got exit $rc and $got"; fi
+
 # (2)/(3) exports
 for mode in single budget tree; do
     if "$BASAL" export --model "$M" --inputs "$in" --out "$tmp/ex-$mode" --batching $mode --threads 1 2>"$tmp/ex.err"; then ok

@@ -676,6 +676,12 @@ typedef struct {
     bs_buf mis, dev; /* JSON array bodies */
 } token_check;
 
+static void put_reason(bs_buf *b, const char *dev) {
+    if (dev) bs_resp_cstr(b, dev);
+    else bs_buf_puts(b, "null");
+    bs_buf_putc(b, '}');
+}
+
 /* Compares reference record ref with our prepared record ours ({orders, pack}). */
 static int tc_compare(token_check *tc, const char *tag, const bj_value *ref, const bj_value *ours, const char *dev) {
     bs_buf d;
@@ -705,9 +711,7 @@ static int tc_compare(token_check *tc, const char *tag, const bj_value *ref, con
         bs_buf_puts(to, ",\"differences\":[");
         bs_buf_put(to, d.data ? d.data : "", d.len);
         bs_buf_puts(to, "],\"reason\":");
-        if (dev) bs_resp_cstr(to, dev);
-        else bs_buf_puts(to, "null");
-        bs_buf_putc(to, '}');
+        put_reason(to, dev);
     }
     bs_buf_free(&d);
     return nd == 0;
@@ -776,12 +780,35 @@ static int check_case(token_check *tc, const bj_value *c, const bs_basal_model *
             same = tc_compare(tc, tag.data, r, ours, known_deviation(id, name.data));
             bj_free(ours);
         }
+        if (!r) { /* an item the reference lacks: its tokens cannot agree */
+            bs_buf *to = known_deviation(id, name.data) ? &tc->dev : &tc->mis;
+            size_t *cnt = to == &tc->dev ? &tc->n_dev : &tc->n_mis;
+            bs_buf_puts(to, (*cnt)++ ? ",{\"item\":" : "{\"item\":");
+            bs_resp_cstr(to, tag.data);
+            bs_buf_puts(to, ",\"differences\":[\"not in the reference\"],\"reason\":");
+            put_reason(to, known_deviation(id, name.data));
+        }
         bs_buf_puts(cases, i ? ",{\"item\":" : "{\"item\":");
         bs_resp_cstr(cases, name.data);
         bs_buf_printf(cases, ",\"tokens_identical\":%s%s}", same ? "true" : "false",
                       r ? "" : ",\"note\":\"not in the reference\"");
     }
     bs_buf_puts(cases, "]}");
+    const bj_value *ritems = bj_get(c, "items");
+    for (size_t i = 0; rc == 1 && ritems && ritems->type == BJ_ARRAY && i < ritems->n; i++) {
+        /* we refuse a request whose items the reference prepared */
+        const bj_value *n = bj_get(ritems->items[i], "name");
+        const char *nm = n && n->type == BJ_STRING ? n->str : "";
+        const char *dev = known_deviation(id, nm);
+        bs_buf *to = dev ? &tc->dev : &tc->mis;
+        size_t *cnt = dev ? &tc->n_dev : &tc->n_mis;
+        tag.len = 0;
+        bs_buf_printf(&tag, "systemone/%s/%s", id, nm);
+        bs_buf_puts(to, (*cnt)++ ? ",{\"item\":" : "{\"item\":");
+        bs_resp_string(to, tag.data, tag.len);
+        bs_buf_puts(to, ",\"differences\":[\"request refused by this runtime\"],\"reason\":");
+        put_reason(to, dev);
+    }
     if (rc == 1) rc = 0;
     bs_plan_free(&plan);
     bs_buf_free(&body);
