@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/pyjson.h"
@@ -145,6 +146,8 @@ static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
 static int bench_body(const bj_value *rec, const char *model, bs_buf *b, bs_err *e) {
     const bj_value *opts = bj_get(rec, "options"), *type = bj_get(rec, "type");
     if (!opts || opts->type != BJ_ARRAY) return bs_fail(e, BS_EINVAL, "bench item without an options array");
+    if (opts->n < 2 || opts->n > BS_MAX_LETTER_OPTIONS)
+        return bs_fail(e, BS_EINVAL, "bench item with %zu options (2..%d)", opts->n, BS_MAX_LETTER_OPTIONS);
     const char *t = type && type->type == BJ_STRING ? type->str : "choice";
     if (strcmp(t, "choice") && strcmp(t, "score") && strcmp(t, "noul"))
         return bs_fail(e, BS_EINVAL, "bench item of type %s (choice, score or noul)", t);
@@ -465,21 +468,26 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
 /* bench.jsonl of the export: all items prepared, then run together. */
 static int export_bench(const jsonl *recs, const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *out,
                         bs_err *e) {
-    size_t n = recs->n, made = 0;
+    size_t n = recs->n;
     bs_plan *plans = calloc(n ? n : 1, sizeof *plans);
     bs_plan **pp = calloc(n ? n : 1, sizeof *pp);
     bs_buf body, err;
     bs_buf_init(&body);
     bs_buf_init(&err);
     int rc = plans && pp ? 0 : bs_fail(e, BS_ENOMEM, "out of memory");
-    for (; rc == 0 && made < n; made++) {
+    for (size_t i = 0; rc == 0 && i < n; i++) { /* plans[] starts zeroed: every entry can be freed */
         body.len = 0;
         err.len = 0;
-        pp[made] = &plans[made];
-        if ((rc = bench_body(recs->v[made], m->name, &body, e)) < 0) break;
-        rc = plan_body(&plans[made], &body, BS_DIALECT_SYSTEMONE, m, lc, &err, e);
-        if (rc == 1) rc = bs_fail(e, BS_EINVAL, "bench item %zu rejected: %.*s", made + 1, (int)err.len, err.data);
-        if (rc < 0) made++;
+        pp[i] = &plans[i];
+        if ((rc = bench_body(recs->v[i], m->name, &body, e)) < 0) {
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            bs_fail(e, rc, "bench item %zu: %s", i + 1, why);
+            break;
+        }
+        rc = plan_body(&plans[i], &body, BS_DIALECT_SYSTEMONE, m, lc, &err, e);
+        if (rc == 1) rc = bs_fail(e, BS_EINVAL, "bench item %zu rejected: %.*s", i + 1, (int)err.len, err.data);
+        else if (rc == 0 && plans[i].n_items != 1) rc = bs_fail(e, BS_EINVAL, "bench item %zu: not one readout", i + 1);
     }
     if (rc == 0) rc = bs_runner_run_all(run, pp, n, lc, NULL, e);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -497,7 +505,7 @@ static int export_bench(const jsonl *recs, const bs_basal_model *m, bs_letter_ca
         bs_buf_printf(out, ",\"argmax_avg\":%d,\"argmax_cal\":%d}\n", bs_argmax(res.p_avg, (int)it->k),
                       bs_argmax(res.p_cal, (int)it->k));
     }
-    for (size_t i = 0; plans && i < made; i++) bs_plan_free(&plans[i]);
+    for (size_t i = 0; plans && i < n; i++) bs_plan_free(&plans[i]);
     free(plans);
     free(pp);
     bs_buf_free(&body);
@@ -544,7 +552,7 @@ int cmd_export(int argc, char **argv) {
     jsonl bench = {0}, cases = {0};
     bs_pool *pool = NULL;
     bs_basal_model m;
-    int loaded = 0, runner = 0;
+    int loaded = 0, runner = 0, created = 0;
     bs_letter_cache lc;
     bs_letter_cache_init(&lc);
     bs_prefix_set pinned = {0};
@@ -567,6 +575,7 @@ int cmd_export(int argc, char **argv) {
         else fprintf(stderr, "basal export: creating %s: %s\n", o.out, strerror(errno));
         goto done;
     }
+    created = 1;
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, o.no_prefix_cache ? NULL : &pinned, 0, NULL, 0);
@@ -630,6 +639,15 @@ int cmd_export(int argc, char **argv) {
 fail:
     fprintf(stderr, "basal export: %s\n", e.msg);
 done:
+    if (status && created) { /* a failed export leaves no half-written directory behind */
+        static const char *const files[] = {"bench.jsonl", "systemone.jsonl", "manifest.json"};
+        for (size_t i = 0; i < 3; i++) {
+            char *fp = path_in(o.out, files[i]);
+            if (fp) unlink(fp);
+            free(fp);
+        }
+        rmdir(o.out);
+    }
     if (runner) bs_runner_free(&run);
     bs_prefix_set_free(&pinned);
     if (loaded) bs_basal_free(&m);
@@ -880,6 +898,7 @@ int cmd_check_prompts(int argc, char **argv) {
             continue;
         }
         bj_value *ours = NULL;
+        if (rc == 0 && plan.n_items != 1) rc = bs_fail(&e, BS_EINTERNAL, "%s: not one readout", tag.data);
         if (rc == 0) rc = prepared_value(&plan, &plan.items[0], &m, &ours, &e);
         if (rc == 0) tc_compare(&tc, tag.data, r, ours, NULL);
         bj_free(ours);
