@@ -18,6 +18,9 @@ decision math runs in float64 exactly as 01 §6-§9 describe.
              "logits" and "q", and per item "p_avg", "p_cal", "T"
   --no-forward  prompts and ids only (no torch; "response" is null)
 
+bench_readout() builds the readout of a raw basal-bench item (spec 06 §6) for
+tools/reference_export.py.
+
 Scope: choice (1-255 options), noul, score, and the basal-1.5 extensions multi
 and act (spec 03 §1-§2: one yes/no readout per multi label, items named
 "<question>#<k>"; act costs, defer and max_error with the model's certified
@@ -424,6 +427,31 @@ def plan_round2(md, plans):
             lc.update(final=final, targets=targets, first_fit=[float(v) for v in first], converged=[bool(conv1)])
             planned = True
     return planned
+
+
+def bench_readout(md, rec):
+    """A basal-bench record {index, id, state, question, options, type?} as one
+    readout (spec 06 §6; basal-rs reference.rs bench_item): keys "0".."n-1",
+    the raw option texts shown as they are (no key prefix, whatever the
+    duplicates), a score's legend = its options, the language from state +
+    question (01 §2.4), both orders. Built here from the spec text, not from a
+    request; tokenize_plans, forward and decide_item accept it as [[item]]."""
+    t = rec.get("type") or "choice"
+    if t not in ("choice", "noul", "score"):
+        raise RefError(f"bench item {rec.get('index')}: type {t!r}")
+    state_text = rec.get("state") if isinstance(rec.get("state"), str) else ""
+    qtext = rec.get("question") if isinstance(rec.get("question"), str) else ""
+    options = [o if isinstance(o, str) else "" for o in rec["options"]]
+    if not 2 <= len(options) <= 10:
+        raise RefError(f"bench item {rec.get('index')}: {len(options)} options")
+    lang = "pl" if any(c in DIACRITICS for c in state_text + qtext) else "en"
+    keys = [str(i) for i in range(len(options))]
+    name = rec["id"] if isinstance(rec.get("id"), str) else json.dumps(rec.get("index"))
+    it = {"question": name, "type": t, "lang": lang, "keys": keys, "options": options, "qtext": qtext,
+          "legend": dict(zip(keys, options)) if t == "score" else None, "state_text": state_text}
+    it["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, lang, state_text, qtext, options, p)}
+                    for p in order_perms(len(keys))]
+    return it
 
 
 # ---------------------------------------------------------------- oracle tokenizer

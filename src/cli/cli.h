@@ -21,6 +21,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_client(int argc, char **argv);
 int cmd_benchmark(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_check_prompts(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
@@ -29,7 +31,8 @@ int cmd_compare(int argc, char **argv);
  * top-level help lists the summaries. */
 extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, cli_doc_generate, cli_doc_logits,
     cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
-    cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search, cli_doc_compare;
+    cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search, cli_doc_compare, cli_doc_export,
+    cli_doc_check_prompts;
 
 /* --backend auto|cpu|cuda (--device: its older name), --dtype
  * auto|f16|bf16|f32, --gemm-table FILE (device/device.h); NULL = not given

@@ -25,6 +25,8 @@ static const command commands[] = {
     {&cli_doc_bench, cmd_bench},
     {&cli_doc_bench_requests, cmd_bench_requests},
     {&cli_doc_compare, cmd_compare},
+    {&cli_doc_export, cmd_export},
+    {&cli_doc_check_prompts, cmd_check_prompts},
     {&cli_doc_make_model, cmd_make_model},
     {&cli_doc_convert_llama2c, cmd_convert_llama2c},
     {&cli_doc_gemm_search, cmd_gemm_search},

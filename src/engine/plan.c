@@ -153,7 +153,7 @@ static void too_long_add(bs_unsupported *u, const bs_question *q, size_t longest
 
 /* The question text of an item: the instructions, or for a multi branch the
  * instructions with the label suffix of 03 §1.3 (built into tmp). */
-static bs_text item_question(const bs_question *q, size_t branch, bs_buf *tmp) {
+bs_text bs_plan_item_question(const bs_question *q, size_t branch, bs_buf *tmp) {
     if (!q->multi) return q->instructions;
     tmp->len = 0;
     bs_prompt_multi_question(tmp, q->lang, &q->instructions, &q->multi->labels[branch]);
@@ -210,7 +210,7 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
             it->branch = br;
             it->k = plc ? (size_t)plc->lc.group[br].size : q->n_options;
             it->n_orders = plc ? 1 : BS_N_ORDERS;
-            bs_text qtext = item_question(q, br, &qtmp);
+            bs_text qtext = bs_plan_item_question(q, br, &qtmp);
             if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
             for (int o = 0; o < it->n_orders; o++) {
                 bs_order *od = &it->orders[o];
@@ -450,6 +450,16 @@ static int item_distribution(const bs_item *it, const bs_question *q, const bs_b
     if (rc < 0) return rc;
     double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
     bs_calibrate(avg, (int)it->k, temp, pf);
+    return BS_OK;
+}
+
+int bs_plan_item_dist(const bs_plan *p, const bs_item *it, const bs_basal_model *m, double *avg, double *temp,
+                      double *cal, bs_err *e) {
+    const bs_question *q = &p->req->questions[it->question];
+    int rc = item_average(it, avg, e);
+    if (rc < 0) return rc;
+    *temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
+    bs_calibrate(avg, (int)it->k, *temp, cal);
     return BS_OK;
 }
 

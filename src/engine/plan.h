@@ -149,4 +149,12 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
  * and before bs_plan_answer (which fails on such a plan). */
 int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e);
 
+/* For parity exports (06 §6): 01 §6–§8 of one item of p after its forward —
+ * the order-averaged distribution avg, the temperature of the item's type key
+ * and the calibrated distribution cal (canonical order, it->k entries each). */
+int bs_plan_item_dist(const bs_plan *p, const bs_item *it, const bs_basal_model *m, double *avg, double *temp,
+                      double *cal, bs_err *e);
+/* The question text of an item: q's instructions, or for a multi branch the
+ * instructions with the label suffix of 03 §1.3 (built into tmp). */
+bs_text bs_plan_item_question(const bs_question *q, size_t branch, bs_buf *tmp);
 #endif
