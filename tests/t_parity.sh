@@ -201,4 +201,24 @@ EOF
 rc=$?
 cat "$tmp/cmp.out"
 if [ $rc -eq 0 ]; then ok; else bad "exports differ from the reference or from each other (details above)"; fi
+# (4) the same through `basal compare` (spec 06 §6): our export against the reference (no token mismatch,
+# every argmax equal, logits within 1e-4), and the batch invariance check as the spec states it: two
+# exports of the same inputs differ by exactly 0.0 in every logit
+if "$BASAL" compare --a "$ref" --b "$tmp/ex-single" --out "$tmp/cmp-ref.json" 2>"$tmp/cmp.err" &&
+    "$BASAL" compare --a "$tmp/ex-single" --b "$tmp/ex-tree" --out "$tmp/cmp-tree.json" 2>>"$tmp/cmp.err" &&
+    "$BASAL" compare --a "$tmp/ex-single" --b "$tmp/ex-nopc" --out "$tmp/cmp-nopc.json" 2>>"$tmp/cmp.err" &&
+    $PY - "$tmp/cmp-ref.json" "$tmp/cmp-tree.json" "$tmp/cmp-nopc.json" <<'PYEOF'
+import json, sys
+ref, *inv = [json.load(open(p)) for p in sys.argv[1:]]
+def agree(s):
+    a, b = s.split("/")
+    return a == b and int(b) > 0
+for r, exact in [(ref, False)] + [(x, True) for x in inv]:
+    assert not r["tokens"]["mismatches"] and not r["missing"], (r["tokens"]["mismatches"], r["missing"])
+    for part in (r["bench"], r["systemone"]["numeric_identical_tokens"]):
+        assert agree(part["argmax_agreement_avg"]) and agree(part["argmax_agreement_cal"]), part
+        worst = part["letter_logit_diff"]["max"]
+        assert (worst == 0.0) if exact else (worst <= 1e-4), (exact, part["letter_logit_diff"])
+PYEOF
+then ok; else bad "basal compare: $(tail -3 "$tmp/cmp.err")"; fi
 finish
