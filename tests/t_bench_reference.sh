@@ -31,6 +31,7 @@ items = [
     ("Proszę o zmianę adresu dostawy.", "Czego dotyczy prośba?", ["dostawy", "płatności", "konta", "inne"], "choice", 0),
     ("I love the product, five stars!", "Sentiment?", ["negative", "neutral", "positive"], "score", 2),
     ("Brak gold: pytanie kontrolne.", "Czy to test?", ["tak", "nie"], None, None),
+    ("Klient dziękuje za szybką pomoc.", "Czy klient jest zadowolony?", ["Tak, zadowolony", "Nie"], "noul", 0),
 ]
 with open(sys.argv[1] + "/bench.jsonl", "w") as f:
     for i, (st, q, o, t, g) in enumerate(items):
@@ -44,7 +45,7 @@ PYEOF
     >"$tmp/stdout" 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 0 ]; then ok; else bad "bench --reference: exit $rc: $(tail -3 "$tmp/err")"; fi
-if grep -qE '^lat2 median .*, acc [0-9.]+ \([0-9]+/8\);' "$tmp/err"; then ok; else bad "stderr summary without acc: $(grep lat2 "$tmp/err")"; fi
+if grep -qE '^lat2 median .*, acc [0-9.]+ \([0-9]+/9\);' "$tmp/err"; then ok; else bad "stderr summary without acc: $(grep lat2 "$tmp/err")"; fi
 # the oracle: the same items as System One requests through the Python reference
 "$PY" - "$ref/bench.jsonl" "$tmp/reqs.jsonl" "$(cd "$model" && "$PY" -c 'import json; print(json.load(open("basal.json"))["name"])')" <<'PYEOF'
 import json, sys
@@ -52,7 +53,9 @@ src, dst, name = sys.argv[1:]
 with open(dst, "w") as f:
     for line in open(src):
         r = json.loads(line)
-        q = {"type": r.get("type", "choice"), "instructions": r["question"], "criteria": r["options"]}
+        t = r.get("type", "choice")
+        o = r["options"]
+        q = {"type": t, "instructions": r["question"], "criteria": {"true": o[0], "false": o[1]} if t == "noul" else o}
         f.write(json.dumps({"model": name, "state": r["state"], "questions": {"q": q}}, ensure_ascii=False) + "\n")
 PYEOF
 if "$PY" tools/protocol_ref.py --model "$model" --requests "$tmp/reqs.jsonl" >"$tmp/oracle.json" 2>"$tmp/oracle.err"; then ok
@@ -68,9 +71,12 @@ def eq(got, want, what):
 correct = gold = 0
 for it, res in zip(items, oracle):
     body = res.get("response", res) if isinstance(res, dict) else res
-    p = body["answers"]["q"]["probabilities"]
-    keys = [str(j) for j in range(len(it["options"]))] if it.get("type") == "score" else it["options"]
-    probs = [p[k] for k in keys]
+    a = body["answers"]["q"]
+    if it.get("type") == "noul":
+        probs = [a["noul"], 1 - a["noul"]]
+    else:
+        keys = [str(j) for j in range(len(it["options"]))] if it.get("type") == "score" else it["options"]
+        probs = [a["probabilities"][k] for k in keys]
     best = max(range(len(probs)), key=lambda j: (probs[j], -j))
     if "gold" in it:
         gold += 1
@@ -136,7 +142,7 @@ then ok; else bad "bench-requests report: exit $rc: $(tail -3 "$tmp/err")"; fi
 mkdir -p "$tmp/bad" "$tmp/few"
 { head -1 "$ref/bench.jsonl"; echo '{"state": "x", "question": "y", "options": ["a"]}'; } >"$tmp/bad/bench.jsonl"
 "$BASAL" bench --model "$model" --reference "$tmp/bad" --threads 1 >/dev/null 2>"$tmp/err"; rc=$?
-if [ "$rc" -eq 1 ] && grep -qF "$tmp/bad/bench.jsonl line 2: \"options\" must be an array of 2 to 10 strings" "$tmp/err"; then ok
+if [ "$rc" -eq 1 ] && grep -qF "$tmp/bad/bench.jsonl line 2: bench item with 1 options (2..10)" "$tmp/err"; then ok
 else bad "bad line: exit $rc: $(cat "$tmp/err")"; fi
 head -5 "$ref/bench.jsonl" >"$tmp/few/bench.jsonl"
 "$BASAL" bench --model "$model" --reference "$tmp/few" --threads 1 >/dev/null 2>"$tmp/err"; rc=$?

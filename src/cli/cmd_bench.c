@@ -11,11 +11,11 @@
  * synthetic ones: one choice question with 4 options on a distinct state of
  * about --state-tokens tokens each. */
 #include <dlfcn.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_item.h"
 #include "cli/cli.h"
 #include "core/progress.h"
 #include "core/respjson.h"
@@ -45,22 +45,13 @@ static void make_body(bs_buf *b, const char *model, int item, int tokens) {
                    "\"criteria\":[\"płatności\",\"dostawy\",\"reklamacje\",\"inne\"]}}}");
 }
 
-/* One item of a reference export's bench.jsonl (06 §6): the request a
- * client would send for it (criteria as an array: the raw option texts are
- * shown, 01 §2), the keys of its options in order, and its gold index. */
+/* One item of a reference export's bench.jsonl (06 §6), asked as the
+ * request of cli/bench_item.h (keys "0".."n-1" in option order, noul "true"
+ * and "false"), and its gold index (-1: none). */
 typedef struct {
-    char **keys;
     size_t k;
-    int score, gold; /* gold: -1 when the item has none */
+    int noul, gold;
 } ref_item;
-
-static void ref_items_free(ref_item *r, int n) {
-    for (int i = 0; r && i < n; i++) {
-        for (size_t j = 0; j < r[i].k; j++) free(r[i].keys[j]);
-        free(r[i].keys);
-    }
-    free(r);
-}
 
 /* Reads DIR/bench.jsonl into bodies (grown as needed) and items; returns the
  * count, or -1 after printing what is wrong with which line. */
@@ -79,69 +70,42 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
         if (next) *next++ = 0;
         line++;
         if (!ln[strspn(ln, " \t\r")]) continue;
-        json_error_t je;
-        json_t *v = json_loads(ln, JSON_REJECT_DUPLICATES, &je);
-        json_t *opts = v ? json_object_get(v, "options") : NULL, *type = v ? json_object_get(v, "type") : NULL;
-        json_t *gold = v ? json_object_get(v, "gold") : NULL;
-        const char *ts = json_is_string(type) ? json_string_value(type) : "choice";
-        const char *why = !v ? je.text
-                          : !json_is_string(json_object_get(v, "state")) ? "\"state\" must be a string"
-                          : !json_is_string(json_object_get(v, "question")) ? "\"question\" must be a string"
-                          : !json_is_array(opts) || json_array_size(opts) < 2 || json_array_size(opts) > 10
-                              ? "\"options\" must be an array of 2 to 10 strings"
-                          : (type && !json_is_null(type) && !json_is_string(type)) || (strcmp(ts, "choice") && strcmp(ts, "score"))
-                              ? "\"type\" must be choice or score"
-                          : gold && !json_is_null(gold) && (!json_is_integer(gold) || json_integer_value(gold) < 0 ||
-                                                            (size_t)json_integer_value(gold) >= json_array_size(opts))
-                              ? "\"gold\" must be an option index"
-                              : NULL;
-        for (size_t j = 0; !why && j < json_array_size(opts); j++) {
-            if (!json_is_string(json_array_get(opts, j))) why = "\"options\" must be an array of 2 to 10 strings";
-            for (size_t i = 0; !why && i < j; i++) /* a repeated text would collapse into one option (01 §2) */
-                if (json_equal(json_array_get(opts, i), json_array_get(opts, j))) why = "repeated option text";
-        }
-        if (why) {
-            fprintf(stderr, "basal bench: %s line %d: %s\n", path, line, why);
-            json_decref(v);
-            goto out;
-        }
         if (n == cap) {
             int nc = cap ? 2 * cap : 64;
             bs_buf *nb = realloc(*bodies, (size_t)nc * sizeof **bodies);
             if (nb) *bodies = nb;
             ref_item *ni = nb ? realloc(*items, (size_t)nc * sizeof **items) : NULL;
             if (ni) *items = ni;
-            if (!nb || !ni) { json_decref(v); fprintf(stderr, "basal bench: out of memory\n"); goto out; }
-            for (int i = cap; i < nc; i++) {
-                bs_buf_init(&(*bodies)[i]);
-                memset(&(*items)[i], 0, sizeof **items);
-            }
+            if (!nb || !ni) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
+            for (int i = cap; i < nc; i++) bs_buf_init(&(*bodies)[i]);
             cap = nc;
         }
-        ref_item *it = &(*items)[n];
-        bs_buf *b = &(*bodies)[n++];
-        it->score = !strcmp(ts, "score");
-        it->gold = gold && json_is_integer(gold) ? (int)json_integer_value(gold) : -1;
-        it->k = json_array_size(opts);
-        it->keys = calloc(it->k, sizeof *it->keys);
-        for (size_t j = 0; it->keys && j < it->k; j++)
-            it->keys[j] = it->score ? bs_strfmt("%zu", j) : bs_strfmt("%s", json_string_value(json_array_get(opts, j)));
-        bs_buf_puts(b, "{\"model\":");
-        bs_resp_cstr(b, model);
-        bs_buf_puts(b, ",\"state\":");
-        bs_resp_cstr(b, json_string_value(json_object_get(v, "state")));
-        bs_buf_printf(b, ",\"questions\":{\"q\":{\"type\":\"%s\",\"instructions\":", ts);
-        bs_resp_cstr(b, json_string_value(json_object_get(v, "question")));
-        bs_buf_puts(b, ",\"criteria\":[");
-        for (size_t j = 0; j < it->k; j++) {
-            if (j) bs_buf_putc(b, ',');
-            bs_resp_cstr(b, json_string_value(json_array_get(opts, j)));
+        bj_value *v = NULL;
+        bs_err le = {0};
+        const bj_value *opts = NULL, *gold = NULL, *type = NULL;
+        int bad = bj_parse(ln, strlen(ln), NULL, &v, &le) < 0;
+        if (!bad) {
+            opts = bj_get(v, "options");
+            gold = bj_get(v, "gold");
+            type = bj_get(v, "type");
+            bad = cli_bench_item_body(v, model, &(*bodies)[n], &le) < 0;
         }
-        bs_buf_puts(b, "]}}}");
-        json_decref(v);
-        if (!it->keys || b->oom) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
-        for (size_t j = 0; j < it->k; j++)
-            if (!it->keys[j]) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
+        char *gend = NULL;
+        long g = gold && gold->type == BJ_NUMBER ? strtol(gold->str, &gend, 10) : -1;
+        if (!bad && gold && gold->type != BJ_NULL && (gold->type != BJ_NUMBER || *gend || g < 0 || (size_t)g >= opts->n)) {
+            bad = 1;
+            snprintf(le.msg, sizeof le.msg, "\"gold\" must be an option index");
+        }
+        if (bad) {
+            fprintf(stderr, "basal bench: %s line %d: %s\n", path, line, le.msg);
+            bj_free(v);
+            goto out;
+        }
+        ref_item *it = &(*items)[n++];
+        it->k = opts->n;
+        it->noul = type && type->type == BJ_STRING && !strcmp(type->str, "noul");
+        it->gold = gold && gold->type == BJ_NUMBER ? (int)g : -1;
+        bj_free(v);
     }
     if (n < 6) {
         fprintf(stderr, "basal bench: %s has %d items; the method needs at least 6 (5 warm-up)\n", path, n);
@@ -151,8 +115,8 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
 out:
     if (rc < 0) {
         for (int i = 0; *bodies && i < cap; i++) bs_buf_free(&(*bodies)[i]);
-        ref_items_free(*items, cap);
         free(*bodies);
+        free(*items);
         *bodies = NULL;
         *items = NULL;
     }
@@ -162,20 +126,30 @@ out:
 }
 
 /* The index of the most probable option of question "q" in an answer body
- * (the order of keys), or -1. */
+ * (the first of equals, as argmax), or -1. */
 static int answer_argmax(const bs_buf *ans, const ref_item *it) {
-    json_t *v = json_loadb(ans->data, ans->len, 0, NULL);
-    json_t *p = json_object_get(json_object_get(json_object_get(v, "answers"), "q"), "probabilities");
+    bj_value *v = NULL;
+    if (bj_parse(ans->data, ans->len, NULL, &v, NULL) < 0) return -1;
+    const bj_value *a = bj_get(bj_get(v, "answers"), "q");
     int best = -1;
-    double bp = -1;
-    for (size_t j = 0; p && j < it->k; j++) {
-        json_t *x = json_object_get(p, it->keys[j]);
-        if (json_is_number(x) && json_number_value(x) > bp) {
-            bp = json_number_value(x);
-            best = (int)j;
+    if (it->noul) { /* noul answers P(true), option 0 */
+        const bj_value *p = bj_get(a, "noul");
+        if (p && p->type == BJ_NUMBER) best = strtod(p->str, NULL) >= 0.5 ? 0 : 1;
+    } else {
+        const bj_value *p = bj_get(a, "probabilities");
+        double bp = -1;
+        for (size_t j = 0; p && j < it->k; j++) {
+            char key[24];
+            snprintf(key, sizeof key, "%zu", j);
+            const bj_value *x = bj_get(p, key);
+            double xv = x && x->type == BJ_NUMBER ? strtod(x->str, NULL) : -1;
+            if (xv > bp) {
+                bp = xv;
+                best = (int)j;
+            }
         }
     }
-    json_decref(v);
+    bj_free(v);
     return best;
 }
 
@@ -283,8 +257,8 @@ const cli_doc cli_doc_bench = {
     "bench", "--model REF [options]",
     "single-decision latency (lat1, lat2), accuracy, decisions per second and GEMM GFLOP/s",
     "The basal-bench methodology (spec 06 §7.1). Items: a reference export's bench.jsonl\n"
-    "(--reference DIR: one question per line with state, question, options, type choice or\n"
-    "score, gold; accuracy over all items in calls of 32 questions, budget batching), else\n"
+    "(--reference DIR: one question per line with state, question, options, type choice,\n"
+    "score or noul, gold; accuracy over all items in calls of 32 questions, budget batching), else\n"
     "synthetic choice questions of --state-tokens tokens. The first 5 latency items are warm-up;\n"
     "medians and p95 of the rest. Summary on stderr, JSON on stdout or with --out.\n",
 };
@@ -526,7 +500,7 @@ fail_run:
 done:
     for (int i = 0; bodies && i < nb; i++) bs_buf_free(&bodies[i]);
     free(bodies);
-    ref_items_free(refs, n_ref);
+    free(refs);
     free(argmax);
     free(prep);
     free(fwd);

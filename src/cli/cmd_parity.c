@@ -3,15 +3,8 @@
  * (bench.jsonl, systemone.jsonl, manifest.json); `basal check-prompts`
  * compares this runtime's preparation (prompts, token ids, letter ids,
  * permutations, packing) with a reference export without loading weights.
- *
- * A basal-bench item {state, question, options, type?} is asked as a
- * /v1/systemone request with one question whose keys are the option indices
- * "0".."n-1" and whose shown texts are the raw options (choice: an object of
- * criteria with option_keys "hide"; score: the list of levels, which is also
- * its legend; noul: {"true": options[0], "false": options[1]}), so it goes
- * through the one planning path of the server (validation, prompts, tokens,
- * letter ids). A choice whose raw options repeat a text would show "k: text"
- * for the repeats (01 §2.8) where basal-rs shows the bare text. */
+ * A bench item is asked as a /v1/systemone request (cli/bench_item.h), so it
+ * goes through the one planning path of the server. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/bench_item.h"
 #include "cli/cli.h"
 #include "core/pyjson.h"
 #include "core/respjson.h"
@@ -141,43 +135,6 @@ static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
 }
 
 /* ---------------------------------------------------------------- bench items and requests */
-
-/* The /v1/systemone body asking bench record rec (see the top comment). */
-static int bench_body(const bj_value *rec, const char *model, bs_buf *b, bs_err *e) {
-    const bj_value *opts = bj_get(rec, "options"), *type = bj_get(rec, "type");
-    if (!opts || opts->type != BJ_ARRAY) return bs_fail(e, BS_EINVAL, "bench item without an options array");
-    if (opts->n < 2 || opts->n > BS_MAX_LETTER_OPTIONS)
-        return bs_fail(e, BS_EINVAL, "bench item with %zu options (2..%d)", opts->n, BS_MAX_LETTER_OPTIONS);
-    const char *t = type && type->type == BJ_STRING ? type->str : "choice";
-    if (strcmp(t, "choice") && strcmp(t, "score") && strcmp(t, "noul"))
-        return bs_fail(e, BS_EINVAL, "bench item of type %s (choice, score or noul)", t);
-    bs_buf_puts(b, "{\"model\":");
-    bs_resp_cstr(b, model);
-    bs_buf_puts(b, ",\"state\":");
-    put_field(b, rec, "state");
-    bs_buf_printf(b, ",\"questions\":{\"q\":{\"type\":\"%s\",\"instructions\":", t);
-    put_field(b, rec, "question");
-    bs_buf_puts(b, ",\"criteria\":");
-    if (!strcmp(t, "score")) {
-        bs_resp_value(b, opts);
-    } else if (!strcmp(t, "noul")) {
-        if (opts->n != 2) return bs_fail(e, BS_EINVAL, "a noul bench item has 2 options");
-        bs_buf_puts(b, "{\"true\":");
-        bs_resp_value(b, opts->items[0]);
-        bs_buf_puts(b, ",\"false\":");
-        bs_resp_value(b, opts->items[1]);
-        bs_buf_putc(b, '}');
-    } else {
-        bs_buf_putc(b, '{');
-        for (size_t i = 0; i < opts->n; i++) {
-            bs_buf_printf(b, i ? ",\"%zu\":" : "\"%zu\":", i);
-            bs_resp_value(b, opts->items[i]);
-        }
-        bs_buf_puts(b, "},\"option_keys\":\"hide\"");
-    }
-    bs_buf_puts(b, "}}}");
-    return b->oom ? bs_fail(e, BS_ENOMEM, "out of memory") : BS_OK;
-}
 
 /* A System One case's request with a null or missing model set to ours. */
 static void case_body(const bj_value *rq, const char *model, bs_buf *b) {
@@ -479,7 +436,7 @@ static int export_bench(const jsonl *recs, const bs_basal_model *m, bs_letter_ca
         body.len = 0;
         err.len = 0;
         pp[i] = &plans[i];
-        if ((rc = bench_body(recs->v[i], m->name, &body, e)) < 0) {
+        if ((rc = cli_bench_item_body(recs->v[i], m->name, &body, e)) < 0) {
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
             bs_fail(e, rc, "bench item %zu: %s", i + 1, why);
@@ -885,7 +842,7 @@ int cmd_check_prompts(int argc, char **argv) {
         err.len = 0;
         bs_plan plan;
         memset(&plan, 0, sizeof plan);
-        int rc = bench_body(r, m.name, &body, &e);
+        int rc = cli_bench_item_body(r, m.name, &body, &e);
         if (rc == 0) rc = plan_body(&plan, &body, BS_DIALECT_SYSTEMONE, &m, &lc, &err, &e);
         if (rc == 1 || rc == BS_EINVAL) { /* we refuse an item the reference asked: a mismatch */
             bs_buf_puts(&tc.mis, tc.n_mis++ ? ",{\"item\":" : "{\"item\":");

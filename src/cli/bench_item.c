@@ -1,0 +1,50 @@
+/* Bench items as System One requests (cli/bench_item.h). */
+#include "cli/bench_item.h"
+
+#include <string.h>
+
+#include "core/respjson.h"
+#include "engine/plan.h"
+
+static void put_field(bs_buf *b, const bj_value *rec, const char *key) {
+    const bj_value *v = bj_get(rec, key);
+    if (v) bs_resp_value(b, v);
+    else bs_buf_puts(b, "null");
+}
+
+int cli_bench_item_body(const bj_value *rec, const char *model, bs_buf *b, bs_err *e) {
+    const bj_value *opts = bj_get(rec, "options"), *type = bj_get(rec, "type");
+    if (!opts || opts->type != BJ_ARRAY) return bs_fail(e, BS_EINVAL, "bench item without an options array");
+    if (opts->n < 2 || opts->n > BS_MAX_LETTER_OPTIONS)
+        return bs_fail(e, BS_EINVAL, "bench item with %zu options (2..%d)", opts->n, BS_MAX_LETTER_OPTIONS);
+    const char *t = type && type->type == BJ_STRING ? type->str : "choice";
+    if (strcmp(t, "choice") && strcmp(t, "score") && strcmp(t, "noul"))
+        return bs_fail(e, BS_EINVAL, "bench item of type %s (choice, score or noul)", t);
+    bs_buf_puts(b, "{\"model\":");
+    bs_resp_cstr(b, model);
+    bs_buf_puts(b, ",\"state\":");
+    put_field(b, rec, "state");
+    bs_buf_printf(b, ",\"questions\":{\"q\":{\"type\":\"%s\",\"instructions\":", t);
+    put_field(b, rec, "question");
+    bs_buf_puts(b, ",\"criteria\":");
+    if (!strcmp(t, "score")) {
+        bs_resp_value(b, opts);
+    } else if (!strcmp(t, "noul")) {
+        if (opts->n != 2) return bs_fail(e, BS_EINVAL, "a noul bench item has 2 options");
+        bs_buf_puts(b, "{\"true\":");
+        bs_resp_value(b, opts->items[0]);
+        bs_buf_puts(b, ",\"false\":");
+        bs_resp_value(b, opts->items[1]);
+        bs_buf_putc(b, '}');
+    } else {
+        bs_buf_putc(b, '{');
+        for (size_t i = 0; i < opts->n; i++) {
+            bs_buf_printf(b, i ? ",\"%zu\":" : "\"%zu\":", i);
+            bs_resp_value(b, opts->items[i]);
+        }
+        bs_buf_puts(b, "},\"option_keys\":\"hide\"");
+    }
+    bs_buf_puts(b, "}}}");
+    return b->oom ? bs_fail(e, BS_ENOMEM, "out of memory") : BS_OK;
+}
+
