@@ -197,21 +197,6 @@ done:
     return status;
 }
 
-static void put_ids(bs_buf *b, const int32_t *v, size_t n) {
-    bs_buf_putc(b, '[');
-    for (size_t i = 0; i < n; i++) bs_buf_printf(b, i ? ",%d" : "%d", v[i]);
-    bs_buf_putc(b, ']');
-}
-
-static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
-    bs_buf_putc(b, '[');
-    for (size_t i = 0; i < n; i++) {
-        if (i) bs_buf_putc(b, ',');
-        bs_resp_string(b, t[i].s, t[i].len);
-    }
-    bs_buf_putc(b, ']');
-}
-
 /* One element of the prepare output (06 §5.2). */
 static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_plan_lc *lc, bs_err *e) {
     const bs_question *q = &r->questions[it->question];
@@ -228,9 +213,9 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
         bs_resp_string(b, q->id.s, q->id.len);
     }
     bs_buf_printf(b, ",\"type\":\"%s\",\"lang\":\"%s\",\"keys\":", bs_qtype_name(q->type), bs_lang_name(q->lang));
-    put_texts(b, q->keys, q->n_options);
+    bs_resp_texts(b, q->keys, q->n_options);
     bs_buf_puts(b, ",\"options\":");
-    put_texts(b, q->options, q->n_options);
+    bs_resp_texts(b, q->options, q->n_options);
     if (lc) { /* a round-1 group of a choice with 11..255 options (03 §5.1–§5.2): perm indexes all n options */
         const bs_lc_group *g = &lc->lc.group[it->branch];
         bs_buf_printf(b, ",\"large_choice\":{\"round\":1,\"group\":%zu,\"groups\":%d,\"members\":[", it->branch,
@@ -250,9 +235,9 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
         bs_buf_puts(b, "],\"prompt\":");
         bs_resp_string(b, od->prompt.data, od->prompt.len);
         bs_buf_puts(b, ",\"input_ids\":");
-        put_ids(b, od->ids, (size_t)od->n_ids);
+        bs_resp_ids(b, od->ids, (size_t)od->n_ids);
         bs_buf_puts(b, ",\"letter_ids\":");
-        put_ids(b, it->letter_ids, it->k);
+        bs_resp_ids(b, it->letter_ids, it->k);
         bs_buf_putc(b, '}');
         prompts[o] = od->ids;
         lens[o] = od->n_ids;
@@ -261,15 +246,15 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
     int rc = bs_pack_row(&row, prompts, lens, it->n_orders, e);
     if (rc < 0) return rc;
     bs_buf_puts(b, "],\"packed\":{\"ids\":");
-    put_ids(b, row.ids, (size_t)row.len);
+    bs_resp_ids(b, row.ids, (size_t)row.len);
     bs_buf_puts(b, ",\"pos\":");
-    put_ids(b, row.pos, (size_t)row.len);
+    bs_resp_ids(b, row.pos, (size_t)row.len);
     bs_buf_puts(b, ",\"node\":");
-    put_ids(b, row.node, (size_t)row.len);
+    bs_resp_ids(b, row.node, (size_t)row.len);
     bs_buf_puts(b, ",\"parent\":");
-    put_ids(b, row.parent, (size_t)row.n_blocks);
+    bs_resp_ids(b, row.parent, (size_t)row.n_blocks);
     bs_buf_puts(b, ",\"last\":");
-    put_ids(b, row.last, (size_t)row.n_prompts);
+    bs_resp_ids(b, row.last, (size_t)row.n_prompts);
     bs_buf_printf(b, ",\"prefix_len\":%d,\"state_len\":0},\"state_len\":0}", row.prefix_len);
     bs_row_free(&row);
     return BS_OK;

@@ -110,26 +110,11 @@ static int jeq(const bj_value *a, const bj_value *b) {
     }
 }
 
-static void put_ids(bs_buf *b, const int32_t *v, size_t n) {
-    bs_buf_putc(b, '[');
-    for (size_t i = 0; i < n; i++) bs_buf_printf(b, i ? ",%d" : "%d", v[i]);
-    bs_buf_putc(b, ']');
-}
-
 static void put_doubles(bs_buf *b, const double *v, size_t n) {
     bs_buf_putc(b, '[');
     for (size_t i = 0; i < n; i++) {
         if (i) bs_buf_putc(b, ',');
         bj_fmt_pyfloat(v[i], b); /* Python repr: round-trips, as json.dumps writes it */
-    }
-    bs_buf_putc(b, ']');
-}
-
-static void put_texts(bs_buf *b, const bs_text *t, size_t n) {
-    bs_buf_putc(b, '[');
-    for (size_t i = 0; i < n; i++) {
-        if (i) bs_buf_putc(b, ',');
-        bs_resp_string(b, t[i].s, t[i].len);
     }
     bs_buf_putc(b, ']');
 }
@@ -201,9 +186,9 @@ static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const b
         bs_buf_puts(b, "],\"prompt\":");
         bs_resp_string(b, od->prompt.data ? od->prompt.data : "", od->prompt.len);
         bs_buf_puts(b, ",\"input_ids\":");
-        put_ids(b, od->ids, (size_t)od->n_ids);
+        bs_resp_ids(b, od->ids, (size_t)od->n_ids);
         bs_buf_puts(b, ",\"letter_ids\":");
-        put_ids(b, it->letter_ids, it->k);
+        bs_resp_ids(b, it->letter_ids, it->k);
         if (res) {
             double lg[BS_MAX_LETTER_OPTIONS], q[BS_MAX_LETTER_OPTIONS];
             for (size_t i = 0; i < it->k; i++) lg[i] = od->logits[i];
@@ -222,7 +207,7 @@ static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const b
     int rc = bs_pack_row(&row, prompts, lens, it->n_orders, e);
     if (rc < 0) return rc;
     bs_buf_printf(b, "],\"pack\":{\"prefix_len\":%d,\"packed_len\":%d,\"readout_cols\":", row.prefix_len, row.len);
-    put_ids(b, row.last, (size_t)row.n_prompts);
+    bs_resp_ids(b, row.last, (size_t)row.n_prompts);
     bs_buf_putc(b, '}');
     bs_row_free(&row);
     if (res) {
@@ -380,9 +365,9 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
             item_name(&tmp, &plan, it);
             bs_resp_string(line, tmp.data ? tmp.data : "", tmp.len);
             bs_buf_printf(line, ",\"type\":\"%s\",\"keys\":", bs_qtype_name(q->type));
-            put_texts(line, q->keys, q->n_options);
+            bs_resp_texts(line, q->keys, q->n_options);
             bs_buf_puts(line, ",\"options\":");
-            put_texts(line, q->options, q->n_options);
+            bs_resp_texts(line, q->options, q->n_options);
             bs_buf_printf(line, ",\"lang\":\"%s\",\"state_text\":", bs_lang_name(q->lang));
             bs_resp_string(line, plan.req->state.s, plan.req->state.len);
             bs_buf_puts(line, ",\"question_text\":");

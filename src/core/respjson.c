@@ -43,3 +43,18 @@ void bs_resp_value(bs_buf *b, const bj_value *v) {
         break;
     }
 }
+
+void bs_resp_ids(bs_buf *b, const int32_t *v, size_t n) {
+    bs_buf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) bs_buf_printf(b, i ? ",%d" : "%d", v[i]);
+    bs_buf_putc(b, ']');
+}
+
+void bs_resp_texts(bs_buf *b, const bs_text *t, size_t n) {
+    bs_buf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, t[i].s, t[i].len);
+    }
+    bs_buf_putc(b, ']');
+}

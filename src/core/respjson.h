@@ -6,6 +6,9 @@
 #define BS_RESPJSON_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "core/prompt.h"
 #include "core/pyjson.h"
 #include "core/util.h"
 
@@ -18,5 +21,8 @@ void bs_resp_double(bs_buf *b, double x);
 void bs_resp_size(bs_buf *b, size_t v);
 /* A request value echoed back compactly; numbers keep their literal ("2.50", "1e5", "-0"). */
 void bs_resp_value(bs_buf *b, const bj_value *v);
+/* A JSON array of token ids, and of texts. */
+void bs_resp_ids(bs_buf *b, const int32_t *v, size_t n);
+void bs_resp_texts(bs_buf *b, const bs_text *t, size_t n);
 
 #endif
