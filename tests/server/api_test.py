@@ -964,7 +964,7 @@ models:
                "--config with --model")
     start_fail(["--model", tb, "--frobnicate"], None, 2, "unknown option --frobnicate", "unknown flag")
     start_fail(["--model", tb, "--max-inflight", "0"], None, 2, "--max-inflight", "max-inflight 0")
-    start_fail(["--model", tb, "--addr", "localhost:80"], None, 1, "host names are not accepted", "host name")
+    start_fail(["--model", tb, "--addr", "localhost:80"], None, 2, "host names are not accepted", "host name")  # a bad flag value: usage (06 §2)
     start_fail(["--model", "nobody/nothing@main"], {"HF_HOME": tmp}, 1,
                f"model nobody/nothing@main is not available locally (looked in {tmp}/hub/models--nobody--nothing)",
                "repository reference without a cache")
