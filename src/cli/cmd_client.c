@@ -7,7 +7,11 @@
  * a retry, or answered but waiting for an earlier record), so memory stays
  * bounded whatever the input length and output keeps input order. Input is
  * read without blocking (client_input.c) and polled together with the
- * transfers, so a slow producer never delays answers already in flight. */
+ * transfers, so a slow producer never delays answers already in flight.
+ *
+ * With --local the same loop runs without HTTP: --jobs is 1 and each waiting
+ * record is decided in-process on the model loaded at start (local_decide.h),
+ * the way `basal decide` does, before the next record is read. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
@@ -22,6 +26,7 @@
 #include "basal.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "cli/local_decide.h"
 #include "core/respjson.h"
 
 #define CL_MAX_RESPONSE (16u << 20)
@@ -33,6 +38,8 @@ typedef struct {
     int n_choice, n_level, n_label;
     double threshold;
     int threshold_set, format, value, keep_going, jobs, timeout, retries, progress;
+    int local, threads, local_only_set; /* --local; --threads; a flag of --local given */
+    cli_device dev;
     size_t max_input_bytes;
 } cl_opts;
 
@@ -68,6 +75,7 @@ typedef struct {
     CURLM *multi;
     cl_slot *slots;
     unsigned long long retries_done;
+    cli_local *local;   /* --local: the in-process model, else NULL */
 } cl_ctx;
 
 static volatile sig_atomic_t g_interrupted;
@@ -491,6 +499,48 @@ static void finish_transfer(cl_ctx *c, cl_slot *s, CURLcode rc) {
     s->not_before = bs_now_ms() + delay * 1000.0;
 }
 
+/* ---- in-process decisions (--local) ---- */
+
+/* Decides a waiting record on the local model; the slot is then done. A
+ * request the endpoint would refuse fails with kind "request" (validation,
+ * unknown model, act refusal), "unsupported" or "internal" (its status 500)
+ * and the endpoint's error body as detail; a runtime failure with kind
+ * "internal" and the 500 body the server would send. */
+static void local_decide(cl_ctx *c, cl_slot *s) {
+    bs_buf out;
+    bs_buf_init(&out);
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_err e = {0};
+    int rc = cli_local_decide(c->local, s->body.data, s->body.len, &out, &rep, NULL, &e);
+    s->state = SLOT_DONE;
+    if (rc == 0) {
+        s->ok = 1;
+        s->response = out.data;
+        bs_buf_init(&out);
+        goto done;
+    }
+    if (rc > 0) {
+        static const char unsupported[] = "{\"error\":\"unsupported\"";
+        if (rep.status >= 500)
+            set_error(s, "internal", bs_strfmt("internal error (status %d)", rep.status));
+        else if (rep.body.len >= sizeof unsupported - 1 && !memcmp(rep.body.data, unsupported, sizeof unsupported - 1))
+            set_error(s, "unsupported", bs_strfmt("the request is not supported (status %d)", rep.status));
+        else
+            set_error(s, "request", bs_strfmt("the request is invalid (status %d)", rep.status));
+    } else {
+        set_error(s, "internal", bs_strfmt("%s", e.msg));
+        bs_reply_internal(&rep, BS_DIALECT_SYSTEMONE, e.msg);
+    }
+    if (rep.body.len && !rep.body.oom) {
+        s->detail = rep.body.data;
+        bs_buf_init(&rep.body);
+    }
+done:
+    bs_buf_free(&out);
+    bs_reply_free(&rep);
+}
+
 /* ---- output ---- */
 
 /* --value: the single answer's value; NULL with *why on failure. */
@@ -670,10 +720,14 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             }
         }
         double now = bs_now_ms(), next_due = INFINITY;
+        int local_done = 0;
         for (int i = 0; i < o->jobs; i++) {
             cl_slot *s = &c->slots[i];
             if (s->state != SLOT_WAITING) continue;
-            if (s->not_before <= now) {
+            if (c->local) {
+                local_decide(c, s);
+                local_done = 1;
+            } else if (s->not_before <= now) {
                 if (start_transfer(c, s) != 0) {
                     set_error(s, "internal", bs_strfmt("could not start a transfer"));
                     s->state = SLOT_DONE;
@@ -693,7 +747,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             finish_transfer(c, s, m->data.result);
             finished = 1;
         }
-        if (finished) continue;
+        if (finished || local_done) continue;
         int timeout = 200;
         if (next_due < INFINITY) {
             double d = next_due - bs_now_ms();
@@ -727,6 +781,12 @@ const cli_doc cli_doc_client = {
     "waiting 1, 2, 4, 8, then 16 s, or the server's Retry-After in seconds when it is at most 30\n"
     "(otherwise the record fails). The API key is sent as Authorization: Bearer; none when the\n"
     "variable named by --key-env is unset or empty.\n"
+    "--local loads the model --model names (a directory, mini, 4.5B, max or owner/name[@revision]\n"
+    "in the local Hugging Face cache) once and decides each record in-process, in input order:\n"
+    "the same output, with no usage.latency_ms. A record the endpoint would refuse fails with\n"
+    "kind request, unsupported or internal and the endpoint's error body as detail. --threads,\n"
+    "--backend, --device, --dtype and --gemm-table apply to --local only; --url, --key-env,\n"
+    "--timeout and --retries to the server only.\n"
     "Exit status: 0 every record answered (a \"no\" is an answer), 1 a record failed, 2 usage or I/O error,\n"
     "130 interrupted (SIGINT; answers already written stay written).\n",
 };
@@ -764,7 +824,6 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
     if (!o->choice || !o->level || !o->label) return usage_error("out of memory");
     cli_list choice = {o->choice, 0}, level = {o->level, 0}, label = {o->label, 0};
     long long max_input = (long long)o->max_input_bytes;
-    int local = 0;
     const cli_opt opts[] = {
         CLI_STR("--ask", "TEXT", "", NULL, "one question about each state (yes/no unless an option below is given)",
                 &o->ask),
@@ -790,15 +849,20 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
         CLI_CALL("--progress", "WHEN", "auto", NULL, "auto|always|never: a progress line on stderr (auto = a terminal)",
                  &o->progress, progress_opt),
         CLI_STR("--url", "URL", CL_DEFAULT_URL, "BASAL_URL", "server base URL", &o->url),
-        CLI_STR("--model", "NAME", "the request's, else the server's only model", "BASAL_MODEL",
-                "model; mini, 4.5B, max become basal-1.5-*", &o->model),
+        CLI_STR("--model", "NAME|REF", "the request's, else the server's only model", "BASAL_MODEL",
+                "model; mini, 4.5B, max become basal-1.5-*; with --local a directory or owner/name[@revision]",
+                &o->model),
         CLI_STR("--key-env", "NAME", NULL, NULL, "environment variable with the API key (Bearer)", &o->key_env),
         CLI_INT("--jobs", "N", NULL, NULL, "concurrent requests, 1..256", &o->jobs, 1, 256),
         CLI_INT("--timeout", "SECONDS", NULL, NULL, "limit per attempt, including the response body", &o->timeout, 1,
                 86400),
         CLI_INT("--retries", "N", NULL, NULL, "extra attempts after transient failures (at most 10)", &o->retries, 0,
                 10),
-        CLI_SW("--local", "not implemented: use basal decide (one request) or basal serve and this client", &local),
+        CLI_SW("--local", "decide in-process on the model --model names, one record at a time (no server; --jobs 1)",
+               &o->local),
+        CLI_ROW("--threads", "N", "0 = online CPUs", NULL, "with --local: CPU compute threads", CLI_INT,
+                .dst = &o->threads, .min = 0, .max = 1 << 16, .seen = &o->local_only_set),
+        CLI_DEVICE_ROWS(&o->dev),
     };
     int rc = cli_parse(&cli_doc_client, opts, CLI_N(opts), NULL, argc, argv);
     o->n_choice = (int)choice.n;
@@ -806,9 +870,18 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
     o->n_label = (int)label.n;
     o->max_input_bytes = (size_t)max_input;
     if (rc) return rc;
-    if (local)
-        return usage_error("--local (an in-process model) is not implemented by basal-c; use basal decide "
-                           "--model DIR for one request, or basal serve and this client");
+    if (o->dev.device || o->dev.dtype || o->dev.gemm_table) o->local_only_set = 1;
+    if (o->local_only_set && !o->local)
+        return usage_error("--threads, --backend, --device, --dtype and --gemm-table need --local");
+    if (o->local) {
+        if (o->jobs != 1) return usage_error("--local requires --jobs 1");
+        if (o->url) return usage_error("--local excludes --url");
+        if (!o->model) {
+            const char *env = getenv("BASAL_MODEL");
+            if (env && *env) o->model = env;
+        }
+        if (!o->model) return usage_error("--local requires --model REF (or BASAL_MODEL)");
+    }
     int sources = !!o->ask + !!o->template_path + !!o->request;
     if (sources != 1) return usage_error("give exactly one of --ask, --template, --request");
     if ((o->n_choice > 0) + (o->n_level > 0) + (o->n_label > 0) > 1)
@@ -882,6 +955,7 @@ int cmd_client(int argc, char **argv) {
     cl_input in;
     memset(&in, 0, sizeof in);
     in.fd = -1;
+    cli_local *local = NULL;
     int rc = parse_args(argc, argv, &o), curl_ready = 0;
     if (rc) {
         rc = rc < 0 ? 0 : rc;
@@ -892,14 +966,26 @@ int cmd_client(int argc, char **argv) {
         goto out;
     }
     curl_ready = 1;
-    if ((rc = build_urls(&c)) || (rc = build_headers(&c))) goto out;
+    if (!o.local && ((rc = build_urls(&c)) || (rc = build_headers(&c)))) goto out;
     if (!o.request && (rc = build_template(&c))) goto out;
     const char *model = o.model;
     if (!model) {
         const char *env = getenv("BASAL_MODEL");
         if (env && *env) model = env;
     }
-    if (model && !(c.model = strdup(cl_model_name(model)))) {
+    if (o.local) {
+        /* every request names the loaded model: its served name */
+        const char *dir = NULL;
+        if ((rc = cli_model_ref(&dir, "--model", model)) != 0) goto out;
+        rc = 1;
+        if (!(local = calloc(1, sizeof *local))) goto out;
+        int opened = cli_local_open(local, "client", dir, o.threads, &o.dev, 1);
+        c.local = local;
+        if (opened < 0) goto out;
+        model = local->m.name;
+        rc = 0;
+    }
+    if (model && !(c.model = strdup(o.local ? model : cl_model_name(model)))) {
         rc = usage_error("out of memory");
         goto out;
     }
@@ -956,6 +1042,10 @@ out:
     free(o.choice);
     free(o.level);
     free(o.label);
+    if (local) {
+        cli_local_close(local);
+        free(local);
+    }
     if (curl_ready) curl_global_cleanup();
     return rc;
 }

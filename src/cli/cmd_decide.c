@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/local_decide.h"
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/pack.h"
@@ -113,85 +114,48 @@ int cmd_decide(int argc, char **argv) {
     status = 1;
     double t0 = bs_now_ms();
     bs_err e = {0};
-    bs_pool *pool = bs_pool_create(o.threads);
-    bs_basal_model m;
-    bs_letter_cache lc;
-    bs_letter_cache_init(&lc);
-    bs_plan plan = {0};
+    cli_local l;
+    bs_reply rep;
+    bs_reply_init(&rep);
     bs_buf out;
     bs_buf_init(&out);
     char *data = NULL;
     size_t len = 0;
-    int loaded = 0;
-    if (!pool || read_body(o.request, &data, &len) < 0) goto done;
-    if (bs_basal_load(&m, o.model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal decide: %s\n", e.msg); goto done; }
-    loaded = 1;
-    if (cli_device_attach("decide", &m.model, &o.dev) < 0) goto done;
-    double t1 = bs_now_ms();
-    if ((status = plan_or_print(&m, &lc, data, len, &plan)) != 0) goto done;
-    status = 1;
-    double t2 = bs_now_ms();
-    bs_plan *pp = &plan;
-    bs_engine_opts eo;
-    bs_engine_opts_default(&eo);
-    bs_prefix_set pinned = {0};
-    bs_runner run;
-    if (!o.no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) {
-        fprintf(stderr, "basal decide: %s\n", e.msg);
-        goto done;
-    }
-    bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
-    run.readout_bf16 = o.readout_bf16;
-    run.evidence_separate = o.evidence_separate;
+    int opened = 0;
+    if (read_body(o.request, &data, &len) < 0) goto done;
+    opened = 1;
+    if (cli_local_open(&l, "decide", o.model_dir, o.threads, &o.dev, !o.no_prefix_cache) < 0) goto done;
+    l.run.readout_bf16 = o.readout_bf16;
+    l.run.evidence_separate = o.evidence_separate;
     cli_fwd_progress fwd_progress = {"decide", NULL, NULL};
-    run.watch = cli_fwd_progress_watch;
-    run.watch_ctx = &fwd_progress;
-    /* both steps of a request with large choices (03 §5.4): round 1, then the finalists */
-    bs_reply between;
-    bs_reply_init(&between);
-    int frc = bs_runner_run_all(&run, &pp, 1, &lc, &between, &e);
+    l.run.watch = cli_fwd_progress_watch;
+    l.run.watch_ctx = &fwd_progress;
+    double t1 = bs_now_ms();
+    cli_local_times t = {0};
+    int rc = cli_local_decide(&l, data, len, &out, &rep, &t, &e);
     cli_fwd_progress_end(&fwd_progress);
-    bs_runner_free(&run);
-    bs_prefix_set_free(&pinned);
-    if (frc == BS_EINVAL && between.body.len) { /* a finalist prompt over the model's limit (04 §3 P7) */
-        fwrite(between.body.data, 1, between.body.len, stdout);
+    if (rc > 0) { /* the endpoint's error body */
+        fwrite(rep.body.data, 1, rep.body.len, stdout);
         fputc('\n', stdout);
-        bs_reply_free(&between);
         status = 2;
         goto done;
     }
-    bs_reply_free(&between);
-    if (frc >= 0) { /* 03 §2.5: an act refusal without a defer action is the request's error body */
-        bs_reply refusal;
-        bs_reply_init(&refusal);
-        int rf = bs_plan_refusal(&plan, &m, &refusal, &e);
-        if (rf > 0) {
-            fwrite(refusal.body.data, 1, refusal.body.len, stdout);
-            fputc('\n', stdout);
-            status = 2;
-        }
-        bs_reply_free(&refusal);
-        if (rf > 0) goto done;
-        if (rf < 0) frc = rf;
-    }
-    if (frc < 0 || bs_plan_answer(&plan, &m, -1, &out, &e) < 0) {
+    if (rc < 0) {
         fprintf(stderr, "basal decide: %s\n", e.msg);
         goto done;
     }
-    double t3 = bs_now_ms();
     cli_print_pretty(stdout, out.data, out.len);
     if (o.timing)
         /* 06 §5.1's three times first (total: the request, not the model
          * load), then this runtime's own */
         fprintf(stderr, "timing: {\"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f, \"load_ms\": %.3f, "
                         "\"evidence_inline\": %lld, \"evidence_forwards\": %lld}\n",
-                t2 - t1, t3 - t2, t3 - t1, t1 - t0, (long long)run.evidence_inline, (long long)run.evidence_forwards);
+                t.planned - t1, t.answered - t.planned, t.answered - t1, t1 - t0, (long long)l.run.evidence_inline,
+                (long long)l.run.evidence_forwards);
     status = 0;
 done:
-    bs_plan_free(&plan);
-    if (loaded) bs_basal_free(&m);
-    bs_letter_cache_free(&lc);
-    bs_pool_destroy(pool);
+    if (opened) cli_local_close(&l);
+    bs_reply_free(&rep);
     bs_buf_free(&out);
     free(data);
     return status;

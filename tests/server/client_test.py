@@ -254,7 +254,10 @@ def test_errors(srv, url):
                        (["--ask", "x", "--state", os.path.join(TMP, "missing.txt")], "missing state file"),
                        (["--ask", "x", "--url", "ftp://h"], "non-http URL"),
                        (["--ask", "x", "--choice", "a", "--choice", "a"], "duplicate key"),
-                       (["--ask", "x", "--local"], "--local"),
+                       (["--ask", "x", "--local"], "--local without --model"),
+                       (["--ask", "x", "--local", "--model", fixture("tiny-bias"), "--jobs", "2"], "--local --jobs 2"),
+                       (["--ask", "x", "--local", "--model", fixture("tiny-bias"), "--url", url], "--local --url"),
+                       (["--ask", "x", "--threads", "1"], "--threads without --local"),
                        ([], "no question")):
         rc, out, err = client(args, b"x", env)
         C.eq(rc, 2, f"usage error {what}: exit 2 ({err.strip()[:120]})")
@@ -439,6 +442,69 @@ def test_progress(url):
     C.ok("done" not in err, "no progress line when stderr is not a terminal")
 
 
+def no_latency(out):
+    """The server's bodies without usage.latency_ms: what --local prints."""
+    return re.sub(rb',"latency_ms":[-0-9.eE+]+', b"", out)
+
+
+def test_local(srv, url):
+    """--local decides in-process on the same fixture: the bytes the client
+    prints over HTTP, less usage.latency_ms; a refused record fails with kind
+    request and the endpoint's error body as detail."""
+    env = {"BASAL_URL": url}
+    local = ["--local", "--model", fixture("tiny-bias"), "--threads", "1"]
+    q = "Czy klient prosi o zwrot pieniędzy?"
+    text = "Klient: zapłaciłem dwa razy, proszę o zwrot.\n".encode()
+    choice = ["--ask", "Dział?", "--choice", "it=Wsparcie techniczne", "--choice", "sales", "--choice", "a=b=x=y"]
+    good = request_for(noul("ok?"), "stan")
+    invalid = {"model": MODEL, "state": "x"}
+    jsonl = "".join(dumps(r) + "\n" for r in (good, invalid, dict(good, state="inny stan"))).encode()
+    cases = [
+        ("--ask noul", ["--ask", q], text),
+        ("--ask --choice", choice, text),
+        ("--request full", ["--request", "-"], dumps(request_for(noul(q), "Paczka nie dotarła.")).encode()),
+        ("--input lines", ["--ask", q, "--input", "lines"], b"pierwszy\n\n  drugi\ntrzeci"),
+        ("--value noul", ["--ask", q, "--value"], text),
+        ("--value choice", choice + ["--value"], text),
+    ]
+    for what, args, stdin in cases:
+        rc_h, out_h, err_h = client(args, stdin, env)
+        rc_l, out_l, err_l = client(args + local, stdin)
+        C.eq((rc_h, rc_l), (0, 0), f"--local {what}: exit status ({err_l.strip()[-200:]})")
+        C.ok(len(out_l) > 1, f"--local {what}: prints an answer")
+        C.eq(out_l, no_latency(out_h), f"--local {what}: the HTTP mode's bytes without latency_ms")
+        C.ok(b"latency_ms" not in out_l, f"--local {what}: no latency_ms")
+    # a stream with an invalid record and --keep-going
+    args = ["--request", "-", "--input", "jsonl", "--keep-going"]
+    rc_h, out_h, _ = client(args, jsonl, env)
+    rc_l, out_l, err_l = client(args + local, jsonl)
+    C.eq((rc_h, rc_l), (1, 1), f"--local --keep-going with a failure: exit 1 ({err_l.strip()[-200:]})")
+    hl, ll = lines_of(out_h), lines_of(out_l)
+    C.eq(len(ll), 3, "--local --keep-going: every record answered")
+    st, body = direct(srv, invalid)
+    C.eq(st, 422, "the invalid record: the server's 422")
+    for i, (h, l) in enumerate(zip(hl, ll)):
+        if i != 1:
+            C.eq(l.encode(), no_latency(h.encode()), f"--local jsonl: envelope {i} as over HTTP")
+            continue
+        env_l = json.loads(l)
+        C.eq(env_l["ok"], False, "--local jsonl: the invalid record fails")
+        C.eq(env_l["input"], invalid, "--local jsonl: its input echoed")
+        C.eq(env_l["error"]["kind"], "request", "--local jsonl: error kind request")
+        C.ok("status" not in env_l["error"], "--local jsonl: no HTTP status")
+        C.eq(env_l["error"]["detail"], json.loads(body), "--local jsonl: detail is the server's 422 body")
+        C.eq(dumps(env_l["error"]["detail"]).encode(), body, "--local jsonl: detail bytes as the server's")
+        C.eq(env_l["error"]["detail"], json.loads(h)["error"]["detail"], "--local jsonl: detail as over HTTP")
+    # without --keep-going the first failure stops the stream
+    rc, out, _ = client(["--request", "-", "--input", "jsonl"] + local, jsonl)
+    C.eq((rc, len(lines_of(out))), (1, 2), "--local without --keep-going: exit 1 after the failed record")
+    # BASAL_MODEL names the model too; a missing model directory is a runtime failure
+    rc, out, err = client(["--ask", q, "--local", "--threads", "1"], text, {"BASAL_MODEL": fixture("tiny-bias")})
+    C.eq(rc, 0, f"--local with BASAL_MODEL: exit 0 ({err.strip()[-200:]})")
+    rc, out, err = client(["--ask", q, "--local", "--model", os.path.join(TMP, "no-such-model")], text)
+    C.eq((rc, out), (1, b""), f"--local with a missing model: exit 1 ({err.strip()[-120:]})")
+
+
 def main():
     test_help()
     srv = Server(["--model", fixture("tiny-bias"), "--metrics"])
@@ -447,6 +513,7 @@ def main():
         test_forms(srv, url)
         test_order(srv, url)
         test_errors(srv, url)
+        test_local(srv, url)
         test_sigint(url)
         test_progress(url)
     finally:
