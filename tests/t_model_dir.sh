@@ -149,5 +149,13 @@ assert "none.json is ignored: the CPU backend" in err, err
 PYEOF
 then pass=$((pass+1)); else echo "decide --timing / --gemm-table on the CPU: $(cat "$tmp/err")"; fail=$((fail+1)); fi
 
+# decide takes serve's --tree-max-tokens (rows cut smaller: the same bytes, 04 §7) and --kernels fused only
+two='{"model":"basal-tiny","state":"Klient pisze o zamówieniu.","questions":{"q":{"type":"choice","instructions":"Który dział?","criteria":["a","b","c"]},"p":{"type":"noul","instructions":"Czy pilne?"}}}'
+want=$(echo "$two" | "$BASAL" decide --model "$src" 2>/dev/null)
+got=$(echo "$two" | "$BASAL" decide --model "$src" --tree-max-tokens 100 --kernels fused 2>/dev/null)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then pass=$((pass+1)); else echo "decide --tree-max-tokens 100 differs"; fail=$((fail+1)); fi
+out=$(echo "$two" | "$BASAL" decide --model "$src" --kernels candle 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF -- "--kernels must be fused" <<<"$out"; then pass=$((pass+1)); else echo "decide --kernels candle: exit $rc: $out"; fail=$((fail+1)); fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

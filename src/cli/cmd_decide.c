@@ -3,6 +3,7 @@
  * tokens, letter ids, one tree-packed forward, decision math), or only up to
  * the prompts (prepare: manifests and tokenizer, no weights). Validation
  * errors print the endpoint's error body on stdout and exit 2. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 
 typedef struct {
     const char *model_dir, *request;
-    int timing, threads, no_prefix_cache, readout_bf16, evidence_separate;
+    int timing, threads, no_prefix_cache, readout_bf16, evidence_separate, tree_max_tokens;
     cli_device dev;
 } opts_t;
 
@@ -41,7 +42,7 @@ const cli_doc cli_doc_prepare = {
 static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->request = "-";
-    const char *readout = "f32";
+    const char *readout = "f32", *kernels = "fused";
     const cli_opt common[] = {
         CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &o->model_dir),
         CLI_STR("--request", "FILE|-", NULL, NULL, "the request JSON; - reads stdin", &o->request),
@@ -55,6 +56,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
                    &readout, "f32|bf16"),
         CLI_SW("--evidence-separate", "run evidence questions in their own forward (diagnostic)",
                &o->evidence_separate),
+        CLI_INT("--tree-max-tokens", "N", "32768", NULL, "longest packed tree row (as serve's)", &o->tree_max_tokens, 1,
+                INT_MAX),
+        CLI_CHOICE("--kernels", "fused", NULL, "the only value, as for serve (basal-rs's candle path is refused)",
+                   &kernels, "fused"),
         CLI_DEVICE_ROWS(&o->dev),
     };
     int is_decide = !strcmp(cmd, "decide");
@@ -124,7 +129,8 @@ int cmd_decide(int argc, char **argv) {
     int opened = 0;
     if (read_body(o.request, &data, &len) < 0) goto done;
     opened = 1;
-    if (cli_local_open(&l, "decide", o.model_dir, o.threads, &o.dev, !o.no_prefix_cache) < 0) goto done;
+    if (cli_local_open_ex(&l, "decide", o.model_dir, o.threads, &o.dev, !o.no_prefix_cache, o.tree_max_tokens) < 0)
+        goto done;
     l.run.readout_bf16 = o.readout_bf16;
     l.run.evidence_separate = o.evidence_separate;
     cli_fwd_progress fwd_progress = {"decide", NULL, NULL};

@@ -6,6 +6,11 @@
 
 int cli_local_open(cli_local *l, const char *cmd, const char *dir, int threads, const cli_device *dev,
                    int prefix_cache) {
+    return cli_local_open_ex(l, cmd, dir, threads, dev, prefix_cache, 0);
+}
+
+int cli_local_open_ex(cli_local *l, const char *cmd, const char *dir, int threads, const cli_device *dev,
+                      int prefix_cache, int tree_max_tokens) {
     memset(l, 0, sizeof *l);
     l->cmd = cmd;
     l->prefix_cache = prefix_cache;
@@ -27,6 +32,7 @@ int cli_local_open(cli_local *l, const char *cmd, const char *dir, int threads, 
     }
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
+    if (tree_max_tokens > 0) eo.tree_max_tokens = tree_max_tokens;
     bs_runner_init(&l->run, &l->m, eo.tree_max_tokens, eo.forward_max_tokens, &l->pinned, 0, NULL, 0);
     l->run_ready = 1;
     return 0;

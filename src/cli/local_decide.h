@@ -28,6 +28,10 @@ typedef struct cli_local {
  * cli_local_close either way). */
 int cli_local_open(cli_local *l, const char *cmd, const char *dir, int threads, const cli_device *dev,
                    int prefix_cache);
+/* The same with the longest packed tree row (06 §4.3 --tree-max-tokens; 0 =
+ * the engine's default). */
+int cli_local_open_ex(cli_local *l, const char *cmd, const char *dir, int threads, const cli_device *dev,
+                      int prefix_cache, int tree_max_tokens);
 void cli_local_close(cli_local *l);
 
 /* Times of one decision (bs_now_ms), for decide --timing. */
