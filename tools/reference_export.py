@@ -61,14 +61,6 @@ def orders_of(ro):
              "letter_logits": o["logits"], "probs": o["q"]} for o in ro["orders"]]
 
 
-def argmax(p):
-    m = 0
-    for i in range(1, len(p)):
-        if p[i] > p[m]:
-            m = i
-    return m
-
-
 def model_files(path):
     out = {}
     for name in sorted(os.listdir(path)):
@@ -124,8 +116,8 @@ def main():
                 line = {k: rec.get(k) for k in ("index", "source", "line", "id", "type", "state", "question",
                                                  "options", "gold")}
                 line.update(lang=it["lang"], orders=orders_of(it), pack=pack_of(it["orders"]), p_avg=it["p_avg"],
-                            argmax_avg=argmax(it["p_avg"]), temperature=it["T"], p_cal=p_cal,
-                            argmax_cal=argmax(p_cal))
+                            argmax_avg=pr.argmax(it["p_avg"]), temperature=it["T"], p_cal=p_cal,
+                            argmax_cal=pr.argmax(p_cal))
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         with open(os.path.join(a.out, "systemone.jsonl"), "w", encoding="utf-8") as f:
             for c, (qs, err) in zip(cases, so_plans):
