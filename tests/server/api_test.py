@@ -855,40 +855,47 @@ def disconnect_server():
 
 def early_release_server():
     """A client that leaves frees its slot at once, not when the engine gets
-    to its job (04 §11 X1, §12 M3): with the engine busy on 4 long requests,
+    to its job (04 §11 X1, §12 M3): with the engine busy on n long requests,
     2 clients send and hang up; 2 new requests must then still be admitted
-    under --max-inflight 6."""
-    srv = Server(["--model", fixture("tiny-bias"), "--max-inflight", "6", "--metrics"])
-    try:
-        busy = long_requests(4, 75, "busy")
-        short = long_requests(2, 2, "short")
-        ref = [srv.post(*r) for r in short]
-        box = {}
-        t = threading.Thread(target=lambda: box.setdefault("res", run_parallel(lambda pb: srv.post(*pb), busy)))
-        t.start()
-        wait_until(lambda: srv.model_inflight(MODEL) >= 4, 20)
-        socks = []
-        for p, b in short:
-            socks.append(send_post(srv.port, p, json.dumps(b, ensure_ascii=False).encode(), 10))
-        wait_until(lambda: srv.model_inflight(MODEL) >= 6, 5)
-        for s in socks:
-            s.close()
-        time.sleep(0.05)
-        ms = srv.metrics()
-        still_busy = metric_sum(ms, "basal_http_requests_total", status="200") < len(ref) + len(busy)
-        res = run_parallel(lambda pb: srv.post(*pb), short)
-        C.ok(still_busy, "the engine was still busy when the clients left (the check below means something)")
-        C.eq([r[0] if isinstance(r, tuple) else r for r in res], [200, 200],
-             "slots of departed clients are free while the engine is still busy")
-        C.ok(all(isinstance(r, tuple) and strip_latency(r[2]) == strip_latency(a[2]) for r, a in zip(res, ref)),
-             "and those requests are answered right")
-        t.join(120 * SLOW)
-        C.ok(all(isinstance(r, tuple) and r[0] == 200 for r in box.get("res", [])), "the busy requests all answered")
-        C.eq(metric_sum(srv.metrics(), "basal_http_requests_total", status="cancelled"), 2.0,
-             "the two departed clients are counted as cancelled")
-    finally:
-        code = srv.stop()
-    C.eq(code, 0, "early-release server exits 0")
+    under --max-inflight n + 2. The check means something only while the
+    engine is still busy: on a fast or idle machine the n requests can all be
+    done first, so the scenario is run again with twice as many (up to 16)."""
+    for n in (4, 8, 16):
+        srv = Server(["--model", fixture("tiny-bias"), "--max-inflight", str(n + 2), "--metrics"])
+        try:
+            busy = long_requests(n, 75, "busy")
+            short = long_requests(2, 2, "short")
+            ref = [srv.post(*r) for r in short]
+            box = {}
+            t = threading.Thread(target=lambda: box.setdefault("res", run_parallel(lambda pb: srv.post(*pb), busy)))
+            t.start()
+            wait_until(lambda: srv.model_inflight(MODEL) >= n, 20)
+            socks = []
+            for p, b in short:
+                socks.append(send_post(srv.port, p, json.dumps(b, ensure_ascii=False).encode(), 10))
+            wait_until(lambda: srv.model_inflight(MODEL) >= n + 2, 5)
+            for s in socks:
+                s.close()
+            time.sleep(0.05)
+            ms = srv.metrics()
+            still_busy = metric_sum(ms, "basal_http_requests_total", status="200") < len(ref) + len(busy)
+            res = run_parallel(lambda pb: srv.post(*pb), short)
+            t.join(120 * SLOW)
+            if not still_busy and n < 16:
+                print(f"       the {n} busy requests were done before the clients left; again with {2 * n}")
+                continue
+            C.ok(still_busy, "the engine was still busy when the clients left (the check below means something)")
+            C.eq([r[0] if isinstance(r, tuple) else r for r in res], [200, 200],
+                 "slots of departed clients are free while the engine is still busy")
+            C.ok(all(isinstance(r, tuple) and strip_latency(r[2]) == strip_latency(a[2]) for r, a in zip(res, ref)),
+                 "and those requests are answered right")
+            C.ok(all(isinstance(r, tuple) and r[0] == 200 for r in box.get("res", [])), "the busy requests all answered")
+            C.eq(metric_sum(srv.metrics(), "basal_http_requests_total", status="cancelled"), 2.0,
+                 "the two departed clients are counted as cancelled")
+            break
+        finally:
+            code = srv.stop()
+            C.eq(code, 0, "early-release server exits 0")
 
 
 def config_tests(tmp):
