@@ -19,9 +19,9 @@
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/engine.h"
-#include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
+#include "engine/triesize.h"
 
 typedef struct {
     char *id;
@@ -96,48 +96,55 @@ static int read_requests(const char *path, const char *model, req_line **out, si
 
 /* One whole decision: validate, plan, run, answer; its usage with the tokens
  * its forwards computed. */
-/* Tokens of the prompts of the plan's (round-1) items packed as one trie row
- * per question, and as one row for the whole request (06 §7.2). */
-static int packed_sizes(const bs_plan *p, int64_t *per_question, int64_t *shared, bs_err *e) {
-    size_t n = 0;
-    for (size_t i = 0; i < p->n_items; i++) n += (size_t)p->items[i].n_orders;
-    const int32_t **ids = calloc(n ? n : 1, sizeof *ids);
-    int32_t *lens = calloc(n ? n : 1, sizeof *lens);
-    int rc = ids && lens ? 0 : bs_fail(e, BS_ENOMEM, "out of memory");
-    *per_question = *shared = 0;
-    for (size_t i0 = 0, k = 0, k0 = 0; rc == 0 && i0 < p->n_items; k0 = k) {
-        size_t i = i0;
-        for (; i < p->n_items && p->items[i].question == p->items[i0].question; i++)
-            for (int o = 0; o < p->items[i].n_orders; o++, k++) {
-                ids[k] = p->items[i].orders[o].ids;
-                lens[k] = p->items[i].orders[o].n_ids;
-            }
-        bs_row row;
-        if ((rc = bs_pack_row(&row, ids + k0, lens + k0, (int32_t)(k - k0), e)) == 0) {
-            *per_question += row.len;
-            bs_row_free(&row);
+/* Tokens of the request's (round-1) prompts packed as one trie row per
+ * question, and as one row for the whole request (06 §7.2): the distinct
+ * prefixes the engine's trie counter counts. Planned here, outside the timed
+ * decisions. */
+static int packed_sizes(const bs_basal_model *m, bs_letter_cache *lc, const req_line *r, int64_t packed[2],
+                        bs_err *e) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_plan p = {0};
+    bs_trie_counter one, all;
+    bs_tc_init(&one);
+    bs_tc_init(&all);
+    int rc = bs_plan_text(&p, r->body, r->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
+    if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
+    packed[0] = packed[1] = 0;
+    for (size_t i = 0; rc == 0 && i < p.n_items; i++) {
+        const bs_item *it = &p.items[i];
+        if (i == 0 || it->question != p.items[i - 1].question) { /* a question's items are consecutive */
+            packed[0] += one.tokens;
+            bs_tc_reset(&one);
         }
-        i0 = i;
+        const int32_t *ids[BS_N_ORDERS];
+        int32_t lens[BS_N_ORDERS];
+        for (int o = 0; o < it->n_orders; o++) {
+            ids[o] = it->orders[o].ids;
+            lens[o] = it->orders[o].n_ids;
+        }
+        if (bs_tc_insert(&one, ids, lens, (size_t)it->n_orders) < 0 ||
+            bs_tc_insert(&all, ids, lens, (size_t)it->n_orders) < 0)
+            rc = bs_fail(e, BS_ENOMEM, "out of memory");
     }
-    bs_row row;
-    if (rc == 0 && (rc = bs_pack_row(&row, ids, lens, (int32_t)n, e)) == 0) {
-        *shared = row.len;
-        bs_row_free(&row);
-    }
-    free(ids);
-    free(lens);
+    packed[0] += one.tokens;
+    packed[1] = all.tokens;
+    bs_tc_free(&one);
+    bs_tc_free(&all);
+    bs_plan_free(&p);
+    bs_reply_free(&rep);
     return rc;
 }
 
 static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const req_line *r,
-                       bs_usage *usage, bs_buf *answer, int64_t packed[2], bs_err *e) {
+                       bs_usage *usage, bs_buf *answer, bs_err *e) {
     bs_reply rep;
     bs_reply_init(&rep);
     bs_plan plan = {0};
     int rc = bs_plan_text(&plan, r->body, r->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) {
         bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
-    } else if (rc == 0 && (rc = packed_sizes(&plan, &packed[0], &packed[1], e)) == 0) {
+    } else if (rc == 0) {
         bs_plan *pp = &plan;
         int64_t f0 = run->forward_tokens;
         rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
@@ -254,7 +261,8 @@ int cmd_bench_requests(int argc, char **argv) {
             bs_progress_set(pg, i);
             bs_usage u = {0};
             int64_t packed[2] = {0, 0};
-            if (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, packed, &e) < 0) { /* warm-up */
+            if (packed_sizes(&m, &lc, &rq[i], packed, &e) < 0 ||
+                (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0)) { /* warm-up */
                 bs_progress_end(pg);
                 fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                 bs_runner_free(&run);
@@ -263,7 +271,7 @@ int cmd_bench_requests(int argc, char **argv) {
             int64_t fwd_sum = 0;
             for (int r = 0; r < reps; r++) {
                 double s = bs_now_ms();
-                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, packed, &e) < 0) {
+                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) {
                     bs_progress_end(pg);
                     fprintf(stderr, "basal bench-requests: %s\n", e.msg);
                     bs_runner_free(&run);
