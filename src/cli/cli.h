@@ -77,4 +77,12 @@ void cli_fwd_progress_end(cli_fwd_progress *fp);
 /* Prints compact JSON re-indented with 2 spaces and a final newline. */
 void cli_print_pretty(FILE *f, const char *s, size_t n);
 
+struct bs_buf;
+struct bs_item;
+struct bs_order;
+/* One prompt order of an item as prepare and the parity exports write it:
+ * `{"perm":[..],"prompt":..,"input_ids":[..],"letter_ids":[..]` (left open
+ * for fields of the caller, then '}'). */
+void cli_put_order(struct bs_buf *b, const struct bs_item *it, const struct bs_order *od);
+
 #endif

@@ -5,6 +5,8 @@
 
 #include "cli/cli.h"
 #include "core/progress.h"
+#include "core/respjson.h"
+#include "engine/plan.h"
 #include "server/modelref.h"
 
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens) {
@@ -87,4 +89,15 @@ int cli_model_ref(void *dst, const char *flag, const char *value) {
     model_dirs[n_model_dirs++] = dir;
     *(const char **)dst = dir;
     return 0;
+}
+
+void cli_put_order(bs_buf *b, const bs_item *it, const bs_order *od) {
+    bs_buf_puts(b, "{\"perm\":[");
+    for (size_t i = 0; i < it->k; i++) bs_buf_printf(b, i ? ",%zu" : "%zu", od->perm[i]);
+    bs_buf_puts(b, "],\"prompt\":");
+    bs_resp_string(b, od->prompt.data ? od->prompt.data : "", od->prompt.len);
+    bs_buf_puts(b, ",\"input_ids\":");
+    bs_resp_ids(b, od->ids, (size_t)od->n_ids);
+    bs_buf_puts(b, ",\"letter_ids\":");
+    bs_resp_ids(b, it->letter_ids, it->k);
 }

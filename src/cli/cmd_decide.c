@@ -200,14 +200,7 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
     for (int o = 0; o < it->n_orders; o++) {
         const bs_order *od = &it->orders[o];
         if (o) bs_buf_putc(b, ',');
-        bs_buf_puts(b, "{\"perm\":[");
-        for (size_t i = 0; i < it->k; i++) bs_buf_printf(b, i ? ",%zu" : "%zu", od->perm[i]);
-        bs_buf_puts(b, "],\"prompt\":");
-        bs_resp_string(b, od->prompt.data, od->prompt.len);
-        bs_buf_puts(b, ",\"input_ids\":");
-        bs_resp_ids(b, od->ids, (size_t)od->n_ids);
-        bs_buf_puts(b, ",\"letter_ids\":");
-        bs_resp_ids(b, it->letter_ids, it->k);
+        cli_put_order(b, it, od);
         bs_buf_putc(b, '}');
         prompts[o] = od->ids;
         lens[o] = od->n_ids;
