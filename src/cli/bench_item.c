@@ -1,6 +1,7 @@
 /* Bench items as System One requests (cli/bench_item.h). */
 #include "cli/bench_item.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/respjson.h"
@@ -48,3 +49,49 @@ int cli_bench_item_body(const bj_value *rec, const char *model, bs_buf *b, bs_er
     return b->oom ? bs_fail(e, BS_ENOMEM, "out of memory") : BS_OK;
 }
 
+
+void cli_jsonl_free(cli_jsonl *j) {
+    for (size_t i = 0; i < j->n; i++) bj_free(j->v[i]);
+    free(j->v);
+    free(j->line);
+    j->v = NULL;
+    j->line = NULL;
+    j->n = 0;
+}
+
+int cli_jsonl_read(const char *path, cli_jsonl *out, bs_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    memset(out, 0, sizeof *out);
+    int rc = bs_read_file(path, &text, &len, e);
+    if (rc < 0) return rc;
+    size_t cap = 0, lineno = 0;
+    for (size_t at = 0; at < len && rc == 0;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t ll = nl ? (size_t)(nl - (text + at)) : len - at;
+        lineno++;
+        size_t sp = 0;
+        while (sp < ll && strchr(" \t\r", text[at + sp])) sp++;
+        if (sp < ll) {
+            if (out->n == cap) {
+                size_t nc = cap ? 2 * cap : 16;
+                bj_value **nv = realloc(out->v, nc * sizeof *nv);
+                if (nv) out->v = nv;
+                size_t *nl2 = nv ? realloc(out->line, nc * sizeof *nl2) : NULL;
+                if (nl2) out->line = nl2;
+                if (!nv || !nl2) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); break; }
+                cap = nc;
+            }
+            bs_err pe = {0};
+            if (bj_parse(text + at, ll, NULL, &out->v[out->n], &pe) < 0) {
+                rc = bs_fail(e, BS_EINVAL, "%s: line %zu: %s", path, lineno, pe.msg);
+                break;
+            }
+            out->line[out->n++] = lineno;
+        }
+        at += ll + 1;
+    }
+    free(text);
+    if (rc < 0) cli_jsonl_free(out);
+    return rc;
+}

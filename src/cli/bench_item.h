@@ -13,6 +13,17 @@
 #include "core/pyjson.h"
 #include "core/util.h"
 
+/* The non-blank lines of a JSONL file (a reference export's bench.jsonl or
+ * systemone.jsonl) as parsed values, with their line numbers. */
+typedef struct {
+    bj_value **v;
+    size_t n;
+    size_t *line; /* the file line of each value */
+} cli_jsonl;
+
+int cli_jsonl_read(const char *path, cli_jsonl *out, bs_err *e);
+void cli_jsonl_free(cli_jsonl *j);
+
 /* Appends the request body for rec, asked of model, to b; BS_EINVAL (with
  * the reason) for an item of another type or of fewer than 2 or more than 10
  * options. */

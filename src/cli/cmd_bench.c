@@ -53,74 +53,59 @@ typedef struct {
     int noul, gold;
 } ref_item;
 
-/* Reads DIR/bench.jsonl into bodies (grown as needed) and items; returns the
- * count, or -1 after printing what is wrong with which line. */
+/* Reads DIR/bench.jsonl into bodies and items; returns the count, or -1
+ * after printing what is wrong with which line. */
 static int read_reference(const char *dir, const char *model, bs_buf **bodies, ref_item **items) {
-    char *path = bs_path_join(dir, "bench.jsonl"), *text = NULL;
-    size_t len = 0;
+    char *path = bs_path_join(dir, "bench.jsonl");
+    cli_jsonl recs = {0};
     bs_err e = {0};
-    int n = 0, cap = 0, rc = -1;
-    if (!path || bs_read_file(path, &text, &len, &e) < 0) {
+    int rc = -1;
+    size_t n = 0;
+    if (!path || cli_jsonl_read(path, &recs, &e) < 0) {
         fprintf(stderr, "basal bench: %s\n", path ? e.msg : "out of memory");
         goto out;
     }
-    int line = 0;
-    for (char *ln = text, *next; ln && *ln; ln = next) {
-        next = strchr(ln, '\n');
-        if (next) *next++ = 0;
-        line++;
-        if (!ln[strspn(ln, " \t\r")]) continue;
-        if (n == cap) {
-            int nc = cap ? 2 * cap : 64;
-            bs_buf *nb = realloc(*bodies, (size_t)nc * sizeof **bodies);
-            if (nb) *bodies = nb;
-            ref_item *ni = nb ? realloc(*items, (size_t)nc * sizeof **items) : NULL;
-            if (ni) *items = ni;
-            if (!nb || !ni) { fprintf(stderr, "basal bench: out of memory\n"); goto out; }
-            for (int i = cap; i < nc; i++) bs_buf_init(&(*bodies)[i]);
-            cap = nc;
-        }
-        bj_value *v = NULL;
-        bs_err le = {0};
-        const bj_value *opts = NULL, *gold = NULL, *type = NULL;
-        int bad = bj_parse(ln, strlen(ln), NULL, &v, &le) < 0;
-        if (!bad) {
-            opts = bj_get(v, "options");
-            gold = bj_get(v, "gold");
-            type = bj_get(v, "type");
-            bad = cli_bench_item_body(v, model, &(*bodies)[n], &le) < 0;
+    *bodies = calloc(recs.n ? recs.n : 1, sizeof **bodies);
+    *items = calloc(recs.n ? recs.n : 1, sizeof **items);
+    if (!*bodies || !*items) {
+        fprintf(stderr, "basal bench: out of memory\n");
+        goto out;
+    }
+    for (; n < recs.n; n++) {
+        const bj_value *v = recs.v[n], *opts = bj_get(v, "options"), *gold = bj_get(v, "gold");
+        const bj_value *type = bj_get(v, "type");
+        bs_buf_init(&(*bodies)[n]);
+        if (cli_bench_item_body(v, model, &(*bodies)[n], &e) < 0) {
+            fprintf(stderr, "basal bench: %s line %zu: %s\n", path, recs.line[n], e.msg);
+            n++;
+            goto out;
         }
         char *gend = NULL;
         long g = gold && gold->type == BJ_NUMBER ? strtol(gold->str, &gend, 10) : -1;
-        if (!bad && gold && gold->type != BJ_NULL && (gold->type != BJ_NUMBER || *gend || g < 0 || (size_t)g >= opts->n)) {
-            bad = 1;
-            snprintf(le.msg, sizeof le.msg, "\"gold\" must be an option index");
-        }
-        if (bad) {
-            fprintf(stderr, "basal bench: %s line %d: %s\n", path, line, le.msg);
-            bj_free(v);
+        if (gold && gold->type != BJ_NULL && (gold->type != BJ_NUMBER || *gend || g < 0 || (size_t)g >= opts->n)) {
+            fprintf(stderr, "basal bench: %s line %zu: \"gold\" must be an option index\n", path, recs.line[n]);
+            n++;
             goto out;
         }
-        ref_item *it = &(*items)[n++];
+        ref_item *it = &(*items)[n];
         it->k = opts->n;
         it->noul = type && type->type == BJ_STRING && !strcmp(type->str, "noul");
         it->gold = gold && gold->type == BJ_NUMBER ? (int)g : -1;
-        bj_free(v);
     }
     if (n < 6) {
-        fprintf(stderr, "basal bench: %s has %d items; the method needs at least 6 (5 warm-up)\n", path, n);
+        fprintf(stderr, "basal bench: %s has %zu items; the method needs at least 6 (5 warm-up)\n", path, n);
         goto out;
     }
-    rc = n;
+    rc = (int)n;
 out:
     if (rc < 0) {
-        for (int i = 0; *bodies && i < cap; i++) bs_buf_free(&(*bodies)[i]);
+        for (size_t i = 0; *bodies && i < n; i++) bs_buf_free(&(*bodies)[i]);
         free(*bodies);
         free(*items);
         *bodies = NULL;
         *items = NULL;
     }
-    free(text);
+    cli_jsonl_free(&recs);
     free(path);
     return rc;
 }

@@ -25,53 +25,6 @@
 
 /* ---------------------------------------------------------------- JSONL and JSON helpers */
 
-typedef struct {
-    bj_value **v;
-    size_t n;
-} jsonl;
-
-static void jsonl_free(jsonl *j) {
-    for (size_t i = 0; i < j->n; i++) bj_free(j->v[i]);
-    free(j->v);
-    j->v = NULL;
-    j->n = 0;
-}
-
-/* Every non-blank line of path as a parsed value. */
-static int jsonl_read(const char *path, jsonl *out, bs_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    memset(out, 0, sizeof *out);
-    int rc = bs_read_file(path, &text, &len, e);
-    if (rc < 0) return rc;
-    size_t cap = 0, lineno = 0;
-    for (size_t at = 0; at < len && rc == 0;) {
-        const char *nl = memchr(text + at, '\n', len - at);
-        size_t ll = nl ? (size_t)(nl - (text + at)) : len - at;
-        lineno++;
-        size_t sp = 0;
-        while (sp < ll && strchr(" \t\r", text[at + sp])) sp++;
-        if (sp < ll) {
-            if (out->n == cap) {
-                size_t nc = cap ? 2 * cap : 16;
-                bj_value **nv = realloc(out->v, nc * sizeof *nv);
-                if (!nv) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); break; }
-                out->v = nv;
-                cap = nc;
-            }
-            bs_err pe = {0};
-            if (bj_parse(text + at, ll, NULL, &out->v[out->n], &pe) < 0) {
-                rc = bs_fail(e, BS_EINVAL, "%s: line %zu: %s", path, lineno, pe.msg);
-                break;
-            }
-            out->n++;
-        }
-        at += ll + 1;
-    }
-    free(text);
-    if (rc < 0) jsonl_free(out);
-    return rc;
-}
 
 /* A field of a record echoed compactly (null when absent). */
 static void put_field(bs_buf *b, const bj_value *rec, const char *key) {
@@ -401,7 +354,7 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
 }
 
 /* bench.jsonl of the export: all items prepared, then run together. */
-static int export_bench(const jsonl *recs, const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *out,
+static int export_bench(const cli_jsonl *recs, const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *out,
                         bs_err *e) {
     size_t n = recs->n;
     bs_plan *plans = calloc(n ? n : 1, sizeof *plans);
@@ -484,7 +437,7 @@ int cmd_export(int argc, char **argv) {
     status = 1;
     bs_err e = {0};
     char *dir = NULL, *bench_path = path_in(o.inputs, "bench.jsonl"), *so_path = path_in(o.inputs, "systemone.jsonl");
-    jsonl bench = {0}, cases = {0};
+    cli_jsonl bench = {0}, cases = {0};
     bs_pool *pool = NULL;
     bs_basal_model m;
     int loaded = 0, runner = 0, created = 0;
@@ -499,7 +452,7 @@ int cmd_export(int argc, char **argv) {
     double t0 = bs_now_ms();
     if (!bench_path || !so_path) goto done;
     if (bs_model_ref_resolve(o.ref, NULL, &dir, &e) < 0) goto fail;
-    if (jsonl_read(bench_path, &bench, &e) < 0 || jsonl_read(so_path, &cases, &e) < 0) goto fail;
+    if (cli_jsonl_read(bench_path, &bench, &e) < 0 || cli_jsonl_read(so_path, &cases, &e) < 0) goto fail;
     if (!(pool = bs_pool_create(o.threads))) goto done;
     if (bs_basal_load(&m, dir, pool, 1, &e) < 0) goto fail;
     loaded = 1;
@@ -588,8 +541,8 @@ done:
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);
     bs_pool_destroy(pool);
-    jsonl_free(&bench);
-    jsonl_free(&cases);
+    cli_jsonl_free(&bench);
+    cli_jsonl_free(&cases);
     bs_buf_free(&bout);
     bs_buf_free(&sout);
     bs_buf_free(&man);
@@ -792,7 +745,7 @@ int cmd_check_prompts(int argc, char **argv) {
     status = 1;
     bs_err e = {0};
     char *dir = NULL, *bench_path = path_in(refdir, "bench.jsonl"), *so_path = path_in(refdir, "systemone.jsonl");
-    jsonl bench = {0}, cases = {0};
+    cli_jsonl bench = {0}, cases = {0};
     bs_basal_model m;
     int loaded = 0;
     bs_letter_cache lc;
@@ -807,7 +760,7 @@ int cmd_check_prompts(int argc, char **argv) {
     bs_buf_init(&tag);
     if (!bench_path || !so_path) goto done;
     if (bs_model_ref_resolve(ref, NULL, &dir, &e) < 0) goto fail;
-    if (jsonl_read(bench_path, &bench, &e) < 0 || jsonl_read(so_path, &cases, &e) < 0) goto fail;
+    if (cli_jsonl_read(bench_path, &bench, &e) < 0 || cli_jsonl_read(so_path, &cases, &e) < 0) goto fail;
     if (bs_basal_load(&m, dir, NULL, 0, &e) < 0) goto fail;
     loaded = 1;
     for (size_t i = 0; i < bench.n; i++) {
@@ -874,8 +827,8 @@ fail:
 done:
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);
-    jsonl_free(&bench);
-    jsonl_free(&cases);
+    cli_jsonl_free(&bench);
+    cli_jsonl_free(&cases);
     bs_buf_free(&tc.mis);
     bs_buf_free(&tc.dev);
     bs_buf_free(&rep);
