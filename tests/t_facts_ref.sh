@@ -5,6 +5,9 @@
 #    code point (differences allowed only where this Python's Unicode database
 #    has no character yet: the spec's tables are CPython 3.12's Unicode 15.0,
 #    whose range counts are 64, 748 and 10);
+#  - the reference itself against the fixed vectors (the spec's §3.9 table and
+#    the ones worked out from basal-rs facts.rs), so that a misreading of the
+#    spec shared by both implementations cannot pass unnoticed;
 #  - the facts lines (or the exception text) of generated Polish/English
 #    states: a fixed seed and a fresh one (printed for replay: FACTS_SEED=N),
 #    FACTS_N states each (default 2000), 100% identical required;
@@ -35,6 +38,9 @@ for name, line, nranges in zip("dws", lines, (64, 748, 10)):
     fail |= bool(other) or len(toks) != nranges
 sys.exit(fail)
 EOF
+
+if $PY tools/facts_ref.py vectors tests/data/facts_vectors.jsonl tests/data/facts_vectors_rust.jsonl; then ok
+else bad "tools/facts_ref.py differs from the fixed vectors"; fi
 
 fresh=${FACTS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000007 ))}
 for seed in 1 "$fresh"; do

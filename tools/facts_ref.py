@@ -6,6 +6,9 @@ and `datetime`, which define the semantics the C implementation (src/core/facts.
   facts_ref.py gen SEED N        N generated test states, one JSON string a line
   facts_ref.py check FILE        FILE: the JSON strings of `gen`; stdin: the C output for them, one JSON
                                  value a line ({"lines": [...]} or {"error": "..."}); prints the counts
+  facts_ref.py vectors FILE...   this reference against fixed vectors (JSON lines {"state", "lines"} or
+                                 {"state", "error"}): the spec's §3.9 table and the vectors worked out
+                                 from basal-rs facts.rs, so that a misreading shared with the C code shows
 """
 import argparse
 import bisect
@@ -791,6 +794,8 @@ def main():
     g.add_argument("seed", metavar="SEED", type=int)
     g.add_argument("n", metavar="N", type=int)
     sub.add_parser("check", help="compare the C output on stdin with FILE's states").add_argument("file", metavar="FILE")
+    sub.add_parser("vectors", help="check this reference against fixed vectors").add_argument(
+        "files", metavar="FILE", nargs="+")
     a = ap.parse_args()
     if a.cmd == "lines":
         r = run(a.text)
@@ -801,6 +806,22 @@ def main():
             print(json.dumps(t))
         for _ in range(a.n - len(EDGE)):
             print(json.dumps(gen_text(rng)))
+    elif a.cmd == "vectors":
+        total = bad = 0
+        for path in a.files:
+            with open(path, encoding="utf-8") as f:
+                for line in filter(str.strip, f):
+                    v = json.loads(line)
+                    want = {"error": v["error"]} if "error" in v else {"lines": v["lines"]}
+                    got = run(v["state"])
+                    total += 1
+                    if got != want:
+                        bad += 1
+                        print("MISMATCH", path, json.dumps(v["state"], ensure_ascii=False))
+                        print("  want:", json.dumps(want, ensure_ascii=False))
+                        print("  got: ", json.dumps(got, ensure_ascii=False))
+        print(f"facts_ref vectors: {total - bad}/{total} identical")
+        sys.exit(1 if bad or not total else 0)
     elif a.cmd == "check":
         with open(a.file, encoding="utf-8") as f:
             texts = [json.loads(x) for x in f]
