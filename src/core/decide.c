@@ -18,7 +18,10 @@ void bs_calibration_free(bs_calibration *c) {
 int bs_calibration_parse(bs_calibration *c, const char *text, size_t len, bs_err *e) {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    /* as basal-rs (serde_json) and upstream (json.loads) read it: a repeated key
+     * takes its last value, and an integer of any size is a number (jansson
+     * would refuse one beyond 64 bits) */
+    json_t *root = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);
     int rc = BS_OK;
     if (!root) return bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not valid JSON: %s (line %d)", je.text, je.line);
     if (!json_is_object(root)) { rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not a JSON object"); goto done; }
