@@ -23,6 +23,10 @@ usage: protocol_e2e_check.py BASAL FIXTURES SHARED TMPDIR
     identical; probabilities, set_confidence and expected costs within 1e-5;
     act refusals as the exact 422 body) against tools/protocol_ref.py; the
     multi prompt of 03 §1.3 by its SHA-256.
+(d) a tiny-bias variant whose temperatures are 5e-324: the calibrated
+    distributions are NaN (null in the response); act with max_error refuses
+    (basal-rs's confidence is -inf) or fails without a defer action, multi's
+    min takes the labels in their order; against tools/protocol_ref.py.
 Prints PASS/FAIL detail lines and a last line "N passed, N failed".
 """
 import argparse
@@ -527,6 +531,78 @@ def sensitivity(results):
         check(first[0] != always[0], "tiny-always: prepend_scheme always and first give the same ids")
 
 
+def finite_or_null(v):
+    """The reference response as the response writer prints it: a non-finite
+    float is null (02 §1.2)."""
+    if isinstance(v, float):
+        return v if v == v and abs(v) != float("inf") else None
+    if isinstance(v, dict):
+        return {k: finite_or_null(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [finite_or_null(x) for x in v]
+    return v
+
+
+def same_json(exp, got, path="$"):
+    """exp: plain JSON (dict); got: parsed with Obj pairs. Key order, strings,
+    nulls and ints exact, floats within TOL. Returns the first difference or None."""
+    if isinstance(exp, dict):
+        if not isinstance(got, Obj) or [k for k, _ in got] != list(exp):
+            return f"{path}: keys {[k for k, _ in got] if isinstance(got, Obj) else got!r}, expected {list(exp)}"
+        for k, v in got:
+            d = same_json(exp[k], v, f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(exp, list):
+        if not isinstance(got, list) or len(got) != len(exp):
+            return f"{path}: {got!r}, expected {exp!r}"
+        for i, (x, y) in enumerate(zip(exp, got)):
+            d = same_json(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if isinstance(exp, float) and isinstance(got, float):
+        return None if abs(exp - got) <= TOL else f"{path}: {got!r}, reference {exp!r}"
+    return None if type(exp) is type(got) and exp == got else f"{path}: {got!r}, expected {exp!r}"
+
+
+def part_d():
+    """01 §8 with a temperature so small (5e-324) that ln(p)/T overflows: the
+    calibrated distribution is NaN, printed null; act refuses (basal-rs's
+    confidence is -inf), multi keeps the labels' order for min."""
+    d = variant("tiny-bias-tiny-t", '{"temperature_per_prim": {"choice": 5e-324, "noul": 5e-324, "score": 5e-324}, '
+                '"thresholds": {"0.05": {"confidence": 0.5}}}')
+    name = model_name(d)
+    qs = ['{"type": "choice", "instructions": "x", "criteria": {"a": null, "b": "B", "c": null}}',
+          '{"type": "score", "instructions": "x", "criteria": ["low", "mid", "high"]}',
+          '{"type": "noul", "instructions": "Czy?"}',
+          '{"type": "act", "instructions": "x", "costs": {"go": {"true": 0, "false": 10}, '
+          '"human": {"true": 1, "false": 1}}, "max_error": 0.05}',
+          '{"type": "act", "instructions": "x", "costs": {"go": {"true": 0, "false": 10}, '
+          '"stop": {"true": 5, "false": 0}}, "max_error": 0.05}',
+          '{"type": "multi", "instructions": "x", "criteria": ["a", "b", "c"], "min": 2}']
+    bodies = ['{"model": "%s", "state": "Stan sprawy.", "questions": {"q": %s}}' % (name, q) for q in qs]
+    ref = protocol_ref.run(d, bodies, with_detail=False, with_forward=True)
+    for i, (body, exp) in enumerate(zip(bodies, ref)):
+        tag = f"tiny temperature request {i}"
+        if "status" in exp:
+            rc, out, err = decide_raw(d, body)
+            check(rc == 2 and literal(out) == literal(json.dumps(exp["body"])),
+                  f"{tag}: refusal exit {rc} body {out.strip()[:300]}, expected {json.dumps(exp['body'])}")
+            continue
+        out = decide(d, body)
+        if out is None:
+            continue
+        diff = same_json(finite_or_null(exp), json.loads(out, object_pairs_hook=Obj))
+        check(diff is None, f"{tag}: {diff}")
+    # the requests reach what they are meant to (the check is not vacuous)
+    a = [r.get("answers", {}).get("q") for r in ref]
+    check(a[0]["probabilities"]["a"] != a[0]["probabilities"]["a"] and a[3].get("refused") == "go"
+          and ref[4].get("status") == 422 and a[5]["selected"] == ["a", "b"],
+          f"tiny temperature: the reference does not give NaN / refusal / the label order ({a})")
+
+
 def main():
     part_a()
     models = [(os.path.join(FIXTURES, "tiny-bias"), None), (os.path.join(FIXTURES, "tiny-nobias"), None)]
@@ -538,6 +614,7 @@ def main():
     results = part_b(models)
     sensitivity(results)
     part_c()
+    part_d()
     print(f"{npass} passed, {nfail} failed")
     return 0 if nfail == 0 else 1
 

@@ -188,6 +188,34 @@ int main(void) {
         "{\"type\":\"act\",\"action\":\"defer\",\"expected_costs\":{\"defer\":3.0,\"b\":2.0},\"answer\":\"defer\","
         "\"probabilities\":{\"defer\":0.5,\"b\":0.5},\"confidence\":0.5,\"calibration\":\"unvalidated\"}");
 
+    /* A tiny temperature (5e-324) makes the calibrated distribution all NaN
+     * (printed null). basal-rs decision.rs: multi orders with
+     * partial_cmp().unwrap_or(Equal) in a stable sort, so NaN labels keep
+     * their order and `min` takes the first labels; act's confidence is a
+     * fold of f64::max from -inf, which skips NaN, so it is -inf: below any
+     * threshold, the action is refused (or the request fails without a
+     * defer action); the first action and the first key win the NaN ties. */
+    const double nan3[3] = {NAN, NAN, NAN}, nan2[2] = {NAN, NAN};
+    MULTI("{\"type\":\"multi\",\"criteria\":[\"a\",\"b\",\"c\"],\"min\":2}", nan3,
+          "{\"type\":\"multi\",\"selected\":[\"a\",\"b\"],\"probabilities\":{\"a\":null,\"b\":null,\"c\":null},"
+          "\"threshold\":0.5,\"set_confidence\":null}");
+    /* mixed NaN and numbers, as Rust's insertion sort of <= 20 elements leaves them:
+     * 0.2 passes nothing (NaN before it), 0.9 passes 0.2 only */
+    const double mixed[4] = {0.2, NAN, 0.2, 0.9};
+    MULTI("{\"type\":\"multi\",\"criteria\":[\"a\",\"b\",\"c\",\"d\"],\"threshold\":0,\"min\":4}", mixed,
+          "{\"type\":\"multi\",\"selected\":[\"a\",\"b\",\"d\",\"c\"],\"probabilities\":{\"a\":0.2,\"b\":null,"
+          "\"c\":0.2,\"d\":0.9},\"threshold\":0.0,\"set_confidence\":null}");
+    snprintf(qbuf, sizeof qbuf, refund, ",\"max_error\":0.01");
+    ACT(qbuf, cal1, nan2,
+        "{\"type\":\"act\",\"action\":\"human\",\"expected_costs\":{\"approve\":null,\"reject\":null,\"human\":null},"
+        "\"answer\":\"true\",\"probabilities\":{\"true\":null,\"false\":null},\"confidence\":null,"
+        "\"refused\":\"approve\",\"calibration\":\"validated\"}");
+    snprintf(qbuf, sizeof qbuf, full, "");
+    ACT(qbuf, cal1, nan2, NULL);
+    CHECK(bs_max_p(nan3, 3) == -INFINITY);
+    const double some_nan[3] = {NAN, 0.25, 0.75};
+    CHECK(bs_max_p(some_nan, 3) == 0.75);
+
     /* the helpers directly */
     CHECK(bs_round6(2.5e-6) == 3e-6);
     CHECK(bs_round6(-2.5e-6) == -3e-6);

@@ -133,6 +133,27 @@ int main(void) {
     CHECK_CONTAINS(e.msg, "temperature of score must be a positive number");
     CHECK(bs_calibration_parse(&c, "{nope", 5, &e) < 0);
     CHECK_CONTAINS(e.msg, "CALIBRATION.json");
+    /* Valid JSON that serde_json (basal-rs) and json.loads (upstream) both read: a
+     * repeated key takes the last value; an integer beyond 64 bits is a number
+     * (an ignored field here, a threshold's confidence of 1 as an integer). */
+    const char *dup = "{\"temperature_per_prim\":{\"choice\":0.9,\"choice\":1.2},\"seed\":123456789012345678901234567890,"
+                      "\"thresholds\":{\"0.05\":{\"confidence\":1}}}";
+    CHECK_INT(bs_calibration_parse(&c, dup, strlen(dup), &e), 0);
+    CHECK_FMT(bs_calibration_temp(&c, BS_TYPE_CHOICE), "1.2");
+    CHECK_INT(c.n_thresholds, 1);
+    if (c.n_thresholds == 1) CHECK_FMT(c.thresholds[0].confidence, "1.0");
+    bs_calibration_free(&c);
+    /* malformed thresholds certify nothing (basal-rs engine.rs: get(key).and_then(get
+     * "confidence").and_then(as_f64)): not an object, an entry without a number */
+    const char *badth = "{\"thresholds\":{\"0.05\":{\"confidence\":\"0.9\"},\"0.1\":[0.9],\"0.2\":{\"confidence\":0.7}}}";
+    CHECK_INT(bs_calibration_parse(&c, badth, strlen(badth), &e), 0);
+    CHECK_INT(c.n_thresholds, 1);
+    if (c.n_thresholds == 1) CHECK_STR(c.thresholds[0].key, "0.2");
+    bs_calibration_free(&c);
+    const char *thlist = "{\"thresholds\":[{\"confidence\":0.9}]}";
+    CHECK_INT(bs_calibration_parse(&c, thlist, strlen(thlist), &e), 0);
+    CHECK_INT(c.n_thresholds, 0);
+    bs_calibration_free(&c);
     const char *empty = "{\"temperature_per_prim\":{}}";
     CHECK_INT(bs_calibration_parse(&c, empty, strlen(empty), &e), 0);
     CHECK(!c.calibrated);

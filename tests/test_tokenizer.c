@@ -616,14 +616,20 @@ static void test_tiny(void) {
                         "{\"id\": 22, \"content\": \"dd\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
                         "\"normalized\": true, \"special\": false},"
                         "{\"id\": 23, \"content\": \"[S]x\", \"normalized\": false, \"special\": true}]", &e), BS_OK);
+    /* The file's ids 20..23 are not HF's: tokenizers gives added tokens that
+     * are not vocab entries the ids after the vocabulary's 13 entries, 13..16
+     * in file order (every id below is what the tokenizers 0.23.2 node
+     * binding encodes for this file). */
     if (t) {
-        EXPECT_IDS(t, "[W]", 20);
-        EXPECT_IDS(t, "a [W] b", 7, 6, 20, 6, 2); /* "▁a▁" (▁a, ▁) [W] "▁b" → ▁ is not merged with b */
+        EXPECT_IDS(t, "[W]", 13);
+        EXPECT_IDS(t, "a [W] b", 7, 6, 13, 6, 2); /* "▁a▁" (▁a, ▁) [W] "▁b" → ▁ is not merged with b */
         EXPECT_IDS(t, "a[W]", 7, 0);             /* not a single word: "[W]" stays text (one fused unknown) */
-        EXPECT_IDS(t, "a \t[S]  b", 7, 21, 2);    /* lstrip + rstrip swallow the whitespace */
-        EXPECT_IDS(t, "[S]x", 23);                /* leftmost-longest */
-        EXPECT_IDS(t, "aXX", 7, 22);              /* normalized token matches "XX" -> "dd" */
-        EXPECT_IDS(t, "dd", 22);
+        EXPECT_IDS(t, "a \t[S]  b", 7, 14, 2);    /* lstrip + rstrip swallow the whitespace */
+        EXPECT_IDS(t, "[S]x", 16);                /* leftmost-longest */
+        EXPECT_IDS(t, "aXX", 7, 15);              /* normalized token matches "XX" -> "dd" */
+        EXPECT_IDS(t, "dd", 15);
+        CHECK_INT(bs_tokenizer_token_to_id(t, "[W]"), 13);
+        CHECK_INT(bs_tokenizer_max_id(t), 16);
         int32_t *ids = NULL, *off = NULL;
         size_t n = 0;
         CHECK_INT(bs_tokenizer_encode(t, "a \t[S]  b", 9, &ids, &n, &off, &e), BS_OK);
@@ -634,13 +640,37 @@ static void test_tiny(void) {
         CHECK(n == 2 && off[2] == 1 && off[3] == 3);
         free(ids);
         free(off);
-        int32_t dec_ids[] = { 20, 21, 1 };
+        int32_t dec_ids[] = { 13, 14, 1 };
         char *d = decode(t, dec_ids, 3, 1);
         CHECK_STR(d, "[W] a"); /* no decoder: tokens joined by spaces; special [S] skipped */
         free(d);
     }
     bs_tokenizer_free(t);
     free(ms);
+
+    /* Added-token ids as HF tokenizers assigns them (AddedVocabulary::add_tokens),
+     * whatever the file says; expected ids from the tokenizers 0.23.2 node binding
+     * on the same files. Vocab: <unk> 0, <s> 1, a 2, b 3, ab 4, ▁ 5, x 6. */
+    static const char small[] = "{\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, \"<s>\": 1, "
+                                "\"a\": 2, \"b\": 3, \"ab\": 4, \"▁\": 5, \"x\": 6}, \"merges\": [\"a b\"]}";
+#define ADDED(id, c) "{\"id\": " #id ", \"content\": \"" c "\", \"special\": true}"
+    /* "<X>" (no vocab entry) written with the id of "ab": it gets 7, the vocabulary size */
+    CHECK_INT(load_tiny(&t, small, "\"added_tokens\": [" ADDED(1, "<s>") ", " ADDED(4, "<X>") "]", &e), BS_OK);
+    if (t) {
+        EXPECT_IDS(t, "<s>ab<X>b<Y>", 1, 4, 7, 3, 0, 0, 0);
+        CHECK_STR(bs_tokenizer_id_to_token(t, 4), "ab");
+    }
+    bs_tokenizer_free(t);
+    /* "<s>" is a vocab entry (1) but the file says 3 (= "b"): its vocab id wins */
+    CHECK_INT(load_tiny(&t, small, "\"added_tokens\": [" ADDED(3, "<s>") "]", &e), BS_OK);
+    if (t) EXPECT_IDS(t, "<s>ab<X>b<Y>", 1, 4, 0, 0, 0, 3, 0, 0, 0);
+    bs_tokenizer_free(t);
+    /* ids with a gap: the next ones are 7 and 8 */
+    CHECK_INT(load_tiny(&t, small, "\"added_tokens\": [" ADDED(1, "<s>") ", " ADDED(9, "<X>") ", " ADDED(12, "<Y>") "]",
+                        &e), BS_OK);
+    if (t) EXPECT_IDS(t, "<s>ab<X>b<Y>", 1, 4, 7, 3, 8);
+    bs_tokenizer_free(t);
+#undef ADDED
 
     /* invalid UTF-8 input is refused, not guessed */
     CHECK_INT(load_tiny(&t, "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}", NULL, &e), BS_OK);

@@ -618,6 +618,8 @@ def forward(md, plans):
 def round6(x):
     """round(x * 1e6) / 1e6 with halves away from zero (C round, not Python's)."""
     y = x * 1e6
+    if not math.isfinite(y):
+        return y / 1e6  # C round keeps NaN and infinities
     a = abs(y)
     f = math.floor(a)
     r = f + 1.0 if a - f >= 0.5 else f
@@ -628,7 +630,18 @@ def multi_answer(it, p_yes):
     """03 §1.4."""
     spec = it["multi"]
     n = len(p_yes)
-    order = sorted(range(n), key=lambda i: -p_yes[i])  # Python's sort is stable
+    if any(math.isnan(v) for v in p_yes):
+        # a tiny temperature gives NaN (01 §8): basal-rs sorts with
+        # partial_cmp().unwrap_or(Equal), Rust's stable sort inserts up to 20
+        # elements one by one, moving one ahead only past a strictly smaller P
+        order = []
+        for i in range(n):
+            j = len(order)
+            while j > 0 and p_yes[i] > p_yes[order[j - 1]]:
+                j -= 1
+            order.insert(j, i)
+    else:
+        order = sorted(range(n), key=lambda i: -p_yes[i])  # Python's sort is stable
     sel = [i for i in order if p_yes[i] >= spec["threshold"]]
     if spec["max"] is not None:
         sel = sel[:max(0, spec["max"])]
@@ -659,7 +672,12 @@ def act_answer(md, it, p):
     for i in range(1, len(exp)):
         if exp[i] < exp[best]:
             best = i
-    conf = max(p)
+    # basal-rs folds f64::max from -inf: NaN values are skipped, all NaN gives -inf
+    # (below every threshold), where Python's max() would return NaN
+    conf = -math.inf
+    for v in p:
+        if v > conf:
+            conf = v
     ans = {"type": "act", "action": spec["rows"][best][0],
            "expected_costs": {},
            "answer": keys[argmax(p)], "probabilities": {k: v for k, v in zip(keys, p)}, "confidence": conf}

@@ -18,7 +18,10 @@ void bs_calibration_free(bs_calibration *c) {
 int bs_calibration_parse(bs_calibration *c, const char *text, size_t len, bs_err *e) {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    /* as basal-rs (serde_json) and upstream (json.loads) read it: a repeated key
+     * takes its last value, and an integer of any size is a number (jansson
+     * would refuse one beyond 64 bits) */
+    json_t *root = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);
     int rc = BS_OK;
     if (!root) return bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not valid JSON: %s (line %d)", je.text, je.line);
     if (!json_is_object(root)) { rc = bs_fail(e, BS_EFORMAT, "CALIBRATION.json: not a JSON object"); goto done; }
@@ -150,32 +153,57 @@ double bs_score_confidence(const double *p, int k) {
     return c > 0.0 ? c : 0.0;
 }
 
-double bs_max_p(const double *p, int k) { return p[bs_argmax(p, k)]; }
+/* basal-rs folds f64::max from -inf, which skips NaN: an all-NaN distribution
+ * (a tiny temperature) gives -inf, so act's `confidence < threshold` refuses
+ * (decision.rs act_answer); p[argmax] would give NaN and never refuse. */
+double bs_max_p(const double *p, int k) {
+    double m = -INFINITY;
+    for (int i = 0; i < k; i++)
+        if (p[i] > m) m = p[i];
+    return m;
+}
 
 /* ---- multi and act (03 §1.4, §2.4–§2.5) ---- */
 
-typedef struct { double p; size_t i; } ranked;
-
-/* P descending, then label order: qsort becomes the stable sort of 03 §1.4. */
-static int ranked_cmp(const void *a, const void *b) {
-    const ranked *x = a, *y = b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
+/* Label indices by P descending, stable, in the way basal-rs's
+ * sort_by(partial_cmp, unwrap_or(Equal)) orders them: an element goes ahead
+ * of another only when its P is strictly greater, so a NaN P (a tiny
+ * temperature) compares equal to everything and keeps its place. Rust sorts up
+ * to 20 elements by insertion, which this reproduces exactly even when NaN and
+ * numbers mix; longer lists are merged (identical for any NaN-free input and
+ * for all-NaN input). qsort cannot do this: its comparator must be a total
+ * order, and with NaN it scrambled the labels. */
+static void order_desc(const double *p, size_t *order, size_t n, size_t *tmp) {
+    if (n <= 20) {
+        for (size_t i = 1; i < n; i++) {
+            size_t v = order[i], j = i;
+            for (; j > 0 && p[v] > p[order[j - 1]]; j--) order[j] = order[j - 1];
+            order[j] = v;
+        }
+        return;
+    }
+    size_t h = n / 2;
+    order_desc(p, order, h, tmp);
+    order_desc(p, order + h, n - h, tmp);
+    size_t a = 0, b = h, o = 0;
+    while (a < h && b < n) tmp[o++] = p[order[b]] > p[order[a]] ? order[b++] : order[a++];
+    while (a < h) tmp[o++] = order[a++];
+    while (b < n) tmp[o++] = order[b++];
+    memcpy(order, tmp, n * sizeof *order);
 }
 
 double bs_multi_select(const double *p, size_t n, double threshold, int has_max, long long max, int has_min,
                        long long min, size_t *order, size_t *sel, size_t *n_sel, unsigned char *mark, int *rc) {
     *rc = 0;
     *n_sel = 0;
-    ranked *r = malloc((n ? n : 1) * sizeof *r);
-    if (!r) {
+    size_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!tmp) {
         *rc = BS_ENOMEM;
         return 0.0;
     }
-    for (size_t i = 0; i < n; i++) r[i] = (ranked){p[i], i};
-    qsort(r, n, sizeof *r, ranked_cmp);
-    for (size_t i = 0; i < n; i++) order[i] = r[i].i;
-    free(r);
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    order_desc(p, order, n, tmp);
+    free(tmp);
     size_t ns = 0;
     for (size_t i = 0; i < n; i++)
         if (p[order[i]] >= threshold) sel[ns++] = order[i];

@@ -41,9 +41,12 @@ int bs_argmax(const double *p, int k);                 /* first maximum */
 double bs_choice_confidence(const double *p, int k);   /* (p[m] - 1/k) / (1 - 1/k) */
 double bs_score_value(const double *p, int k);         /* sum i * p[i] */
 double bs_score_confidence(const double *p, int k);    /* max(0, 1 - D/U) */
-double bs_max_p(const double *p, int k);               /* /v1/basal confidence */
+/* max(p) for /v1/basal and act confidence: the largest non-NaN value, -inf
+ * when every value is NaN (basal-rs's f64::max fold). */
+double bs_max_p(const double *p, int k);
 
-/* multi (03 §1.4): order = label indices by P descending, stable (n entries);
+/* multi (03 §1.4): order = label indices by P descending, stable, a NaN P
+ * keeping its place (n entries);
  * sel[0..*n_sel) = the selected labels in that order (threshold, then the
  * first max(0, max) when has_max, then the first max(0, min) of order when
  * fewer than min are selected); mark[i] = 1 for a selected label. Returns

@@ -2,6 +2,7 @@
  * Every component or option this engine does not implement is a load error
  * naming it: a silently different tokenization would corrupt every prompt. */
 #include "core/tok_internal.h"
+#include "core/log.h"
 #include "core/utf8.h"
 
 #include <jansson.h>
@@ -283,6 +284,13 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
     size_t n = json_array_size(arr);
     if (tk_strmap_init(&t->added_map, n) != BS_OK || !(t->added = calloc(n ? n : 1, sizeof *t->added)))
         return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+    /* HF tokenizers does not take an added token's id from the file
+     * (AddedVocabulary::add_tokens, in file order): a content that is a vocab
+     * entry gets that entry's id, any other the vocabulary's size (its number
+     * of entries) or, once an added id reaches it, the largest added id + 1;
+     * a different id in the file only draws a warning. basal-rs and upstream
+     * encode through it, so a file whose ids disagree is encoded with HF's. */
+    int64_t vocab_len = (int64_t)t->vocab.count, max_added = -1;
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         tk_added *ad = &t->added[i];
@@ -297,6 +305,20 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
         size_t len;
         if ((rc = get_str(t, o, "content", &s, &len, "added token", e)) != BS_OK) return rc;
         if (!s) return bs_fail(e, BS_EFORMAT, "%s: added_tokens[%zu].content missing", fn, i);
+        if (len) { /* HF ignores an empty content (it can never match) */
+            int32_t vid = tk_strmap_get(&t->vocab, s, len);
+            int64_t hf = vid >= 0 ? vid : max_added < 0 ? vocab_len
+                       : max_added >= vocab_len || vocab_len == 0 ? max_added + 1 : vocab_len;
+            if (hf >= MAX_VOCAB_ID)
+                return bs_fail(e, BS_EFORMAT, "%s: added token \"%s\" would get id %lld (ids must be below %d)", fn, s,
+                               (long long)hf, MAX_VOCAB_ID);
+            if (hf != ad->id)
+                bs_log(BS_LOG_WARN, "tokenizer", "%s: added token \"%s\" has id %d in the file; Hugging Face "
+                       "tokenizers gives it id %lld (%s), which is used", fn, s, (int)ad->id, (long long)hf,
+                       vid >= 0 ? "its vocabulary id" : "the next id after the vocabulary and the added tokens");
+            ad->id = (int32_t)hf;
+            if (hf > max_added) max_added = hf;
+        }
         if (!(ad->content = malloc(len + 1))) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
         memcpy(ad->content, s, len + 1);
         ad->clen = len;
