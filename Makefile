@@ -11,7 +11,7 @@ NODE_DIR = tests/oracle
 # bit for bit (spec 05 §13.2 A5). Vector kernels use explicit FMA intrinsics.
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -fno-fast-math -pthread -Iinclude -Isrc
-LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lm -lpthread -ldl
+LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lcrypto -lm -lpthread -ldl
 
 LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/server/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)

@@ -147,18 +147,26 @@ def main():
     mix = mixed(seq)
     files = {"sequential.jsonl": "".join(line(r) + "\n" for r in seq),
              "mixed.jsonl": "".join(line(r) + "\n" for r in mix)}
-    manifest = {"schema_version": 1, "generator": "bench/make-workloads.py", "seeds": {"sequential": 0, "mixed": 7},
+    # the manifest in basal-rs's v2 form (build_benchmark.py's summary per file); `basal benchmark`
+    # checks each file against it before a run (spec 06 §7.5)
+    manifest = {"schema_version": 2, "profile": "basal-c-synthetic-v2", "generator": "bench/make-workloads.py",
+                "seeds": {"sequential": 0, "mixed": 7},
+                "encoding": "UTF-8 JSONL, LF, compact separators; source key order and number literals kept",
                 "mixed_order": {"seed": 7, "method": "ascending SHA-256(\"mixed-v1/7/\" + request_id)"},
                 "workloads": {}}
     for name, text, reqs in (("sequential.jsonl", files["sequential.jsonl"], seq),
                              ("mixed.jsonl", files["mixed.jsonl"], mix)):
+        payloads = [line(r["request"]).encode() for r in reqs]
         classes = {}
         for r in reqs:
-            classes[r.get("class", "by payload size")] = classes.get(r.get("class", "by payload size"), 0) + 1
+            c = r.get("class", "auto-payload-size")
+            classes[c] = classes.get(c, 0) + 1
         manifest["workloads"][name] = {
             "sha256": hashlib.sha256(text.encode()).hexdigest(), "requests": len(reqs),
             "questions": sum(len(r["request"]["questions"]) for r in reqs),
-            "unique_payloads": len({line(r["request"]) for r in reqs}), "classes": classes}
+            "classes": dict(sorted(classes.items())), "unique_payloads": len(set(payloads)),
+            "ordered_model_free_payloads_sha256": hashlib.sha256(
+                b"".join(hashlib.sha256(b).digest() for b in payloads)).hexdigest()}
     files["manifest.json"] = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
     check = a.check
     bad = 0

@@ -63,7 +63,7 @@ def main():
             cpu = sum(cpu_seconds(r.pid) for r in reps) - cpu0
             with open(out + ".json") as f:
                 rep = json.load(f)
-            done = sum(p["completed"] for p in rep["phases"])
+            done = sum(p["completed"] - p["errors"] for p in rep["phases"])  # report v2: completed = finished
             wall = sum(p["wall_s"] for p in rep["phases"])
             # CPU time the replicas got: on a shared machine, more replicas (more threads) can get a larger
             # share of the same cores from the scheduler without the work per request changing

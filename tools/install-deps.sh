@@ -21,6 +21,7 @@ pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libu
       libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
+pkgs+=(libssl-dev)                # basal benchmark: SHA-256 of workload files (libcrypto)
 pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
 pkgs+=(chromium)                  # tests/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
 pkgs+=(systemd curl)              # tests/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe

@@ -1,5 +1,6 @@
-/* `basal benchmark` reports: JSON (bench/benchmark-report.schema.json), text,
- * and a self-contained HTML page (inline CSS and SVG, no script, no network
+/* `basal benchmark` reports: JSON (schema_version 2, bench/benchmark-report.
+ * schema.json, the fields of basal-rs's report), basal-rs's text summary, and
+ * a self-contained HTML page (inline CSS and SVG, no script, no network
  * asset) that a person can read at a glance. */
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,10 @@
 
 #include "cli/bench_report.h"
 #include "core/pyjson.h"
+#include "core/respjson.h"
+
+const char *const bm_error_names[BM_N_ERR] = {"", "timeout", "transport", "response_body", "http_status",
+                                              "invalid_response"};
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -37,7 +42,7 @@ bm_stats bm_compute_stats(const double *v, size_t n) {
     for (size_t i = 0; i < n; i++) sum += c[i];
     s.min = c[0];
     s.max = c[n - 1];
-    s.p50 = nearest_rank(c, n, 50);
+    s.p50 = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
     s.p95 = nearest_rank(c, n, 95);
     s.p99 = nearest_rank(c, n, 99);
     s.mean = sum / (double)n;
@@ -45,9 +50,16 @@ bm_stats bm_compute_stats(const double *v, size_t n) {
     return s;
 }
 
-static void put_num(bs_buf *b, double x) {
+/* a measured float: shortest round-trip digits, null when unknown */
+static void put_d(bs_buf *b, double x) {
     if (!isfinite(x)) bs_buf_puts(b, "null");
-    else bs_buf_printf(b, "%.4f", x);
+    else bs_resp_double(b, x);
+}
+
+/* a byte count or other whole quantity held in a double; null when unknown */
+static void put_u(bs_buf *b, double x) {
+    if (!isfinite(x) || x < 0) bs_buf_puts(b, "null");
+    else bs_buf_printf(b, "%.0f", x);
 }
 
 static void put_str(bs_buf *b, const char *s) {
@@ -55,20 +67,25 @@ static void put_str(bs_buf *b, const char *s) {
     else bj_put_string(b, s, strlen(s));
 }
 
+/* basal-rs writes null, not an object of nulls, for no values */
 static void put_stats(bs_buf *b, bm_stats s) {
+    if (!s.n) {
+        bs_buf_puts(b, "null");
+        return;
+    }
     bs_buf_printf(b, "{\"n\":%zu", s.n);
     const char *names[] = {"min", "p50", "p95", "p99", "max", "mean"};
     double vals[] = {s.min, s.p50, s.p95, s.p99, s.max, s.mean};
     for (int i = 0; i < 6; i++) {
         bs_buf_printf(b, ",\"%s\":", names[i]);
-        if (s.n) put_num(b, vals[i]);
-        else bs_buf_puts(b, "null");
+        put_d(b, vals[i]);
     }
     bs_buf_putc(b, '}');
 }
 
-/* Statistics of one field of a phase's samples; which: 0 latency (all), 1 latency of
- * 200s, 2 queue, 3 compute, 4 batch size; cls >= 0 restricts to a class. */
+enum { ST_LAT, ST_LAT_OK, ST_QUEUE, ST_COMPUTE, ST_BATCH, ST_PAYLOAD };
+
+/* Statistics of one field of a phase's samples; cls >= 0 restricts to a class. */
 static bm_stats phase_stats(const bm_phase *p, int which, int cls) {
     double *v = malloc((p->n ? p->n : 1) * sizeof *v);
     size_t k = 0;
@@ -77,11 +94,12 @@ static bm_stats phase_stats(const bm_phase *p, int which, int cls) {
         const bm_sample *s = &p->s[i];
         if (cls >= 0 && s->cls != cls) continue;
         switch (which) {
-        case 0: v[k++] = s->lat_ms; break;
-        case 1: if (s->status == 200) v[k++] = s->lat_ms; break;
-        case 2: if (s->queue_ms >= 0) v[k++] = s->queue_ms; break;
-        case 3: if (s->compute_ms >= 0) v[k++] = s->compute_ms; break;
-        case 4: if (s->batch > 0) v[k++] = s->batch; break;
+        case ST_LAT: v[k++] = s->lat_ms; break;
+        case ST_LAT_OK: if (s->error == BM_OK) v[k++] = s->lat_ms; break;
+        case ST_QUEUE: if (s->queue_ms >= 0) v[k++] = s->queue_ms; break;
+        case ST_COMPUTE: if (s->compute_ms >= 0) v[k++] = s->compute_ms; break;
+        case ST_BATCH: if (s->batch > 0) v[k++] = s->batch; break;
+        case ST_PAYLOAD: v[k++] = (double)s->payload_bytes; break;
         }
     }
     bm_stats st = bm_compute_stats(v, k);
@@ -89,106 +107,243 @@ static bm_stats phase_stats(const bm_phase *p, int which, int cls) {
     return st;
 }
 
+static size_t phase_errors(const bm_phase *p, int cls) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->n; i++) n += (cls < 0 || p->s[i].cls == cls) && p->s[i].error != BM_OK;
+    return n;
+}
+
+/* questions of the successful requests */
 static long phase_questions(const bm_phase *p) {
     long q = 0;
-    for (size_t i = 0; i < p->n; i++) q += p->s[i].questions;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s[i].error == BM_OK) q += p->s[i].questions;
     return q;
+}
+
+static double phase_rps(const bm_phase *p) {
+    return p->wall_s > 0 ? (double)(p->n - phase_errors(p, -1)) / p->wall_s : NAN;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The counts both a phase and each of its classes report (basal-rs's stats()):
+ * completed = requests that finished (answered or failed), statuses by code
+ * ("no_response" without one), error kinds. */
+static void put_counts(bs_buf *b, const bm_phase *p, int cls) {
+    size_t n = 0;
+    int codes[64], nc = 0;
+    long kinds[BM_N_ERR] = {0}, none = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const bm_sample *s = &p->s[i];
+        if (cls >= 0 && s->cls != cls) continue;
+        n++;
+        kinds[s->error]++;
+        if (!s->status) none++;
+        int seen = 0;
+        for (int k = 0; k < nc; k++) seen |= codes[k] == s->status;
+        if (!seen && s->status && nc < 64) codes[nc++] = s->status;
+    }
+    /* statuses are keyed by the code's text, in text order as basal-rs's BTreeMap */
+    qsort(codes, (size_t)nc, sizeof *codes, cmp_int);
+    bs_buf_printf(b, "\"completed\":%zu,\"errors\":%zu,\"latency_ms\":", n, n - (size_t)kinds[BM_OK]);
+    put_stats(b, phase_stats(p, ST_LAT, cls));
+    bs_buf_puts(b, ",\"successful_latency_ms\":");
+    put_stats(b, phase_stats(p, ST_LAT_OK, cls));
+    bs_buf_puts(b, ",\"queue_ms\":");
+    put_stats(b, phase_stats(p, ST_QUEUE, cls));
+    bs_buf_puts(b, ",\"batch_compute_ms\":");
+    put_stats(b, phase_stats(p, ST_COMPUTE, cls));
+    bs_buf_puts(b, ",\"batch_requests\":");
+    put_stats(b, phase_stats(p, ST_BATCH, cls));
+    bs_buf_puts(b, ",\"payload_bytes\":");
+    put_stats(b, phase_stats(p, ST_PAYLOAD, cls));
+    bs_buf_puts(b, ",\"statuses\":{");
+    for (int k = 0; k < nc; k++) {
+        long count = 0;
+        for (size_t i = 0; i < p->n; i++) count += (cls < 0 || p->s[i].cls == cls) && p->s[i].status == codes[k];
+        bs_buf_printf(b, "%s\"%d\":%ld", k ? "," : "", codes[k], count);
+    }
+    if (none) bs_buf_printf(b, "%s\"no_response\":%ld", nc ? "," : "", none);
+    bs_buf_puts(b, "},\"error_kinds\":{");
+    /* in name order, as basal-rs's BTreeMap writes them */
+    static const int order[] = {BM_HTTP_STATUS, BM_INVALID_RESPONSE, BM_RESPONSE_BODY, BM_TIMEOUT, BM_TRANSPORT};
+    int first = 1;
+    for (int k = 0; k < 5; k++)
+        if (kinds[order[k]]) {
+            bs_buf_printf(b, "%s\"%s\":%ld", first ? "" : ",", bm_error_names[order[k]], kinds[order[k]]);
+            first = 0;
+        }
+    bs_buf_putc(b, '}');
+}
+
+/* class indices in name order (basal-rs keeps classes in a BTreeMap) */
+static int class_order(const bm_workload *w, int *idx) {
+    for (int i = 0; i < w->n_classes; i++) idx[i] = i;
+    for (int i = 1; i < w->n_classes; i++)
+        for (int k = i; k > 0 && strcmp(w->classes[idx[k - 1]], w->classes[idx[k]]) > 0; k--) {
+            int t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    return w->n_classes;
 }
 
 static void put_phase(bs_buf *b, const bm_report *r, const bm_phase *p) {
     const bm_workload *w = &r->workloads[p->workload];
-    bs_buf_puts(b, "{\"workload\":");
+    bs_buf_puts(b, "{\"name\":");
     put_str(b, w->name);
-    bs_buf_printf(b, ",\"concurrency\":%d,\"requests\":%zu,\"completed\":%ld,\"errors\":%ld,\"overloaded_529\":%ld,"
-                     "\"transport_errors\":%ld,\"invalid_responses\":%ld,\"skipped_too_long\":%ld,\"statuses\":{",
-                  p->concurrency, p->n, p->completed, p->errors, p->overloaded, p->transport, p->invalid,
-                  p->skipped_too_long);
-    for (int i = 0; i < p->n_codes; i++) bs_buf_printf(b, "%s\"%d\":%ld", i ? "," : "", p->codes[i], p->code_counts[i]);
-    bs_buf_puts(b, "},\"stop_reason\":");
-    put_str(b, p->stop_reason[0] ? p->stop_reason : NULL);
+    bs_buf_printf(b, ",\"concurrency\":%d,\"planned_requests\":%zu,\"submitted_requests\":%zu,\"cancelled_requests\":%zu,"
+                     "\"complete\":%s,\"reason\":",
+                  p->concurrency, p->planned, p->submitted, p->submitted > p->n ? p->submitted - p->n : 0,
+                  p->ended && p->n == p->planned && !p->reason[0] ? "true" : "false");
+    put_str(b, p->reason[0] ? p->reason : NULL);
     bs_buf_puts(b, ",\"wall_s\":");
-    put_num(b, p->wall_s);
-    long q = phase_questions(p);
+    put_d(b, p->wall_s);
+    bs_buf_putc(b, ',');
+    put_counts(b, p, -1);
     bs_buf_puts(b, ",\"successful_requests_per_second\":");
-    put_num(b, p->wall_s > 0 ? p->completed / p->wall_s : NAN);
+    put_d(b, phase_rps(p));
     bs_buf_puts(b, ",\"successful_questions_per_second\":");
-    put_num(b, p->wall_s > 0 ? q / p->wall_s : NAN);
-    bs_buf_printf(b, ",\"questions_answered\":%ld", q);
-    bs_buf_puts(b, ",\"latency_ms\":");
-    put_stats(b, phase_stats(p, 0, -1));
-    bs_buf_puts(b, ",\"successful_latency_ms\":");
-    put_stats(b, phase_stats(p, 1, -1));
-    bs_buf_puts(b, ",\"queue_ms\":");
-    put_stats(b, phase_stats(p, 2, -1));
-    bs_buf_puts(b, ",\"batch_compute_ms\":");
-    put_stats(b, phase_stats(p, 3, -1));
-    bs_buf_puts(b, ",\"batch_requests\":");
-    put_stats(b, phase_stats(p, 4, -1));
-    double payload = 0;
-    for (size_t i = 0; i < p->n; i++) payload += p->s[i].payload_bytes;
-    bs_buf_printf(b, ",\"payload_bytes\":{\"total\":%.0f,\"mean\":", payload);
-    put_num(b, p->n ? payload / (double)p->n : NAN);
+    put_d(b, p->wall_s > 0 ? (double)phase_questions(p) / p->wall_s : NAN);
+    long changes = 0;
+    for (size_t i = 0; i < p->n; i++) changes += p->s[i].answer_changed;
+    bs_buf_printf(b, ",\"answer_changes_vs_first_success\":%ld,\"classes\":{", changes);
+    int idx[BM_MAX_CLASSES], first = 1;
+    class_order(w, idx);
+    for (int k = 0; k < w->n_classes; k++) {
+        int c = idx[k];
+        size_t n = 0;
+        for (size_t i = 0; i < p->n; i++) n += p->s[i].cls == c;
+        if (!n) continue;
+        if (!first) bs_buf_putc(b, ',');
+        first = 0;
+        put_str(b, w->classes[c]);
+        bs_buf_puts(b, ":{");
+        put_counts(b, p, c);
+        bs_buf_putc(b, '}');
+    }
+    /* our addition: token counters of the server's /metrics over the phase */
     bs_buf_puts(b, "},\"tokens\":");
     if (p->tokens_known) {
         bs_buf_puts(b, "{\"prompt\":");
-        put_num(b, p->input_tokens);
+        put_u(b, p->input_tokens);
         bs_buf_puts(b, ",\"computed\":");
-        put_num(b, p->forward_tokens);
+        put_u(b, p->forward_tokens);
         bs_buf_puts(b, ",\"computed_over_prompt\":");
-        put_num(b, p->input_tokens > 0 ? p->forward_tokens / p->input_tokens : NAN);
+        put_d(b, p->input_tokens > 0 ? p->forward_tokens / p->input_tokens : NAN);
         bs_buf_putc(b, '}');
     } else {
         bs_buf_puts(b, "null");
     }
-    bs_buf_printf(b, ",\"answer_changes_vs_first_success\":%ld,\"per_class\":[", p->answer_changes);
-    int first = 1;
-    for (int c = 0; c < w->n_classes; c++) {
-        long n = 0, done = 0;
-        for (size_t i = 0; i < p->n; i++)
-            if (p->s[i].cls == c) {
-                n++;
-                done += p->s[i].status == 200;
-            }
-        if (!n) continue;
-        bs_buf_puts(b, first ? "{\"class\":" : ",{\"class\":");
-        first = 0;
-        put_str(b, w->classes[c]);
-        bs_buf_printf(b, ",\"requests\":%ld,\"completed\":%ld,\"latency_ms\":", n, done);
-        put_stats(b, phase_stats(p, 0, c));
-        bs_buf_puts(b, ",\"queue_ms\":");
-        put_stats(b, phase_stats(p, 2, c));
-        bs_buf_putc(b, '}');
-    }
-    bs_buf_printf(b, "],\"resources\":{\"samples\":%d,\"min_available_mib\":", p->n_samples);
-    put_num(b, p->n_samples ? p->min_avail_mib : NAN);
-    bs_buf_puts(b, ",\"peak_rss_mib\":");
-    put_num(b, p->rss_known ? p->peak_rss_mib : NAN);
-    bs_buf_puts(b, ",\"mean_cpu_cores\":");
-    put_num(b, p->rss_known ? p->mean_cpu_cores : NAN);
-    bs_buf_puts(b, ",\"swap_growth_mib\":");
-    put_num(b, p->n_samples ? p->swap_growth_mib : NAN);
-    bs_buf_puts(b, "},\"samples\":[");
+    bs_buf_printf(b, ",\"resources\":{\"samples\":%d,\"min_available_ram_bytes_sampled\":", p->n_samples);
+    put_u(b, p->n_samples ? p->min_avail_bytes : NAN);
+    bs_buf_puts(b, ",\"min_available_gpu_bytes_sampled\":null,\"max_process_gpu_allocated_bytes_sampled\":null,"
+                   "\"lifetime_peak_rss_bytes\":");
+    put_u(b, p->proc_known ? p->peak_rss_bytes : NAN);
+    bs_buf_puts(b, ",\"mean_process_cpu_cores\":");
+    put_d(b, p->proc_known && p->cpu_window_s > 0 ? p->cpu_used_s / p->cpu_window_s : NAN);
+    bs_buf_puts(b, ",\"cpu_sample_window_s\":");
+    put_d(b, p->proc_known && p->cpu_window_s > 0 ? p->cpu_window_s : NAN);
+    bs_buf_puts(b, ",\"scope\":");
+    put_str(b, r->started_server ? "the basal serve process started by the benchmark (the load generator is a separate "
+                                   "process, not included); sampled memory, not allocation peaks"
+                                 : "--url: the machine's memory only; the server's process is not sampled");
+    bs_buf_puts(b, "},\"per_request\":[");
     for (size_t i = 0; i < p->n; i++) {
         const bm_sample *s = &p->s[i];
-        bs_buf_printf(b, "%s[%.3f,%d,", i ? "," : "", s->lat_ms, s->status);
-        if (s->queue_ms >= 0) bs_buf_printf(b, "%.3f", s->queue_ms);
+        bs_buf_puts(b, i ? ",{\"id\":" : "{\"id\":");
+        put_str(b, s->id);
+        bs_buf_puts(b, ",\"class\":");
+        put_str(b, w->classes[s->cls]);
+        bs_buf_printf(b, ",\"payload_bytes\":%zu,\"input_tokens\":", s->payload_bytes);
+        if (s->input_tokens >= 0) bs_buf_printf(b, "%ld", s->input_tokens);
         else bs_buf_puts(b, "null");
-        if (s->batch > 0) bs_buf_printf(b, ",%d,%d]", s->batch, s->cls);
-        else bs_buf_printf(b, ",null,%d]", s->cls);
+        bs_buf_printf(b, ",\"questions\":%d,\"latency_ms\":", s->questions);
+        put_d(b, s->lat_ms);
+        bs_buf_puts(b, ",\"status\":");
+        if (s->status) bs_buf_printf(b, "%d", s->status);
+        else bs_buf_puts(b, "null");
+        bs_buf_puts(b, ",\"error\":");
+        put_str(b, s->error ? bm_error_names[s->error] : NULL);
+        bs_buf_puts(b, ",\"queue_ms\":");
+        put_d(b, s->queue_ms >= 0 ? s->queue_ms : NAN);
+        bs_buf_puts(b, ",\"batch_compute_ms\":");
+        put_d(b, s->compute_ms >= 0 ? s->compute_ms : NAN);
+        bs_buf_puts(b, ",\"batch_requests\":");
+        if (s->batch > 0) bs_buf_printf(b, "%d", s->batch);
+        else bs_buf_puts(b, "null");
+        bs_buf_printf(b, ",\"answer_changed\":%s}", s->answer_changed ? "true" : "false");
     }
     bs_buf_puts(b, "]}");
 }
 
+static void put_workload(bs_buf *b, const bm_workload *w) {
+    bs_buf_printf(b, "{\"source_requests\":%zu,\"requests\":%zu,\"skipped_requests\":%zu,\"skipped\":[",
+                  w->source_requests, w->requests, w->n_skipped);
+    for (size_t i = 0; i < w->n_skipped; i++) {
+        bs_buf_puts(b, i ? ",{\"id\":" : "{\"id\":");
+        put_str(b, w->skipped[i].id);
+        bs_buf_puts(b, ",\"class\":");
+        put_str(b, w->classes[w->skipped[i].cls]);
+        bs_buf_puts(b, ",\"detail\":");
+        bs_buf_puts(b, w->skipped[i].detail ? w->skipped[i].detail : "null");
+        bs_buf_putc(b, '}');
+    }
+    bs_buf_printf(b, "],\"unique_payloads\":%zu,\"questions\":%zu,\"classes\":{", w->unique_payloads, w->questions);
+    int idx[BM_MAX_CLASSES], first = 1;
+    class_order(w, idx);
+    for (int k = 0; k < w->n_classes; k++) {
+        if (!w->class_requests[idx[k]]) continue;
+        if (!first) bs_buf_putc(b, ',');
+        first = 0;
+        put_str(b, w->classes[idx[k]]);
+        bs_buf_printf(b, ":%zu", w->class_requests[idx[k]]);
+    }
+    bs_buf_puts(b, "},\"ordered_payloads_sha256\":");
+    put_str(b, w->ordered_payloads_sha256);
+    bs_buf_puts(b, ",\"payload_bytes\":");
+    put_stats(b, bm_compute_stats(w->payload_bytes, w->requests));
+    bs_buf_puts(b, ",\"input_tokens_both_orders\":");
+    if (w->input_tokens) put_stats(b, bm_compute_stats(w->input_tokens, w->requests));
+    else bs_buf_puts(b, "null");
+    bs_buf_putc(b, '}');
+}
+
 void bm_write_json(const bm_report *r, bs_buf *b) {
-    bs_buf_puts(b, "{\"schema_version\":1,\"kind\":\"basal-c benchmark\",\"started_at\":");
+    bs_buf_puts(b, "{\"schema_version\":2,\"runtime_version\":");
+    put_str(b, r->version);
+    bs_buf_puts(b, ",\"engine\":\"basal-c\",\"started_at\":");
     put_str(b, r->started_at);
-    bs_buf_puts(b, ",\"machine\":{\"cpu_model\":");
+    bs_buf_puts(b, ",\"status\":");
+    put_str(b, r->status);
+    bs_buf_printf(b, ",\"complete\":%s", r->complete ? "true" : "false");
+    if (r->reason[0]) {
+        bs_buf_puts(b, ",\"reason\":");
+        put_str(b, r->reason);
+    }
+    bs_buf_puts(b, ",\"source\":");
+    bs_buf_puts(b, r->source_json ? r->source_json : "null");
+    bs_buf_puts(b, ",\"model\":{\"reference\":");
+    put_str(b, r->model_ref);
+    bs_buf_puts(b, ",\"name\":");
+    put_str(b, r->model_name);
+    bs_buf_puts(b, ",\"checkpoint_bytes\":");
+    put_u(b, r->checkpoint_bytes > 0 ? r->checkpoint_bytes : NAN);
+    bs_buf_puts(b, ",\"resolved_revision\":null,\"load_s\":");
+    put_d(b, r->load_s);
+    bs_buf_puts(b, "},\"device\":{\"kind\":\"cpu\",\"cpu_model\":");
     put_str(b, r->cpu_model);
-    bs_buf_printf(b, ",\"cpus\":%d,\"mem_total_gib\":", r->cpus);
-    put_num(b, r->mem_total_gib);
+    bs_buf_printf(b, ",\"cpus\":%d,\"total_bytes\":", r->cpus);
+    put_u(b, r->before.total_bytes);
     bs_buf_puts(b, ",\"kernel\":");
     put_str(b, r->kernel);
-    bs_buf_puts(b, "},\"build\":{\"version\":");
+    bs_buf_puts(b, "},\"backend\":");
+    put_str(b, r->backend[0] ? r->backend : NULL);
+    bs_buf_puts(b, ",\"build\":{\"version\":");
     put_str(b, r->version);
     bs_buf_puts(b, ",\"compiler\":");
     put_str(b, r->compiler);
@@ -198,60 +353,116 @@ void bm_write_json(const bm_report *r, bs_buf *b) {
     put_str(b, r->url);
     bs_buf_printf(b, ",\"started_here\":%s,\"argv\":", r->started_server ? "true" : "false");
     put_str(b, r->server_argv);
-    bs_buf_puts(b, ",\"load_s\":");
-    put_num(b, r->started_server ? r->load_s : NAN);
-    bs_buf_puts(b, "},\"model\":{\"name\":");
-    put_str(b, r->model_name);
-    bs_buf_puts(b, ",\"path\":");
-    put_str(b, r->model_path);
-    bs_buf_puts(b, ",\"checkpoint_bytes\":");
-    if (r->checkpoint_bytes > 0) bs_buf_printf(b, "%.0f", r->checkpoint_bytes);
-    else bs_buf_puts(b, "null");
-    bs_buf_puts(b, "},\"settings\":{\"concurrency\":[");
+    bs_buf_puts(b, "},\"settings\":");
+    bs_buf_puts(b, r->settings_json ? r->settings_json : "null");
+    bs_buf_puts(b, ",\"methodology\":{\"transport\":\"loopback HTTP /v1/systemone\",\"traffic\":\"closed_loop\","
+                   "\"p99_method\":\"nearest_rank\",\"p50_method\":\"median\",");
+    bs_buf_printf(b, "\"warmup_per_class\":%d,\"concurrency\":[", r->warmup);
     for (int i = 0; i < r->n_concurrency; i++) bs_buf_printf(b, "%s%d", i ? "," : "", r->concurrency[i]);
-    bs_buf_printf(b, "],\"warmup\":%d,\"timeout_ms\":%d,\"max_requests\":", r->warmup, r->timeout_ms);
+    bs_buf_printf(b, "],\"timeout_ms\":%d,\"max_requests\":", r->timeout_ms);
     if (r->max_requests > 0) bs_buf_printf(b, "%d", r->max_requests);
     else bs_buf_puts(b, "null");
-    bs_buf_puts(b, ",\"ram_reserve_gib\":");
-    put_num(b, r->ram_reserve_gib);
-    bs_buf_puts(b, "},\"workloads\":[");
+    bs_buf_puts(b, ",\"client_latency_scope\":\"send request through complete response body; excludes JSON decode and "
+                   "answer comparison\",\"batch_compute_scope\":\"the x-basal-compute-ms header: the whole batch the "
+                   "request was part of (admission, packing, forwards), shared by its requests, not standalone "
+                   "inference latency\",\"resource_sample_interval_ms\":200}");
+    bs_buf_puts(b, ",\"workloads\":{");
     for (int i = 0; i < r->n_workloads; i++) {
-        const bm_workload *w = &r->workloads[i];
-        bs_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        put_str(b, w->name);
-        bs_buf_puts(b, ",\"path\":");
-        put_str(b, w->path);
-        bs_buf_printf(b, ",\"requests\":%zu,\"questions\":%zu,\"unique_payloads\":%zu,\"skipped_too_long\":%ld,\"classes\":[",
-                      w->requests, w->questions, w->unique_payloads, w->skipped_too_long);
-        for (int c = 0; c < w->n_classes; c++) {
-            if (c) bs_buf_putc(b, ',');
-            put_str(b, w->classes[c]);
-        }
-        bs_buf_puts(b, "]}");
+        if (i) bs_buf_putc(b, ',');
+        put_str(b, r->workloads[i].name);
+        bs_buf_putc(b, ':');
+        put_workload(b, &r->workloads[i]);
     }
-    bs_buf_puts(b, "],\"phases\":[");
+    bs_buf_puts(b, "},\"phases\":[");
     for (int i = 0; i < r->n_phases; i++) {
         if (i) bs_buf_putc(b, ',');
         put_phase(b, r, &r->phases[i]);
     }
-    bs_buf_puts(b, "],\"limitations\":[");
-    bs_buf_puts(b, "\"closed loop: each of the concurrency clients sends its next request when its previous answer has arrived\"");
-    bs_buf_puts(b, ",\"the load generator runs on the same machine as the server and shares its CPUs\"");
-    bs_buf_puts(b, ",\"the weights' SHA-256 is not computed; checkpoint_bytes identifies the size only\"");
-    if (!r->started_server) bs_buf_puts(b, ",\"--url: server process resources (RSS, CPU) are not sampled, only the machine's memory\"");
+    bs_buf_puts(b, "],\"resources\":{\"before_load\":{\"total_bytes\":");
+    put_u(b, r->before.total_bytes);
+    bs_buf_puts(b, ",\"available_bytes\":");
+    put_u(b, r->before.available_bytes);
+    bs_buf_puts(b, ",\"swap_used_bytes\":");
+    put_u(b, r->before.swap_used_bytes);
+    bs_buf_puts(b, ",\"swap_out_bytes\":");
+    put_u(b, r->before.swap_out_bytes);
+    bs_buf_printf(b, ",\"pressure\":false,\"cgroup_limit_bytes\":null},\"checkpoints\":%d,"
+                     "\"min_available_ram_bytes_sampled\":", r->guard_checks);
+    put_u(b, r->min_avail_bytes);
+    bs_buf_puts(b, ",\"min_available_gpu_bytes_sampled\":null,\"max_process_gpu_allocated_bytes_sampled\":null,"
+                   "\"max_global_swap_growth_bytes\":");
+    put_u(b, r->max_swap_growth_bytes);
+    bs_buf_puts(b, ",\"ram_reserve_bytes\":");
+    put_u(b, r->ram_reserve_bytes);
+    bs_buf_puts(b, ",\"gpu_reserve_bytes\":");
+    put_u(b, r->gpu_reserve_bytes);
+    bs_buf_puts(b, ",\"swap_growth_limit_bytes\":");
+    put_u(b, r->swap_limit_bytes);
+    bs_buf_puts(b, "},\"limitations\":[");
+    bs_buf_puts(b, "\"Closed-loop clients wait for replies; this measures concurrency and saturation, not independent "
+                   "open-loop arrivals.\"");
+    bs_buf_puts(b, ",\"The load generator runs on the same machine as the server and shares its CPUs.\"");
+    bs_buf_puts(b, ",\"Memory is sampled, not a true allocation peak; reserve checks cannot prevent an OOM inside a "
+                   "forward.\"");
+    bs_buf_puts(b, ",\"The weights' SHA-256 is not computed; checkpoint_bytes identifies their size only.\"");
+    bs_buf_puts(b, ",\"No sustained thermal/power guarantee. Answer consistency is not upstream FP32 quality "
+                   "validation.\"");
+    if (!r->started_server)
+        bs_buf_puts(b, ",\"--url: the server's process (RSS, CPU) is not sampled, its settings are not known here, and "
+                       "requests over its context limit are not skipped beforehand (they count as HTTP 422 errors).\"");
     bs_buf_puts(b, "]}\n");
 }
 
+/* basal-rs's "{:.2}" of a value divided by a unit, or n/a */
+static void put_disp(bs_buf *b, double v, double div) {
+    if (isfinite(v)) bs_buf_printf(b, "%.2f", v / div);
+    else bs_buf_puts(b, "n/a");
+}
+
 void bm_write_text(const bm_report *r, bs_buf *b) {
+    bs_buf_printf(b, "benchmark: %s\n", r->status);
+    /* workloads in name order, as basal-rs's report object lists them */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < r->n_workloads; i++) {
+            const bm_workload *w = &r->workloads[i];
+            if ((k == 0) != !strcmp(w->name, "mixed") || !w->n_skipped) continue;
+            bs_buf_printf(b, "%s: skipped %zu requests exceeding the model context limit\n", w->name, w->n_skipped);
+        }
     for (int i = 0; i < r->n_phases; i++) {
         const bm_phase *p = &r->phases[i];
-        bm_stats l = phase_stats(p, 0, -1), q = phase_stats(p, 2, -1), c = phase_stats(p, 3, -1);
-        bs_buf_printf(b, "%-10s c=%-3d n=%-5zu HTTP min %.1f p50 %.1f p99 %.1f ms; %.2f req/s, %.2f decisions/s; "
-                         "p99 queue %.1f ms; p50 batch compute %.1f ms; errors %ld (529: %ld)%s%s\n",
-                      r->workloads[p->workload].name, p->concurrency, p->n, l.min, l.p50, l.p99,
-                      p->wall_s > 0 ? p->completed / p->wall_s : 0, p->wall_s > 0 ? phase_questions(p) / p->wall_s : 0,
-                      q.p99, c.p50, p->errors, p->overloaded, p->stop_reason[0] ? "; stopped: " : "", p->stop_reason);
+        const bm_workload *w = &r->workloads[p->workload];
+        bs_buf_printf(b, "%s / %d clients: %zu/%zu completed, %zu errors\n", w->name, p->concurrency, p->n, p->planned,
+                      phase_errors(p, -1));
+        bm_stats l = phase_stats(p, ST_LAT_OK, -1), q = phase_stats(p, ST_QUEUE, -1), c = phase_stats(p, ST_COMPUTE, -1);
+        double rps = phase_rps(p);
+        if (l.n && isfinite(rps))
+            bs_buf_printf(b, "  HTTP: min %.2f ms, p50 %.2f ms, p99 %.2f ms; %.2f requests/s\n", l.min, l.p50, l.p99, rps);
+        bs_buf_puts(b, "  p99: queue ");
+        put_disp(b, q.n ? q.p99 : NAN, 1);
+        bs_buf_puts(b, " ms, whole-batch compute ");
+        put_disp(b, c.n ? c.p99 : NAN, 1);
+        bs_buf_puts(b, " ms\n  sampled headroom: RAM ");
+        put_disp(b, p->n_samples ? p->min_avail_bytes : NAN, 1073741824.0);
+        bs_buf_puts(b, " GiB, GPU n/a GiB; CPU ");
+        put_disp(b, p->proc_known && p->cpu_window_s > 0 ? p->cpu_used_s / p->cpu_window_s : NAN, 1);
+        bs_buf_puts(b, " cores; lifetime peak RSS ");
+        put_disp(b, p->proc_known ? p->peak_rss_bytes : NAN, 1073741824.0);
+        bs_buf_puts(b, " GiB\n");
+        int idx[BM_MAX_CLASSES];
+        class_order(w, idx);
+        for (int k = 0; k < w->n_classes; k++) {
+            bm_stats cl = phase_stats(p, ST_LAT_OK, idx[k]);
+            if (!cl.n) continue;
+            size_t n = 0;
+            for (size_t j = 0; j < p->n; j++) n += p->s[j].cls == idx[k];
+            bs_buf_printf(b, "  %s: p99 %.2f ms, %zu completed, %zu errors\n", w->classes[idx[k]], cl.p99, n,
+                          phase_errors(p, idx[k]));
+        }
     }
+    bs_buf_puts(b, "Global swap growth: ");
+    put_disp(b, r->max_swap_growth_bytes, 1048576.0);
+    bs_buf_puts(b, " MiB\n");
+    if (r->reason[0]) bs_buf_printf(b, "Reason: %s\n", r->reason);
 }
 
 /* ---- HTML ---- */
@@ -332,7 +543,7 @@ static void line_chart(bs_buf *b, const bm_report *r, const char *id, const char
         bm_stats s = phase_stats(p, 1, -1);
         for (int m = 0; m < n_metrics; m++) {
             double v = metrics[m] == 0 ? s.p50 : metrics[m] == 1 ? s.p95 : metrics[m] == 2 ? s.p99
-                     : (p->wall_s > 0 ? p->completed / p->wall_s : 0);
+                     : (p->wall_s > 0 ? phase_rps(p) : 0);
             if (!s.n && metrics[m] < 3) v = NAN;
             val[i * n_metrics + m] = v;
             if (isfinite(v) && v > ymax) ymax = v;
@@ -439,9 +650,21 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
     if (r->checkpoint_bytes > 0) bs_buf_printf(b, " (%.1f MiB of weights)", r->checkpoint_bytes / 1048576.0);
     bs_buf_puts(b, " &middot; server ");
     html_text(b, r->started_server ? "started on loopback by the benchmark" : r->url);
+    bs_buf_puts(b, " &middot; status <b>");
+    html_text(b, r->status);
+    bs_buf_puts(b, "</b>");
+    if (r->reason[0]) {
+        bs_buf_puts(b, " (");
+        html_text(b, r->reason);
+        bs_buf_puts(b, ")");
+    }
+    if (r->backend[0]) {
+        bs_buf_puts(b, "<br>backend ");
+        html_text(b, r->backend);
+    }
     bs_buf_puts(b, "<br>CPU ");
     html_text(b, r->cpu_model);
-    bs_buf_printf(b, " &middot; %d CPUs &middot; %.1f GiB RAM &middot; ", r->cpus, r->mem_total_gib);
+    bs_buf_printf(b, " &middot; %d CPUs &middot; %.1f GiB RAM &middot; ", r->cpus, r->before.total_bytes / 1073741824.0);
     html_text(b, r->kernel);
     bs_buf_puts(b, "<br>basal-c ");
     html_text(b, r->version);
@@ -450,7 +673,7 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
     bs_buf_puts(b, " &middot; started ");
     html_text(b, r->started_at);
     bs_buf_printf(b, " &middot; warm-up %d request(s) per class &middot; closed loop, latency from send to full body, "
-                     "percentiles by nearest rank</div>\n", r->warmup);
+                     "p50 the median, p95/p99 by nearest rank</div>\n", r->warmup);
     bs_buf_puts(b, "<h2>Latency and throughput</h2><div class=\"charts\">\n");
     int lat[] = {0, 1, 2}, thr[] = {3};
     line_chart(b, r, "latency", "Latency percentiles vs concurrency (successful requests)", "ms", lat, 3);
@@ -460,18 +683,20 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
     histogram(b, r, "queue", "Queue time distribution (x-basal-queue-ms)", 2);
     bs_buf_puts(b, "</div><h2>Phases</h2><table><tr><th>workload</th><th>clients</th><th>requests</th><th>ok</th>"
                    "<th>errors</th><th>529</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>req/s</th>"
-                   "<th>decisions/s</th><th>computed / prompt tokens</th><th>p99 queue ms</th><th>peak RSS MiB</th>"
+                   "<th>decisions/s</th><th>computed / prompt tokens</th><th>p99 queue ms</th><th>lifetime peak RSS MiB</th>"
                    "<th>CPU cores</th></tr>\n");
     for (int i = 0; i < r->n_phases; i++) {
         const bm_phase *p = &r->phases[i];
-        bm_stats l = phase_stats(p, 1, -1), q = phase_stats(p, 2, -1);
+        bm_stats l = phase_stats(p, ST_LAT_OK, -1), q = phase_stats(p, ST_QUEUE, -1);
+        size_t errors = phase_errors(p, -1), over = 0;
+        for (size_t k = 0; k < p->n; k++) over += p->s[k].status == 529;
         bs_buf_puts(b, "<tr class=\"phase\"><td>");
         html_text(b, r->workloads[p->workload].name);
-        bs_buf_printf(b, "</td><td>%d</td><td>%zu</td><td>%ld</td><td%s>%ld</td><td>%ld</td>", p->concurrency, p->n,
-                      p->completed, p->errors ? " class=\"bad\"" : "", p->errors, p->overloaded);
+        bs_buf_printf(b, "</td><td>%d</td><td>%zu</td><td>%zu</td><td%s>%zu</td><td>%zu</td>", p->concurrency,
+                      p->planned, p->n, errors ? " class=\"bad\"" : "", errors, over);
         if (l.n) bs_buf_printf(b, "<td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>", l.p50, l.p95, l.p99, l.max);
         else bs_buf_puts(b, "<td>-</td><td>-</td><td>-</td><td>-</td>");
-        bs_buf_printf(b, "<td>%.2f</td><td>%.2f</td>", p->wall_s > 0 ? p->completed / p->wall_s : 0,
+        bs_buf_printf(b, "<td>%.2f</td><td>%.2f</td>", p->wall_s > 0 ? phase_rps(p) : 0,
                       p->wall_s > 0 ? phase_questions(p) / p->wall_s : 0);
         if (p->tokens_known && p->input_tokens > 0)
             bs_buf_printf(b, "<td>%.0f / %.0f (%.2f)</td>", p->forward_tokens, p->input_tokens,
@@ -480,8 +705,10 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
             bs_buf_puts(b, "<td>-</td>");
         if (q.n) bs_buf_printf(b, "<td>%.1f</td>", q.p99);
         else bs_buf_puts(b, "<td>-</td>");
-        if (p->rss_known) bs_buf_printf(b, "<td>%.0f</td><td>%.2f</td>", p->peak_rss_mib, p->mean_cpu_cores);
-        else bs_buf_puts(b, "<td>-</td><td>-</td>");
+        if (p->proc_known && p->cpu_window_s > 0)
+            bs_buf_printf(b, "<td>%.0f</td><td>%.2f</td>", p->peak_rss_bytes / 1048576.0, p->cpu_used_s / p->cpu_window_s);
+        else
+            bs_buf_puts(b, "<td>-</td><td>-</td>");
         bs_buf_puts(b, "</tr>\n");
     }
     bs_buf_puts(b, "</table>\n<p class=\"meta\">Workloads: ");
@@ -489,14 +716,13 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
         const bm_workload *w = &r->workloads[i];
         bs_buf_puts(b, i ? "; <b>" : "<b>");
         html_text(b, w->name);
-        bs_buf_printf(b, "</b> %zu requests, %zu questions, %zu unique payloads (", w->requests, w->questions,
+        bs_buf_printf(b, "</b> %zu requests, %zu questions, %zu unique payloads", w->requests, w->questions,
                       w->unique_payloads);
-        html_text(b, w->path);
-        bs_buf_puts(b, ")");
-        if (w->skipped_too_long) bs_buf_printf(b, ", %ld over the context limit skipped", w->skipped_too_long);
+        if (w->n_skipped) bs_buf_printf(b, ", %zu over the context limit skipped", w->n_skipped);
     }
-    bs_buf_puts(b, ". Answers of every request compared with its first successful answer: ");
+    bs_buf_puts(b, ". Answers of every request compared with the first successful answer to the same payload: ");
     long changes = 0;
-    for (int i = 0; i < r->n_phases; i++) changes += r->phases[i].answer_changes;
+    for (int i = 0; i < r->n_phases; i++)
+        for (size_t k = 0; k < r->phases[i].n; k++) changes += r->phases[i].s[k].answer_changed;
     bs_buf_printf(b, "<b>%ld change%s</b>.</p>\n</body></html>\n", changes, changes == 1 ? "" : "s");
 }

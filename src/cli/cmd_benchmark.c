@@ -1,15 +1,19 @@
-/* `basal benchmark` (spec 06 §7.5, the method of basal-rs's benchmark): HTTP
- * load through the real server. It starts `basal serve` on a loopback port
- * (or measures --url: a running server or a load balancer), checks the RAM
- * against the weights, warms up, then runs each workload as closed-loop
- * phases over a concurrency sweep, sampling memory and CPU every 200 ms, and
- * writes a JSON report, an HTML report and a text summary. */
+/* `basal benchmark` (spec 06 §7.5, the method and the report of basal-rs's
+ * benchmark): HTTP load through the real server. It starts `basal serve` on a
+ * loopback port (or measures --url: a running server or a load balancer),
+ * checks the RAM against the weights, checks the workload files against their
+ * manifest.json, plans every request with the model's tokenizer (requests
+ * over the context limit are skipped whole), warms up, then runs each
+ * workload as closed-loop phases over a concurrency sweep, sampling memory and
+ * CPU every 200 ms, and writes a JSON report (schema_version 2), an HTML
+ * report and basal-rs's text summary. */
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,34 +25,27 @@
 
 #include "basal.h"
 #include "cli/bench_report.h"
+#include "cli/bench_workload.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "core/respjson.h"
+#include "core/sha256.h"
+#include "engine/plan.h"
+#include "model/basal_model.h"
+#include "server/config.h"
 
 #ifndef BS_BUILD_CFLAGS
 #define BS_BUILD_CFLAGS "-O2 -ffp-contract=off -fno-fast-math"
 #endif
 
-typedef struct {
-    char *id;
-    int cls, questions;
-    char *body;
-    size_t len;
-    int skipped;        /* over the context limit: left out of later phases */
-    char *first_answer; /* "answers" of its first success */
-} bm_request;
+#define SWAP_GROWTH_LIMIT (64.0 * 1048576.0) /* basal-rs's guard: global swap activity */
 
 typedef struct {
-    bm_request *r;
-    size_t n;
-} bm_requests;
-
-typedef struct {
-    const char *model_dir, *url, *model_name, *out, *html, *scenario, *workload_dir;
-    const char *requests[8];
-    int n_requests, warmup, timeout_ms, max_requests, threads, max_inflight, json;
+    const char *model_dir, *url, *model_name, *out, *html, *scenario, *workload_dir, *requests, *schedule, *dtype;
+    int warmup, timeout_ms, max_requests, json, no_prefix_cache;
+    long long threads, max_inflight, max_batch_tokens, long_tokens, long_slice_ms, state_cache_mb, tree_max_tokens;
     int conc[32], n_conc;
-    double ram_reserve_gib;
+    double ram_reserve_gib, gpu_reserve_gib;
 } bm_opts;
 
 static volatile sig_atomic_t g_stop;
@@ -60,129 +57,6 @@ static void on_sigint(int sig) {
 static int usage_error(const char *msg) {
     fprintf(stderr, "basal benchmark: %s\n", msg);
     return 2;
-}
-
-/* ---- workloads ---- */
-
-static int class_index(bm_workload *w, const char *name) {
-    for (int i = 0; i < w->n_classes; i++)
-        if (!strcmp(w->classes[i], name)) return i;
-    if (w->n_classes == BM_MAX_CLASSES) return -1;
-    w->classes[w->n_classes] = strdup(name);
-    return w->classes[w->n_classes] ? w->n_classes++ : -1;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    const bm_request *x = a, *y = b;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return memcmp(x->body, y->body, x->len);
-}
-
-/* Reads a v2 workload file; the model goes where the request has none or null. */
-static int load_workload(const char *path, const char *model, bm_workload *w, bm_requests *rq) {
-    char *text;
-    size_t len;
-    bs_err e = {0};
-    if (bs_read_file(path, &text, &len, &e) != 0) {
-        fprintf(stderr, "basal benchmark: %s\n", e.msg);
-        return -1;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t bl = strcspn(base, ".");
-    w->name = strndup(base, bl);
-    w->path = strdup(path);
-    int rc = 0;
-    size_t lineno = 0;
-    for (char *p = text; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        lineno++;
-        bj_value *v = NULL;
-        if (n && !(n == 1 && p[0] == '\r')) {
-            if (bj_parse(p, n, NULL, &v, &e) != 0) {
-                fprintf(stderr, "basal benchmark: %s:%zu: %s\n", path, lineno, e.msg);
-                rc = -1;
-                break;
-            }
-            const bj_value *req = bj_get(v, "request"), *id = bj_get(v, "id"), *cl = bj_get(v, "class");
-            const bj_value *qs = req ? bj_get(req, "questions") : NULL;
-            if (!req || req->type != BJ_OBJECT || !qs || qs->type != BJ_OBJECT) {
-                fprintf(stderr, "basal benchmark: %s:%zu: a line needs \"request\" with \"questions\"\n", path, lineno);
-                bj_free(v);
-                rc = -1;
-                break;
-            }
-            bm_request r = {0};
-            bs_buf b;
-            bs_buf_init(&b);
-            bs_buf_putc(&b, '{');
-            int have_model = 0;
-            for (size_t i = 0; i < req->n; i++) {
-                if (i) bs_buf_putc(&b, ',');
-                bj_put_string(&b, req->keys[i], req->key_lens[i]);
-                bs_buf_putc(&b, ':');
-                if (req->key_lens[i] == 5 && !memcmp(req->keys[i], "model", 5)) {
-                    have_model = 1;
-                    if (req->items[i]->type == BJ_NULL) {
-                        bj_put_string(&b, model, strlen(model));
-                        continue;
-                    }
-                }
-                bs_resp_value(&b, req->items[i]);
-            }
-            if (!have_model) {
-                bs_buf_puts(&b, req->n ? ",\"model\":" : "\"model\":");
-                bj_put_string(&b, model, strlen(model));
-            }
-            bs_buf_putc(&b, '}');
-            r.body = b.data;
-            r.len = b.len;
-            r.questions = (int)qs->n;
-            r.id = id && id->type == BJ_STRING ? strndup(id->str, id->len) : bs_strfmt("%zu", lineno);
-            /* no class: by payload size, as basal-rs's sequential set */
-            const char *cname = cl && cl->type == BJ_STRING ? cl->str
-                              : b.len <= 2048 ? "payload-le-2k" : b.len <= 16384 ? "payload-2k-16k" : "payload-gt-16k";
-            r.cls = class_index(w, cname);
-            bj_free(v);
-            if (b.oom || !r.id || r.cls < 0) {
-                fprintf(stderr, "basal benchmark: %s:%zu: out of memory or more than %d classes\n", path, lineno,
-                        BM_MAX_CLASSES);
-                bs_buf_free(&b);
-                free(r.id);
-                rc = -1;
-                break;
-            }
-            bm_request *grown = realloc(rq->r, (rq->n + 1) * sizeof *grown);
-            if (!grown) {
-                bs_buf_free(&b);
-                free(r.id);
-                rc = -1;
-                break;
-            }
-            rq->r = grown;
-            rq->r[rq->n++] = r;
-            w->requests++;
-            w->questions += (size_t)r.questions;
-        }
-        p = nl ? nl + 1 : p + n;
-    }
-    free(text);
-    if (!rc && rq->n == 0) {
-        fprintf(stderr, "basal benchmark: %s: no requests\n", path);
-        rc = -1;
-    }
-    if (!rc) {
-        bm_request *copy = malloc(rq->n * sizeof *copy);
-        if (copy) {
-            memcpy(copy, rq->r, rq->n * sizeof *copy);
-            qsort(copy, rq->n, sizeof *copy, cmp_str);
-            w->unique_payloads = rq->n ? 1 : 0;
-            for (size_t i = 1; i < rq->n; i++) w->unique_payloads += cmp_str(&copy[i - 1], &copy[i]) != 0;
-            free(copy);
-        }
-    }
-    return rc;
 }
 
 /* ---- machine and process sampling ---- */
@@ -202,15 +76,16 @@ static double meminfo_kib(const char *key) {
     return v;
 }
 
-static double proc_rss_mib(pid_t pid) {
+/* VmHWM: the process's lifetime peak RSS in bytes (basal-rs: getrusage's ru_maxrss) */
+static double proc_peak_rss_bytes(pid_t pid) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return NAN;
     double v = NAN;
     while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) {
-            v = strtod(line + 6, NULL) / 1024.0;
+        if (!strncmp(line, "VmHWM:", 6)) {
+            v = strtod(line + 6, NULL) * 1024.0;
             break;
         }
     fclose(f);
@@ -252,7 +127,6 @@ static void machine_info(bm_report *r) {
         fclose(f);
     }
     r->cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    r->mem_total_gib = meminfo_kib("MemTotal") / 1048576.0;
     struct utsname u;
     if (uname(&u) == 0) snprintf(r->kernel, sizeof r->kernel, "%.30s %.60s %.20s", u.sysname, u.release, u.machine);
     r->version = BASAL_VERSION;
@@ -266,6 +140,30 @@ static void machine_info(bm_report *r) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(r->started_at, sizeof r->started_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* pswpout (pages swapped out since boot) in bytes */
+static double swap_out_bytes(void) {
+    FILE *f = fopen("/proc/vmstat", "r");
+    if (!f) return NAN;
+    char line[128];
+    double v = NAN;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "pswpout ", 8)) {
+            v = strtod(line + 8, NULL) * (double)sysconf(_SC_PAGESIZE);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static bm_host_memory host_memory(void) {
+    bm_host_memory h;
+    h.total_bytes = meminfo_kib("MemTotal") * 1024.0;
+    h.available_bytes = meminfo_kib("MemAvailable") * 1024.0;
+    h.swap_used_bytes = (meminfo_kib("SwapTotal") - meminfo_kib("SwapFree")) * 1024.0;
+    h.swap_out_bytes = swap_out_bytes();
+    return h;
 }
 
 static double checkpoint_bytes(const char *dir) {
@@ -287,33 +185,10 @@ static double checkpoint_bytes(const char *dir) {
 
 /* ---- HTTP helpers ---- */
 
-typedef struct {
-    CURL *h;
-    bs_buf resp;
-    size_t req;
-    double t0, queue_ms, compute_ms;
-    int batch, busy;
-    char errbuf[CURL_ERROR_SIZE];
-} bm_conn;
-
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
     bs_buf *b = ud;
     bs_buf_put(b, p, size * n);
     return b->oom ? 0 : size * n;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud) {
-    bm_conn *c = ud;
-    size_t len = size * n;
-    char tmp[64];
-    if (len < sizeof tmp) {
-        memcpy(tmp, p, len);
-        tmp[len] = 0;
-        if (!strncasecmp(tmp, "x-basal-queue-ms:", 17)) c->queue_ms = strtod(tmp + 17, NULL);
-        else if (!strncasecmp(tmp, "x-basal-compute-ms:", 19)) c->compute_ms = strtod(tmp + 19, NULL);
-        else if (!strncasecmp(tmp, "x-basal-batch-requests:", 23)) c->batch = atoi(tmp + 23);
-    }
-    return len;
 }
 
 /* A blocking GET or POST; returns the status (0 on a transport error), body in *out. */
@@ -379,9 +254,9 @@ static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
     snprintf(s->log, sizeof s->log, "/tmp/basal-benchmark-XXXXXX");
     int fd = mkstemp(s->log);
     if (fd < 0) return fprintf(stderr, "basal benchmark: temporary file: %s\n", strerror(errno)), -1;
-    char threads[32], inflight[32];
-    const char *argv[16];
-    int n = 0;
+    char nums[8][32];
+    const char *argv[40];
+    int n = 0, k = 0;
     argv[n++] = "basal";
     argv[n++] = "serve";
     argv[n++] = "--model";
@@ -389,16 +264,25 @@ static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
     argv[n++] = "--addr";
     argv[n++] = "127.0.0.1:0";
     argv[n++] = "--metrics";
-    if (o->threads > 0) {
-        snprintf(threads, sizeof threads, "%d", o->threads);
-        argv[n++] = "--threads";
-        argv[n++] = threads;
+    argv[n++] = "--access-log";
+    argv[n++] = "off";
+    argv[n++] = "--log-format";
+    argv[n++] = "text";
+    /* every setting the report records is passed explicitly: no BASAL_* variable changes it */
+    const char *flags[] = {"--threads", "--max-inflight", "--max-batch-tokens", "--long-tokens", "--long-slice-ms",
+                           "--state-cache-mb", "--tree-max-tokens"};
+    const long long vals[] = {o->threads, o->max_inflight, o->max_batch_tokens, o->long_tokens, o->long_slice_ms,
+                         o->state_cache_mb, o->tree_max_tokens};
+    for (int i = 0; i < 7; i++) {
+        snprintf(nums[k], sizeof nums[k], "%lld", vals[i]);
+        argv[n++] = flags[i];
+        argv[n++] = nums[k++];
     }
-    if (o->max_inflight > 0) {
-        snprintf(inflight, sizeof inflight, "%d", o->max_inflight);
-        argv[n++] = "--max-inflight";
-        argv[n++] = inflight;
-    }
+    argv[n++] = "--schedule";
+    argv[n++] = o->schedule;
+    argv[n++] = "--dtype";
+    argv[n++] = o->dtype;
+    if (o->no_prefix_cache) argv[n++] = "--no-prefix-cache";
     argv[n] = NULL;
     bs_buf t;
     bs_buf_init(&t);
@@ -468,25 +352,14 @@ static void stop_server(bm_server *s) {
 
 /* ---- phases ---- */
 
-static void add_status(bm_phase *p, int code) {
-    for (int i = 0; i < p->n_codes; i++)
-        if (p->codes[i] == code) {
-            p->code_counts[i]++;
-            return;
-        }
-    if (p->n_codes < BM_MAX_STATUS) {
-        p->codes[p->n_codes] = code;
-        p->code_counts[p->n_codes++] = 1;
-    }
-}
-
-static char *answers_of(const char *body, size_t len) {
+/* Answers of a 2xx body, or NULL when they are not an object of the request's questions. */
+static char *answers_of(const char *body, size_t len, int questions) {
     bj_value *v = NULL;
     bs_err e = {0};
     if (bj_parse(body, len, NULL, &v, &e) != 0) return NULL;
     const bj_value *a = bj_get(v, "answers");
     char *out = NULL;
-    if (a && a->type == BJ_OBJECT) {
+    if (a && a->type == BJ_OBJECT && a->n == (size_t)questions) {
         bs_buf b;
         bs_buf_init(&b);
         bs_resp_value(&b, a);
@@ -496,101 +369,164 @@ static char *answers_of(const char *body, size_t len) {
     return out;
 }
 
-/* Records one finished request into the phase; sets stop_reason on a stopping error. */
-static void finish_request(bm_phase *p, bm_workload *w, bm_requests *rq, bm_conn *c, CURLcode rc) {
+typedef struct {
+    bm_report *r;
+    pid_t pid;
+    double first_at, first_cpu, last_at, last_cpu;
+} bm_monitor;
+
+/* One resource sample into the phase's window and the report's guard (basal-rs's Guard::check
+ * with no weights: available RAM at least the reserve, global swap growth under 64 MiB).
+ * Returns -1 with the reason in p when the guard fails. */
+static int sample_resources(bm_monitor *mon, bm_phase *p) {
+    bm_report *r = mon->r;
+    bm_host_memory h = host_memory();
+    r->guard_checks++;
+    if (isfinite(h.available_bytes)) {
+        if (!(r->min_avail_bytes <= h.available_bytes)) r->min_avail_bytes = h.available_bytes;
+        if (p->n_samples == 0 || h.available_bytes < p->min_avail_bytes) p->min_avail_bytes = h.available_bytes;
+    }
+    double grow = 0;
+    if (isfinite(h.swap_used_bytes) && h.swap_used_bytes - r->before.swap_used_bytes > grow)
+        grow = h.swap_used_bytes - r->before.swap_used_bytes;
+    if (isfinite(h.swap_out_bytes) && h.swap_out_bytes - r->before.swap_out_bytes > grow)
+        grow = h.swap_out_bytes - r->before.swap_out_bytes;
+    if (!(r->max_swap_growth_bytes >= grow)) r->max_swap_growth_bytes = grow;
+    p->n_samples++;
+    double now = bs_now_ms() / 1000.0;
+    if (mon->pid > 0) {
+        double rss = proc_peak_rss_bytes(mon->pid), cpu = proc_cpu_s(mon->pid);
+        if (isfinite(rss) && isfinite(cpu)) {
+            if (!p->proc_known) {
+                mon->first_at = now;
+                mon->first_cpu = cpu;
+            }
+            p->proc_known = 1;
+            if (rss > p->peak_rss_bytes) p->peak_rss_bytes = rss;
+            p->cpu_window_s = now - mon->first_at;
+            p->cpu_used_s = cpu - mon->first_cpu > 0 ? cpu - mon->first_cpu : 0;
+        }
+    }
+    if (grow >= SWAP_GROWTH_LIMIT) {
+        snprintf(p->reason, sizeof p->reason, "resource guard: global swap activity grew by at least 64 MiB");
+        return -1;
+    }
+    if (isfinite(h.available_bytes) && h.available_bytes < r->ram_reserve_bytes) {
+        snprintf(p->reason, sizeof p->reason, "resource guard: available RAM fell below the reserve");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    CURL *h;
+    bs_buf resp;
+    size_t req;
+    double t0, queue_ms, compute_ms;
+    int batch, busy;
+    char errbuf[CURL_ERROR_SIZE];
+} bm_conn;
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+    bm_conn *c = ud;
+    size_t len = size * n;
+    char tmp[64];
+    if (len < sizeof tmp) {
+        memcpy(tmp, p, len);
+        tmp[len] = 0;
+        /* basal-rs takes finite, non-negative values only */
+        if (!strncasecmp(tmp, "x-basal-queue-ms:", 17)) c->queue_ms = strtod(tmp + 17, NULL);
+        else if (!strncasecmp(tmp, "x-basal-compute-ms:", 19)) c->compute_ms = strtod(tmp + 19, NULL);
+        else if (!strncasecmp(tmp, "x-basal-batch-requests:", 23)) c->batch = atoi(tmp + 23);
+        if (!isfinite(c->queue_ms)) c->queue_ms = -1;
+        if (!isfinite(c->compute_ms)) c->compute_ms = -1;
+    }
+    return len;
+}
+
+/* Records one finished request; returns -1 (reason in p) on what stops basal-rs's load: a
+ * timeout, a transport or body failure, an invalid response, a 5xx other than 529. */
+static int finish_request(bm_phase *p, bm_workload *w, bm_requests *rq, bm_conn *c, CURLcode rc, int url_mode) {
     bm_request *r = &rq->r[c->req];
     double lat = bs_now_ms() - c->t0;
     long status = 0;
-    if (rc == CURLE_OK) curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
-    if (status == 422 && c->resp.data && strstr(c->resp.data, "\"prompt_too_long\"")) {
-        /* over the model's context: skipped whole, reported, never truncated */
-        if (!r->skipped) w->skipped_too_long++;
-        r->skipped = 1;
-        p->skipped_too_long++;
-        return;
-    }
+    curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 256;
         bm_sample *s = realloc(p->s, cap * sizeof *s);
         if (!s) {
-            snprintf(p->stop_reason, sizeof p->stop_reason, "out of memory");
-            return;
+            snprintf(p->reason, sizeof p->reason, "out of memory");
+            return -1;
         }
         p->s = s;
         p->cap = cap;
     }
     bm_sample *s = &p->s[p->n++];
-    *s = (bm_sample){.lat_ms = lat, .queue_ms = c->queue_ms, .compute_ms = c->compute_ms, .status = (int)status,
-                     .batch = c->batch, .cls = r->cls, .payload_bytes = (int)r->len};
-    add_status(p, (int)status);
+    *s = (bm_sample){.id = r->id, .lat_ms = lat, .queue_ms = c->queue_ms, .compute_ms = c->compute_ms,
+                     .status = (int)status, .batch = c->batch, .cls = r->cls, .questions = r->questions,
+                     .input_tokens = r->input_tokens, .payload_bytes = r->len};
     if (rc != CURLE_OK) {
-        p->errors++;
-        p->transport++;
-        snprintf(p->stop_reason, sizeof p->stop_reason, "transport error: %.120s",
-                 c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
-        return;
+        s->error = rc == CURLE_OPERATION_TIMEDOUT ? BM_TIMEOUT : status ? BM_RESPONSE_BODY : BM_TRANSPORT;
+        snprintf(p->reason, sizeof p->reason, "HTTP %s for %.60s: %.100s; stopping further load",
+                 bm_error_names[s->error], r->id, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+        return -1;
     }
-    if (status == 200) {
-        char *ans = answers_of(c->resp.data ? c->resp.data : "", c->resp.len);
-        if (!ans) {
-            p->errors++;
-            p->invalid++;
-            snprintf(p->stop_reason, sizeof p->stop_reason, "invalid response to %s", r->id);
-            return;
+    if (status < 200 || status > 299) {
+        s->error = BM_HTTP_STATUS;
+        /* --url: no local tokenizer planned the workload; a request over the server's context
+         * is an error here and is left out of the later phases */
+        if (url_mode && status == 422 && c->resp.data && strstr(c->resp.data, "\"prompt_too_long\"") && !r->skipped) {
+            r->skipped = 1;
+            bm_skipped *k = &w->skipped[w->n_skipped++];
+            k->id = strdup(r->id);
+            k->cls = r->cls;
+            k->detail = NULL;
         }
-        p->completed++;
-        s->questions = r->questions;
-        if (!r->first_answer) r->first_answer = ans;
-        else {
-            p->answer_changes += strcmp(r->first_answer, ans) != 0;
-            free(ans);
+        if (status >= 500 && status != 529) {
+            snprintf(p->reason, sizeof p->reason, "HTTP %ld for %.60s; stopping further load", status, r->id);
+            return -1;
         }
-        return;
+        return 0;
     }
-    p->errors++;
-    if (status == 529) p->overloaded++;
-    else if (status >= 500) snprintf(p->stop_reason, sizeof p->stop_reason, "HTTP %ld for %s", status, r->id);
+    char *ans = answers_of(c->resp.data ? c->resp.data : "", c->resp.len, r->questions);
+    if (!ans) {
+        s->error = BM_INVALID_RESPONSE;
+        snprintf(p->reason, sizeof p->reason, "invalid response to %.60s; stopping further load", r->id);
+        return -1;
+    }
+    if (!*r->first_answer) *r->first_answer = ans;
+    else {
+        s->answer_changed = strcmp(*r->first_answer, ans) != 0;
+        free(ans);
+    }
+    return 0;
 }
 
-static void sample_resources(bm_phase *p, pid_t pid, double swap0) {
-    double avail = meminfo_kib("MemAvailable") / 1024.0;
-    double swap = (meminfo_kib("SwapTotal") - meminfo_kib("SwapFree")) / 1024.0;
-    if (isfinite(avail) && (p->n_samples == 0 || avail < p->min_avail_mib)) p->min_avail_mib = avail;
-    if (isfinite(swap) && swap - swap0 > p->swap_growth_mib) p->swap_growth_mib = swap - swap0;
-    if (pid > 0) {
-        double rss = proc_rss_mib(pid);
-        if (isfinite(rss)) {
-            p->rss_known = 1;
-            if (rss > p->peak_rss_mib) p->peak_rss_mib = rss;
-        }
-    }
-    p->n_samples++;
-}
-
-static void run_phase(const bm_opts *o, const char *base, pid_t pid, bm_workload *w, bm_requests *rq, bm_phase *p,
-                      int progress) {
+/* A closed loop: each of p->concurrency clients sends its next request when its previous one
+ * has finished. order: the indices of the requests to send. Returns -1 when it stopped early. */
+static int run_phase(const bm_opts *o, const char *base, bm_monitor *mon, bm_workload *w, bm_requests *rq,
+                     const size_t *order, size_t total, bm_phase *p, int progress) {
     char *url = bs_strfmt("%s/v1/systemone", base);
     struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
     hd = curl_slist_append(hd, "Expect:");
     CURLM *multi = curl_multi_init();
     bm_conn *conns = calloc((size_t)p->concurrency, sizeof *conns);
-    size_t *order = malloc(rq->n * sizeof *order), total = 0, next = 0;
-    if (!url || !hd || !multi || !conns || !order) {
-        snprintf(p->stop_reason, sizeof p->stop_reason, "out of memory");
+    size_t next = 0;
+    int failed = 0;
+    p->planned = total;
+    if (!url || !hd || !multi || !conns) {
+        snprintf(p->reason, sizeof p->reason, "out of memory");
+        failed = 1;
         goto out;
     }
-    for (size_t i = 0; i < rq->n; i++)
-        if (!rq->r[i].skipped) order[total++] = i;
-    if (o->max_requests > 0 && total > (size_t)o->max_requests) total = (size_t)o->max_requests;
     double tok_in0 = 0, tok_fw0 = 0, tok_in1, tok_fw1;
     p->tokens_known = scrape_tokens(base, &tok_in0, &tok_fw0) == 0;
-    double swap0 = (meminfo_kib("SwapTotal") - meminfo_kib("SwapFree")) / 1024.0;
-    double cpu0 = pid > 0 ? proc_cpu_s(pid) : NAN;
-    double t0 = bs_now_ms(), last_sample = 0, last_progress = 0;
+    double t0 = bs_now_ms(), last_sample = t0, last_progress = 0;
     int in_flight = 0;
-    sample_resources(p, pid, swap0);
+    mon->first_at = NAN;
+    if (sample_resources(mon, p)) failed = 1;
     for (;;) {
-        int stopping = p->stop_reason[0] || g_stop;
+        int stopping = failed || g_stop;
         for (int i = 0; i < p->concurrency && !stopping && next < total; i++) {
             bm_conn *c = &conns[i];
             if (c->busy) continue;
@@ -619,8 +555,11 @@ static void run_phase(const bm_opts *o, const char *base, pid_t pid, bm_workload
             c->busy = 1;
             curl_multi_add_handle(multi, c->h);
             in_flight++;
+            p->submitted++;
         }
+        /* basal-rs stops producing on a failure and cancels what is in flight */
         if (in_flight == 0 && (next >= total || stopping)) break;
+        if (stopping && failed) break;
         int running;
         curl_multi_perform(multi, &running);
         CURLMsg *m;
@@ -633,34 +572,34 @@ static void run_phase(const bm_opts *o, const char *base, pid_t pid, bm_workload
             curl_multi_remove_handle(multi, c->h);
             c->busy = 0;
             in_flight--;
-            finish_request(p, w, rq, c, rc);
+            if (!failed && finish_request(p, w, rq, c, rc, o->url != NULL)) failed = 1;
         }
         double now = bs_now_ms();
         if (now - last_sample >= 200) {
-            sample_resources(p, pid, swap0);
+            if (!failed && sample_resources(mon, p)) failed = 1;
             last_sample = now;
         }
         if (progress && now - last_progress >= 500) {
             double el = (now - t0) / 1000;
             fprintf(stderr, "\r\033[Kbenchmark: %s c=%d: %zu/%zu  %.1f req/s", w->name, p->concurrency, p->n, total,
-                    el > 0 ? p->completed / el : 0);
+                    el > 0 ? p->n / el : 0);
             last_progress = now;
         }
         curl_multi_poll(multi, NULL, 0, 50, NULL);
     }
     p->wall_s = (bs_now_ms() - t0) / 1000.0;
-    sample_resources(p, pid, swap0);
-    if (pid > 0 && isfinite(cpu0)) {
-        double cpu1 = proc_cpu_s(pid);
-        p->mean_cpu_cores = p->wall_s > 0 && isfinite(cpu1) ? (cpu1 - cpu0) / p->wall_s : NAN;
-    }
+    if (!failed && sample_resources(mon, p)) failed = 1;
     if (p->tokens_known && scrape_tokens(base, &tok_in1, &tok_fw1) == 0) {
         p->input_tokens = tok_in1 - tok_in0;
         p->forward_tokens = tok_fw1 - tok_fw0;
     } else {
         p->tokens_known = 0;
     }
-    if (g_stop && !p->stop_reason[0]) snprintf(p->stop_reason, sizeof p->stop_reason, "interrupted");
+    if (g_stop && !failed) {
+        snprintf(p->reason, sizeof p->reason, "benchmark interrupted");
+        failed = 1;
+    }
+    p->ended = 1;
 out:
     if (conns) {
         for (int i = 0; i < p->concurrency; i++) {
@@ -674,31 +613,77 @@ out:
     }
     if (multi) curl_multi_cleanup(multi);
     curl_slist_free_all(hd);
-    free(order);
     free(url);
+    return failed ? -1 : 0;
 }
 
-/* Unmeasured: the first `warmup` requests of each class, one at a time. */
-static void warm_up(const bm_opts *o, const char *base, bm_workload *w, bm_requests *rq) {
-    char *url = bs_strfmt("%s/v1/systemone", base);
-    if (!url) return;
-    for (int c = 0; c < w->n_classes && !g_stop; c++) {
-        int done = 0;
-        for (size_t i = 0; i < rq->n && done < o->warmup; i++) {
-            if (rq->r[i].cls != c) continue;
-            bs_buf b;
-            bs_buf_init(&b);
-            long st = http_once(url, rq->r[i].body, rq->r[i].len, o->timeout_ms, &b);
-            if (st == 422 && b.data && strstr(b.data, "\"prompt_too_long\"")) {
-                if (!rq->r[i].skipped) w->skipped_too_long++;
-                rq->r[i].skipped = 1;
-            } else {
-                done++;
+/* basal-rs's warm-up: the first request of each class (classes in name order), each sent
+ * --warmup times by one client; not measured; a failure aborts the benchmark. With --url a
+ * request over the server's context is left out and the class's next request is tried. */
+static int warm_up(const bm_opts *o, const char *base, bm_monitor *mon, bm_workload *w, bm_requests *rq,
+                   char *reason, size_t reason_size) {
+    int idx[BM_MAX_CLASSES];
+    for (int i = 0; i < w->n_classes; i++) idx[i] = i;
+    for (int i = 1; i < w->n_classes; i++)
+        for (int k = i; k > 0 && strcmp(w->classes[idx[k - 1]], w->classes[idx[k]]) > 0; k--) {
+            int t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    for (int ci = 0; ci < w->n_classes && o->warmup > 0; ci++) {
+        for (size_t i = 0; i < rq->n; i++) {
+            if (rq->r[i].cls != idx[ci] || rq->r[i].skipped) continue;
+            size_t *order = malloc((size_t)o->warmup * sizeof *order);
+            if (!order) return -1;
+            for (int k = 0; k < o->warmup; k++) order[k] = i;
+            bm_phase p = {.concurrency = 1};
+            int rc = run_phase(o, base, mon, w, rq, order, (size_t)o->warmup, &p, 0);
+            free(order);
+            const bm_sample *bad = NULL;
+            for (size_t k = 0; k < p.n && !bad; k++)
+                if (p.s[k].error) bad = &p.s[k];
+            int retry = bad && rq->r[i].skipped; /* --url: over the context limit */
+            if (!retry && (rc || bad || g_stop)) {
+                if (bad)
+                    snprintf(reason, reason_size, "warmup request %s failed (%s, HTTP %d)", bad->id,
+                             bm_error_names[bad->error], bad->status);
+                else
+                    snprintf(reason, reason_size, "%s", p.reason[0] ? p.reason : "warm-up stopped");
+                free(p.s);
+                return -1;
             }
-            bs_buf_free(&b);
+            free(p.s);
+            if (!retry) break;
         }
     }
-    free(url);
+    return 0;
+}
+/* The server's own lines about the model: "loaded NAME in X s" (load_s) and
+ * "serving NAME on DEVICE (batch ..." (the backend description); they follow the
+ * readiness line within moments. */
+static void server_describe(const bm_server *s, const char *name, bm_report *r) {
+    char *want_load = bs_strfmt("loaded %s in ", name), *want_dev = bs_strfmt("serving %s on ", name);
+    for (int tries = 0; tries < 100 && want_load && want_dev; tries++) {
+        char *text;
+        size_t len;
+        bs_err e = {0};
+        if (bs_read_file(s->log, &text, &len, &e) == 0) {
+            const char *l = strstr(text, want_load), *d = strstr(text, want_dev);
+            if (l) r->load_s = strtod(l + strlen(want_load), NULL);
+            if (d) {
+                d += strlen(want_dev);
+                const char *end = strstr(d, " (batch ");
+                const char *nl = strchr(d, '\n');
+                if (end && (!nl || end < nl))
+                    snprintf(r->backend, sizeof r->backend, "%.*s", (int)(end - d), d);
+            }
+            free(text);
+            if (r->backend[0]) break;
+        }
+        usleep(20000);
+    }
+    free(want_load);
+    free(want_dev);
 }
 
 /* ---- options and main ---- */
@@ -720,18 +705,15 @@ static int parse_list(const char *s, int *out, int *n, int max) {
 const cli_doc cli_doc_benchmark = {
     "benchmark", "(--model DIR | --url URL) [options]",
     "HTTP load through the real server: warm-up, closed-loop phases over a concurrency sweep, reports",
-    "With --model the server is `basal serve --model DIR` on a loopback port (with --metrics).\n"
-    "Output files must not exist. Progress goes to stderr; the text summary (or --json) to stdout.\n",
+    "With --model the server is `basal serve --model DIR` on a loopback port (with --metrics and\n"
+    "the server settings below), and every request is planned first with the model's tokenizer:\n"
+    "requests over the context limit are skipped whole. The workload files are checked against the\n"
+    "manifest.json beside them. Output files must not exist. Progress goes to stderr; the text\n"
+    "summary (or --json) to stdout. Exit status 0 when every phase completed, 1 otherwise.\n",
 };
 
-static int requests_opt(void *dst, const char *flag, const char *v) {
-    bm_opts *o = dst;
-    if (o->n_requests == 8) return usage_error("at most 8 --requests files");
-    o->requests[o->n_requests++] = v;
-    return 0;
-}
-
 static int concurrency_opt(void *dst, const char *flag, const char *v) {
+    (void)flag;
     bm_opts *o = dst;
     if (parse_list(v, o->conc, &o->n_conc, 32)) return usage_error("--concurrency: a list like 1,4,8 (1..4096)");
     return 0;
@@ -741,8 +723,25 @@ static int parse_args(int argc, char **argv, bm_opts *o) {
     o->warmup = 1;
     o->timeout_ms = 120000;
     o->ram_reserve_gib = 2;
+    o->gpu_reserve_gib = 1;
     o->scenario = "all";
     o->workload_dir = "bench/workloads";
+    o->schedule = "hrrn";
+    o->dtype = "auto";
+    /* the server's own defaults (server/config.c) */
+    bs_serve_model dm;
+    bs_serve_config dc;
+    bs_err e = {0};
+    if (bs_serve_model_init(&dm, &e) < 0 || bs_serve_config_init(&dc, &e) < 0) return usage_error(e.msg);
+    o->max_batch_tokens = dm.max_batch_tokens;
+    o->long_tokens = dm.long_tokens;
+    o->tree_max_tokens = dm.tree_max_tokens;
+    o->state_cache_mb = dm.state_cache_mb;
+    o->max_inflight = dc.max_inflight;
+    o->long_slice_ms = dc.long_slice_ms;
+    free(dm.dtype);
+    free(dm.gemm_table);
+    bs_serve_config_free(&dc);
     static const int def[] = {1, 4, 8, 16, 32};
     memcpy(o->conc, def, sizeof def);
     o->n_conc = 5;
@@ -750,39 +749,74 @@ static int parse_args(int argc, char **argv, bm_opts *o) {
         CLI_STR("--model", "DIR", "", NULL, "start `basal serve --model DIR` on a loopback port", &o->model_dir),
         CLI_STR("--url", "URL", "", NULL, "measure a running server or load balancer instead", &o->url),
         CLI_STR("--model-name", "NAME", "the server's only model", NULL, "model sent in requests", &o->model_name),
-        CLI_CHOICE("--scenario", NULL, NULL, "workloads from --workloads DIR", &o->scenario, "all|sequential|mixed"),
-        CLI_STR("--workloads", "DIR", NULL, NULL, "directory of sequential.jsonl and mixed.jsonl", &o->workload_dir),
-        CLI_CALL("--requests", "FILE", "", NULL, "a workload file in the v2 line format instead (repeatable, up to 8)",
-                 o, requests_opt),
+        CLI_CHOICE("--scenario", NULL, NULL, "sequential requests, mixed concurrent traffic, or both", &o->scenario,
+                   "all|sequential|mixed"),
+        CLI_STR("--workloads", "DIR", NULL, NULL, "directory of sequential.jsonl, mixed.jsonl (and manifest.json)",
+                &o->workload_dir),
+        CLI_STR("--requests", "FILE", "", NULL,
+                "replay your traffic: JSONL lines {id?, class?, request}; replaces both workloads", &o->requests),
         CLI_CALL("--concurrency", "LIST", "1,4,8,16,32", NULL,
-                 "concurrent clients per phase (the sequential workload runs at 1 only)", o, concurrency_opt),
+                 "concurrent clients per mixed phase (the sequential workload runs at 1 only)", o, concurrency_opt),
         CLI_INT("--warmup", "N", NULL, NULL, "unmeasured requests per class before a workload's phases", &o->warmup, 0,
-                1000),
+                10),
         CLI_INT("--max-requests", "N", "the whole workload", NULL, "at most N requests per phase", &o->max_requests, 1,
                 100000000),
-        CLI_INT("--timeout-ms", "N", NULL, NULL, "limit per request", &o->timeout_ms, 1, 86400000),
-        CLI_DOUBLE("--ram-reserve-gib", "X", NULL, NULL, "free RAM required besides the weights", &o->ram_reserve_gib, 0,
-                   1e9),
-        CLI_INT("--threads", "N", "the server's: all CPUs", NULL, "server CPU threads", &o->threads, 1, 4096),
-        CLI_INT("--max-inflight", "N", "the server's", NULL, "server admission limit", &o->max_inflight, 1, 1000000),
-        CLI_STR("--out", "FILE", "", NULL, "JSON report (schema bench/benchmark-report.schema.json)", &o->out),
-        CLI_STR("--html", "FILE", "", NULL, "self-contained HTML report (inline SVG charts)", &o->html),
+        CLI_INT("--timeout-ms", "N", NULL, NULL, "limit per request; a timeout stops the benchmark", &o->timeout_ms, 1,
+                3600000),
+        CLI_DOUBLE("--ram-reserve-gib", "X", NULL, NULL, "free RAM to retain besides the weights", &o->ram_reserve_gib,
+                   0, 1048576),
+        CLI_DOUBLE("--gpu-reserve-gib", "X", NULL, NULL, "GPU memory headroom (recorded; not sampled here)",
+                   &o->gpu_reserve_gib, 0, 1048576),
+        CLI_LLONG("--threads", "N", "0 = online CPUs", NULL, "server CPU threads", &o->threads, 0, 4096),
+        CLI_LLONG("--max-inflight", "N", NULL, NULL, "server waiting + running request limit (529 above)",
+                 &o->max_inflight, 1, 1000000),
+        CLI_LLONG("--max-batch-tokens", "N", NULL, NULL, "packed tokens admitted per server batch",
+                 &o->max_batch_tokens, 1, 1L << 30),
+        CLI_CHOICE("--schedule", NULL, NULL, "server admission order", &o->schedule, "hrrn|fifo"),
+        CLI_LLONG("--long-tokens", "N", NULL, NULL, "packed-token threshold of the long lane (0 = one lane)",
+                 &o->long_tokens, 0, 1L << 30),
+        CLI_LLONG("--long-slice-ms", "N", NULL, NULL, "least long-lane work between hand-overs", &o->long_slice_ms, 0,
+                 1L << 30),
+        CLI_LLONG("--state-cache-mb", "N", NULL, NULL, "server state K/V cache in MiB (0 = off)", &o->state_cache_mb, 0,
+                 1L << 30),
+        CLI_LLONG("--tree-max-tokens", "N", NULL, NULL, "longest packed tree row", &o->tree_max_tokens, 1, 1L << 30),
+        CLI_SW("--no-prefix-cache", "the server does not precompute the template prefixes", &o->no_prefix_cache),
+        CLI_CHOICE("--dtype", NULL, NULL, "server precision (auto = f32 on the CPU)", &o->dtype, "auto|f32|bf16|f16"),
+        CLI_STR("--out", "FILE", "", NULL, "JSON report to a NEW file (schema bench/benchmark-report.schema.json)",
+                &o->out),
+        CLI_STR("--html", "FILE", "", NULL, "self-contained HTML report to a NEW file (inline SVG charts)", &o->html),
         CLI_SW("--json", "print the JSON report on stdout instead of the text summary", &o->json),
     };
     int rc = cli_parse(&cli_doc_benchmark, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc;
     if (!!o->model_dir == !!o->url) return usage_error("give one of --model DIR and --url URL");
-    if (o->n_requests && strcmp(o->scenario, "all")) return usage_error("--requests excludes --scenario");
     return 0;
 }
 
-static int write_out(const char *path, const bs_buf *b) {
-    bs_err e = {0};
-    if (bs_write_file(path, b->data, b->len, &e) != 0) {
-        fprintf(stderr, "basal benchmark: %s\n", e.msg);
-        return -1;
+/* --out and --html are created up front, never overwritten (basal-rs opens --out with create_new) */
+static FILE *create_new(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "basal benchmark: creating %s (must not exist): %s\n", path, strerror(errno));
+        return NULL;
     }
-    return 0;
+    FILE *f = fdopen(fd, "w");
+    if (!f) close(fd);
+    return f;
+}
+
+static char *settings_json(const bm_opts *o, int cpus) {
+    if (o->url) {
+        return strdup("{\"dtype\":null,\"kernels\":null,\"readout\":null,\"prefix_cache\":null,\"state_cache_mb\":null,"
+                      "\"gemm_table\":null,\"tree_max_tokens\":null,\"max_batch_tokens\":null,\"max_inflight\":null,"
+                      "\"schedule\":null,\"long_tokens\":null,\"long_slice_ms\":null,\"threads\":null}");
+    }
+    return bs_strfmt("{\"dtype\":\"%s\",\"kernels\":\"fused\",\"readout\":\"f32\",\"prefix_cache\":%s,"
+                     "\"state_cache_mb\":%lld,\"gemm_table\":null,\"tree_max_tokens\":%lld,\"max_batch_tokens\":%lld,"
+                     "\"max_inflight\":%lld,\"schedule\":\"%s\",\"long_tokens\":%lld,\"long_slice_ms\":%lld,\"threads\":%lld}",
+                     o->dtype, o->no_prefix_cache ? "false" : "true", o->state_cache_mb, o->tree_max_tokens,
+                     o->max_batch_tokens, o->max_inflight, strcmp(o->schedule, "fifo") ? "Hrrn" : "Fifo",
+                     o->long_tokens, o->long_slice_ms, o->threads > 0 ? o->threads : (long long)cpus);
 }
 
 int cmd_benchmark(int argc, char **argv) {
@@ -790,27 +824,42 @@ int cmd_benchmark(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    const char *outs[] = {o.out, o.html};
-    for (int i = 0; i < 2; i++)
-        if (outs[i] && access(outs[i], F_OK) == 0) {
-            fprintf(stderr, "basal benchmark: %s exists; choose a new output path\n", outs[i]);
-            return 1;
-        }
+    FILE *out_f = NULL, *html_f = NULL;
+    if (o.out && !(out_f = create_new(o.out))) return 1;
+    if (o.html && !(html_f = create_new(o.html))) {
+        fclose(out_f);
+        if (o.out) unlink(o.out);
+        return 1;
+    }
     bm_report r;
     memset(&r, 0, sizeof r);
     machine_info(&r);
+    r.status = "not_run";
     r.concurrency = o.conc;
     r.n_concurrency = o.n_conc;
     r.warmup = o.warmup;
     r.timeout_ms = o.timeout_ms;
     r.max_requests = o.max_requests;
-    r.ram_reserve_gib = o.ram_reserve_gib;
+    r.ram_reserve_bytes = floor(o.ram_reserve_gib * 1073741824.0);
+    r.gpu_reserve_bytes = floor(o.gpu_reserve_gib * 1073741824.0);
+    r.swap_limit_bytes = SWAP_GROWTH_LIMIT;
+    r.load_s = NAN;
+    r.min_avail_bytes = NAN;
+    r.settings_json = settings_json(&o, r.cpus);
+    r.before = host_memory();
+    r.guard_checks = 1;
+    r.min_avail_bytes = r.before.available_bytes;
+    r.max_swap_growth_bytes = 0;
     bm_server srv = {0};
     char *base = NULL;
     bm_requests *rqs = NULL;
-    const char *files[8];
-    char *owned[2] = {NULL, NULL};
-    int nf = 0;
+    bm_raw_file raws[2];
+    memset(raws, 0, sizeof raws);
+    const char *names[2];
+    int shuffle[2], nw = 0, model_loaded = 0;
+    bs_basal_model model;
+    bs_letter_cache lc;
+    bs_letter_cache_init(&lc);
     rc = 1;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) return 1;
     struct sigaction sa, old;
@@ -819,126 +868,217 @@ int cmd_benchmark(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old);
     g_stop = 0;
     if (o.model_dir) {
-        r.model_path = strdup(o.model_dir);
+        r.model_ref = strdup(o.model_dir);
         r.checkpoint_bytes = checkpoint_bytes(o.model_dir);
-        double avail = meminfo_kib("MemAvailable") * 1024.0, need = o.ram_reserve_gib * 1073741824.0 + r.checkpoint_bytes;
-        if (!(avail >= need)) {
-            fprintf(stderr, "basal benchmark: not enough RAM: %.2f GiB available, %.2f GiB needed (weights %.2f GiB + "
-                            "--ram-reserve-gib %.2f)\n", avail / 1073741824.0, need / 1073741824.0,
-                    r.checkpoint_bytes / 1073741824.0, o.ram_reserve_gib);
+        double need = r.ram_reserve_bytes + r.checkpoint_bytes;
+        if (!(r.before.available_bytes >= need)) {
+            snprintf(r.reason, sizeof r.reason, "resource guard: not enough RAM: %.2f GiB available, %.2f GiB needed "
+                     "(weights %.2f GiB + --ram-reserve-gib %.2f)", r.before.available_bytes / 1073741824.0,
+                     need / 1073741824.0, r.checkpoint_bytes / 1073741824.0, o.ram_reserve_gib);
+            r.status = "aborted";
+            fprintf(stderr, "basal benchmark: %s\n", r.reason);
+            goto report;
+        }
+        /* the tokenizer and manifests only: plans the workload as the server will */
+        bs_err e = {0};
+        if (bs_basal_load(&model, o.model_dir, NULL, 0, &e) < 0) {
+            fprintf(stderr, "basal benchmark: %s\n", e.msg);
             goto out;
         }
-        fprintf(stderr, "benchmark: starting basal serve --model %s\n", o.model_dir);
-        if (start_server(&o, &srv, &r.server_argv) != 0) goto out;
-        base = bs_strfmt("http://127.0.0.1:%d", srv.port);
-        r.started_server = 1;
-        r.load_s = srv.ready_s;
+        model_loaded = 1;
+        r.model_name = strdup(model.name);
+        if (o.model_name && strcmp(o.model_name, model.name)) {
+            fprintf(stderr, "basal benchmark: --model-name %s, but %s serves %s\n", o.model_name, o.model_dir, model.name);
+            goto out;
+        }
     } else {
         size_t n = strlen(o.url);
         while (n && o.url[n - 1] == '/') n--;
         base = strndup(o.url, n);
-    }
-    r.url = base;
-    if (o.model_name) {
-        r.model_name = strdup(o.model_name);
-    } else {
-        char *url = bs_strfmt("%s/v1/models", base);
-        bs_buf b;
-        bs_buf_init(&b);
-        long st = url ? http_once(url, NULL, 0, 10000, &b) : 0;
-        free(url);
-        bj_value *v = NULL;
-        bs_err e = {0};
-        if (st == 200 && bj_parse(b.data, b.len, NULL, &v, &e) == 0) {
-            const bj_value *m = bj_get(v, "models");
-            const bj_value *name = m && m->type == BJ_ARRAY && m->n == 1 ? bj_get(m->items[0], "name") : NULL;
-            if (name && name->type == BJ_STRING) r.model_name = strndup(name->str, name->len);
+        r.url = base;
+        if (o.model_name) {
+            r.model_name = strdup(o.model_name);
+        } else {
+            char *url = bs_strfmt("%s/v1/models", base);
+            bs_buf b;
+            bs_buf_init(&b);
+            long st = url ? http_once(url, NULL, 0, 10000, &b) : 0;
+            free(url);
+            bj_value *v = NULL;
+            bs_err e = {0};
+            if (st == 200 && bj_parse(b.data, b.len, NULL, &v, &e) == 0) {
+                const bj_value *m = bj_get(v, "models");
+                const bj_value *name = m && m->type == BJ_ARRAY && m->n == 1 ? bj_get(m->items[0], "name") : NULL;
+                if (name && name->type == BJ_STRING) r.model_name = strndup(name->str, name->len);
+            }
+            bj_free(v);
+            bs_buf_free(&b);
+            if (!r.model_name) {
+                fprintf(stderr, "basal benchmark: %s/v1/models did not list exactly one model (HTTP %ld); use --model-name\n",
+                        base, st);
+                goto out;
+            }
         }
-        bj_free(v);
-        bs_buf_free(&b);
-        if (!r.model_name) {
-            fprintf(stderr, "basal benchmark: %s/v1/models did not list exactly one model (HTTP %ld); use --model-name\n",
-                    base, st);
+    }
+    /* workloads: read, checked against manifest.json, planned, before any load */
+    if (o.requests) {
+        if (bm_read_workload(o.requests, r.model_name, &raws[0]) != 0) goto out;
+        char hex[65];
+        bs_sha256_hex(raws[0].file_sha, hex);
+        bs_buf sb;
+        bs_buf_init(&sb);
+        bs_buf_printf(&sb, "{\"kind\":\"request_replay\",\"path\":");
+        bj_put_string(&sb, o.requests, strlen(o.requests));
+        bs_buf_printf(&sb, ",\"sha256\":\"%s\",\"requests\":%zu}", hex, raws[0].n);
+        r.source_json = sb.data;
+        if (strcmp(o.scenario, "mixed")) names[nw] = "sequential", shuffle[nw++] = 0;
+        if (strcmp(o.scenario, "sequential")) names[nw] = "mixed", shuffle[nw++] = 1;
+    } else {
+        bs_buf sb;
+        bs_buf_init(&sb);
+        bs_buf_puts(&sb, "{\"kind\":\"workload_files\",\"dir\":");
+        bj_put_string(&sb, o.workload_dir, strlen(o.workload_dir));
+        bs_buf_puts(&sb, ",\"workloads\":{");
+        int k = 0;
+        for (int i = 0; i < 2; i++) {
+            const char *name = i ? "mixed" : "sequential";
+            if (!strcmp(o.scenario, i ? "sequential" : "mixed")) continue;
+            char file[32];
+            snprintf(file, sizeof file, "%s.jsonl", name);
+            char *path = bs_path_join(o.workload_dir, file);
+            int checked = 0;
+            if (!path || bm_read_workload(path, r.model_name, &raws[k]) != 0 ||
+                bm_check_manifest(o.workload_dir, file, &raws[k], &checked) != 0) {
+                free(path);
+                bs_buf_free(&sb);
+                goto out;
+            }
+            free(path);
+            char hex[65];
+            bs_sha256_hex(raws[k].file_sha, hex);
+            bs_buf_printf(&sb, "%s\"%s\":{\"sha256\":\"%s\",\"requests\":%zu,\"checked_against_manifest\":%s}",
+                          k ? "," : "", file, hex, raws[k].n, checked ? "true" : "false");
+            names[k] = name;
+            shuffle[k++] = i == 1;
+        }
+        bs_buf_puts(&sb, "}}");
+        r.source_json = sb.data;
+        nw = k;
+    }
+    r.workloads = calloc((size_t)nw, sizeof *r.workloads);
+    rqs = calloc((size_t)nw, sizeof *rqs);
+    if (!r.workloads || !rqs) goto out;
+    for (int i = 0; i < nw; i++) {
+        r.n_workloads++;
+        const bm_raw_file *f = o.requests ? &raws[0] : &raws[i];
+        if (bm_prepare_workload(f, names[i], shuffle[i], model_loaded ? &model : NULL, &lc, &r.workloads[i], &rqs[i])) {
+            fprintf(stderr, "basal benchmark: workload %s could not be prepared\n", names[i]);
             goto out;
         }
+        if (!rqs[i].n) {
+            fprintf(stderr, "basal benchmark: workload %s: no requests within the model context limit\n", names[i]);
+            goto out;
+        }
+        if (r.workloads[i].n_skipped)
+            fprintf(stderr, "benchmark: %s: %zu requests over the model's context limit skipped\n", names[i],
+                    r.workloads[i].n_skipped);
     }
-    /* workloads */
-    if (o.n_requests) {
-        for (int i = 0; i < o.n_requests; i++) files[nf++] = o.requests[i];
-    } else {
-        if (strcmp(o.scenario, "mixed")) files[nf++] = owned[0] = bs_path_join(o.workload_dir, "sequential.jsonl");
-        if (strcmp(o.scenario, "sequential")) files[nf++] = owned[1] = bs_path_join(o.workload_dir, "mixed.jsonl");
+    if (bm_link_answers(rqs, nw)) goto out;
+    if (o.model_dir) {
+        fprintf(stderr, "benchmark: starting basal serve --model %s\n", o.model_dir);
+        if (start_server(&o, &srv, &r.server_argv) != 0) goto out;
+        base = bs_strfmt("http://127.0.0.1:%d", srv.port);
+        r.url = base;
+        r.started_server = 1;
+        server_describe(&srv, r.model_name, &r);
     }
-    r.workloads = calloc((size_t)nf, sizeof *r.workloads);
-    rqs = calloc((size_t)nf, sizeof *rqs);
-    if (!r.workloads || !rqs) goto out_files;
-    for (int i = 0; i < nf; i++) {
-        if (!files[i] || load_workload(files[i], r.model_name, &r.workloads[i], &rqs[i]) != 0) goto out_files;
-        r.n_workloads++;
-    }
-    int max_phases = nf * o.n_conc;
-    r.phases = calloc((size_t)max_phases, sizeof *r.phases);
-    if (!r.phases) goto out_files;
-    int progress = isatty(2);
-    for (int wi = 0; wi < nf && !g_stop; wi++) {
+    r.phases = calloc((size_t)(nw * o.n_conc), sizeof *r.phases);
+    if (!r.phases) goto out;
+    r.status = "running";
+    int progress = isatty(2), failed = 0;
+    bm_monitor mon = {.r = &r, .pid = srv.pid};
+    for (int wi = 0; wi < nw && !failed; wi++) {
         bm_workload *w = &r.workloads[wi];
-        fprintf(stderr, "benchmark: %s: %zu requests, %d classes; warm-up\n", w->name, w->requests, w->n_classes);
-        warm_up(&o, base, w, &rqs[wi]);
+        fprintf(stderr, "benchmark: %s: %zu requests, %d classes; warm-up\n", w->name, rqs[wi].n, w->n_classes);
+        if (warm_up(&o, base, &mon, w, &rqs[wi], r.reason, sizeof r.reason)) {
+            failed = 1;
+            break;
+        }
         int sequential = !strcmp(w->name, "sequential");
-        for (int ci = 0; ci < o.n_conc && !g_stop; ci++) {
-            if (sequential && o.conc[ci] != 1) continue;
+        for (int ci = 0; ci < o.n_conc && !failed; ci++) {
+            if (sequential && ci > 0) break;
             bm_phase *p = &r.phases[r.n_phases++];
             p->workload = wi;
-            p->concurrency = o.conc[ci];
-            run_phase(&o, base, srv.pid, w, &rqs[wi], p, progress);
-            fprintf(stderr, "%sbenchmark: %s c=%d: %zu requests, %ld ok, %ld errors, %.1f s%s%s\n", progress ? "\r\033[K" : "",
-                    w->name, p->concurrency, p->n, p->completed, p->errors, p->wall_s,
-                    p->stop_reason[0] ? "; stopped: " : "", p->stop_reason);
+            p->concurrency = sequential ? 1 : o.conc[ci];
+            size_t *order = malloc((rqs[wi].n ? rqs[wi].n : 1) * sizeof *order), total = 0;
+            if (!order) {
+                failed = 1;
+                snprintf(r.reason, sizeof r.reason, "out of memory");
+                break;
+            }
+            for (size_t i = 0; i < rqs[wi].n; i++)
+                if (!rqs[wi].r[i].skipped) order[total++] = i;
+            if (o.max_requests > 0 && total > (size_t)o.max_requests) total = (size_t)o.max_requests;
+            fprintf(stderr, "benchmark %s: %zu requests, concurrency %d\n", w->name, total, p->concurrency);
+            if (run_phase(&o, base, &mon, w, &rqs[wi], order, total, p, progress)) {
+                failed = 1;
+                snprintf(r.reason, sizeof r.reason, "%s", p->reason);
+            }
+            free(order);
+            if (progress) fputs("\r\033[K", stderr);
         }
     }
+    r.complete = !failed;
+    int errors = 0;
+    for (int i = 0; i < r.n_phases; i++)
+        for (size_t k = 0; k < r.phases[i].n; k++) errors |= r.phases[i].s[k].error != BM_OK;
+    r.status = failed ? "aborted" : errors ? "completed_with_errors" : "completed";
+report:;
     bs_buf b;
     bs_buf_init(&b);
     if (o.json) bm_write_json(&r, &b);
     else bm_write_text(&r, &b);
     fwrite(b.data, 1, b.len, stdout);
+    fflush(stdout);
     bs_buf_free(&b);
-    rc = g_stop ? 130 : 0;
-    if (o.out) {
+    rc = r.complete ? 0 : g_stop ? 130 : 1;
+    if (out_f) {
         bs_buf_init(&b);
         bm_write_json(&r, &b);
-        if (b.oom || write_out(o.out, &b)) rc = 1;
+        if (b.oom || fwrite(b.data, 1, b.len, out_f) != b.len) rc = 1;
         bs_buf_free(&b);
     }
-    if (o.html) {
+    if (html_f) {
         bs_buf_init(&b);
         bm_write_html(&r, &b);
-        if (b.oom || write_out(o.html, &b)) rc = 1;
+        if (b.oom || fwrite(b.data, 1, b.len, html_f) != b.len) rc = 1;
         bs_buf_free(&b);
     }
-    for (int i = 0; i < r.n_phases; i++)
-        if (r.phases[i].stop_reason[0] && rc == 0) rc = 1;
-out_files:
 out:
-    free(owned[0]);
-    free(owned[1]);
+    if (out_f && fclose(out_f) != 0) rc = 1;
+    if (html_f && fclose(html_f) != 0) rc = 1;
     stop_server(&srv);
     sigaction(SIGINT, &old, NULL);
     if (rqs) {
-        for (int i = 0; i < nf; i++) {
-            for (size_t k = 0; k < rqs[i].n; k++) {
-                free(rqs[i].r[k].id);
-                free(rqs[i].r[k].body);
-                free(rqs[i].r[k].first_answer);
-            }
+        for (int i = 0; i < nw; i++) {
+            for (size_t k = 0; k < rqs[i].n; k++) free(rqs[i].r[k].answer);
             free(rqs[i].r);
         }
         free(rqs);
     }
+    for (int i = 0; i < 2; i++) bm_raw_free(&raws[i]);
     if (r.workloads) {
-        for (int i = 0; i < nf; i++) {
-            free(r.workloads[i].name);
-            free(r.workloads[i].path);
-            for (int c = 0; c < r.workloads[i].n_classes; c++) free(r.workloads[i].classes[c]);
+        for (int i = 0; i < r.n_workloads; i++) {
+            bm_workload *w = &r.workloads[i];
+            free(w->name);
+            for (int c = 0; c < w->n_classes; c++) free(w->classes[c]);
+            for (size_t k = 0; k < w->n_skipped; k++) {
+                free(w->skipped[k].id);
+                free(w->skipped[k].detail);
+            }
+            free(w->skipped);
+            free(w->payload_bytes);
+            free(w->input_tokens);
         }
         free(r.workloads);
     }
@@ -946,9 +1086,13 @@ out:
         for (int i = 0; i < r.n_phases; i++) free(r.phases[i].s);
         free(r.phases);
     }
+    if (model_loaded) bs_basal_free(&model);
+    bs_letter_cache_free(&lc);
+    free(r.source_json);
+    free(r.settings_json);
     free(r.server_argv);
     free(r.model_name);
-    free(r.model_path);
+    free(r.model_ref);
     free(base);
     curl_global_cleanup();
     return rc;
