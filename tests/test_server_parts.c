@@ -114,6 +114,117 @@ static void test_bodies(void) {
     CHECK_INT(bs_route_method_ok(R_OPENAPI, "HEAD", &allow), 0);
 }
 
+/* One chunked body through bs_chunked_decode, fed in pieces of `step` bytes
+ * as reads would bring it. Returns the decoder's last answer; *body gets
+ * the decoded bytes, *rest the bytes left after the body's end. */
+static long chunked_run(const char *in, size_t step, bs_buf *body, size_t *rest) {
+    bs_chunked d = { 0 };
+    size_t len = strlen(in), at = 0;
+    long r = -2;
+    *rest = 0;
+    while (at < len && r == -2) {
+        size_t k = len - at < step ? len - at : step;
+        char piece[256];
+        memcpy(piece, in + at, k);
+        size_t n = k;
+        r = bs_chunked_decode(&d, piece, &n);
+        bs_buf_put(body, piece, n);
+        at += k;
+        if (r >= 0) *rest = (size_t)r + (len - at);
+    }
+    return r;
+}
+
+/* Chunked framing against the grammar of RFC 9112 §7.1 (chunk-size = 1*HEXDIG,
+ * then BWS, chunk-ext = *( BWS ";" ... ), CRLF; chunk-data CRLF; last-chunk;
+ * trailer-section; CRLF), whole and byte by byte. */
+static void test_chunked(void) {
+    struct { const char *in; long want; const char *body; size_t rest; } cases[] = {
+        { "2\r\n{}\r\n0\r\n\r\n", 0, "{}", 0 },
+        { "2\r\n{}\r\n0\r\n\r\nGET / HTTP/1.1\r\n", 0, "{}", 16 },                 /* a pipelined request */
+        { "A\r\n0123456789\r\n1\r\nx\r\n0\r\n\r\n", 0, "0123456789x", 0 },
+        { "a;ext=1;y=\"q\"\r\n0123456789\r\n0\r\n\r\n", 0, "0123456789", 0 },          /* extensions */
+        { "2 \t;e\r\n{}\r\n0 \r\n\r\n", 0, "{}", 0 },                                  /* BWS */
+        { "0002\r\n{}\r\n000\r\n\r\n", 0, "{}", 0 },                                    /* leading zeros */
+        { "2\r\n{}\r\n0\r\nX-T: 1\r\nY: 2\r\n\r\n", 0, "{}", 0 },                      /* trailer fields */
+        { "2\r\n{}\r\n0\r\n", -2, "{}", 0 },                                            /* trailer section to come */
+        { "2\r\n{", -2, "{", 0 },
+        { "0x2\r\n{}\r\n0\r\n\r\n", -1, "", 0 },                                        /* not hex after the digits */
+        { "2x\r\n{}\r\n0\r\n\r\n", -1, "", 0 },
+        { "-2\r\n{}\r\n0\r\n\r\n", -1, "", 0 },
+        { "\r\n", -1, "", 0 },                                                            /* no digits */
+        { ";e\r\n", -1, "", 0 },
+        { "2\n{}\r\n0\r\n\r\n", -1, "", 0 },                                             /* bare LF */
+        { "2\r\n{}\n0\r\n\r\n", -1, "{}", 0 },
+        { "2\r\n{}XX0\r\n\r\n", -1, "{}", 0 },                                            /* no CRLF after data */
+        { "2\r\n{}\r\n0\r\n\n", -1, "{}", 0 },
+        { "2;a\nb\r\n{}\r\n0\r\n\r\n", -1, "", 0 },                                     /* LF in an extension */
+        { "2;a\x01\r\n", -1, "", 0 },
+        { "2\r\n{}\r\n0\r\nX: \x01\r\n\r\n", -1, "{}", 0 },
+        { "ffffffffffffffff\r\n", -2, "", 0 },                                               /* 64 bits: the caller's 413 */
+        { "10000000000000000\r\n", -1, "", 0 },                                             /* beyond 64 bits */
+    };
+    size_t steps[] = { 1, 2, 3, 7, 1000 };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+            bs_buf body;
+            bs_buf_init(&body);
+            size_t rest;
+            long r = chunked_run(cases[i].in, steps[k], &body, &rest);
+            if (r >= 0) r = 0; /* success: the bytes after the body are checked as rest */
+            if (r != cases[i].want || body.len != strlen(cases[i].body) ||
+                memcmp(body.data ? body.data : "", cases[i].body, body.len) || rest != cases[i].rest)
+                fprintf(stderr, "chunked case %zu step %zu: %ld, %zu body bytes, rest %zu\n", i, steps[k], r,
+                        body.len, rest);
+            CHECK_INT(r, cases[i].want);
+            CHECK_INT(body.len, strlen(cases[i].body));
+            CHECK_INT(rest, cases[i].rest);
+            bs_buf_free(&body);
+        }
+    /* the size is known as soon as its digits are in (the caller answers 413 then) */
+    bs_chunked d = { 0 };
+    char buf[] = "1000";
+    size_t n = 4;
+    CHECK_INT(bs_chunked_decode(&d, buf, &n), -2);
+    CHECK_INT(d.left, 0x1000);
+    /* an endless extension or trailer is refused, not buffered */
+    bs_buf big;
+    bs_buf_init(&big);
+    bs_buf_puts(&big, "1;");
+    for (int i = 0; i < 5000; i++) bs_buf_putc(&big, 'e');
+    bs_buf_puts(&big, "\r\nx\r\n0\r\n\r\n");
+    bs_buf out;
+    bs_buf_init(&out);
+    size_t rest;
+    CHECK_INT(chunked_run(big.data, 100, &out, &rest), -1);
+    bs_buf_free(&big);
+    bs_buf_free(&out);
+    bs_buf_init(&big);
+    bs_buf_puts(&big, "0\r\n");
+    for (int i = 0; i < 10000; i++) bs_buf_puts(&big, "X: 12\r\n"); /* 70000 bytes */
+    bs_buf_init(&out);
+    CHECK_INT(chunked_run(big.data, 200, &out, &rest), -1);
+    bs_buf_free(&big);
+    bs_buf_free(&out);
+}
+
+/* Request targets: absolute-form routes by its path (RFC 9112 §3.2.2). */
+static void test_target(void) {
+    struct { const char *t, *want; } cases[] = {
+        { "/v1/systemone", "/v1/systemone" }, { "/v1/basal?x=1", "/v1/basal?x=1" },
+        { "http://h:8000/v1/systemone", "/v1/systemone" }, { "HTTPS://h/health?x", "/health?x" },
+        { "http://h", "/" }, { "http://h?q=1", "/" }, { "*", "*" }, { "http:/x", "http:/x" },
+        { "ftp://h/v1/basal", "ftp://h/v1/basal" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *p = cases[i].t;
+        size_t n = strlen(p);
+        bs_http_target_path(&p, &n);
+        CHECK_INT(n, strlen(cases[i].want));
+        CHECK(!memcmp(p, cases[i].want, n));
+    }
+}
+
 static void test_ids(void) {
     char a[33], b[33];
     bs_request_id(a);
@@ -275,6 +386,8 @@ static void test_metrics(void) {
 int main(void) {
     test_auth();
     test_bodies();
+    test_chunked();
+    test_target();
     test_ids();
     test_cors();
     test_metrics();

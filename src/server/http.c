@@ -124,10 +124,7 @@ struct conn {
     double start_ms;         /* the request's header block is in */
     int chunked;
     unsigned long long clen, received;
-    union {
-        struct phr_chunked_decoder d;
-        char room[128];      /* a newer library's larger struct (picohttp.h) */
-    } dec;
+    bs_chunked dec;          /* a chunked body's decoder (routes.c) */
     bs_buf body;
     size_t model;            /* BS_METRICS_NO_MODEL until routed */
     int admitted;            /* counted in basal_model_inflight_requests */
@@ -929,6 +926,7 @@ static int parse_headers(conn *c) {
         snprintf(c->method, sizeof c->method, "?"); /* no route has such a method: 405 */
     }
     c->head = !strcmp(c->method, "HEAD");
+    bs_http_target_path(&p, &pl); /* absolute-form routes by its path (RFC 9112 §3.2.2) */
     const char *q = memchr(p, '?', pl);
     size_t plen = q ? (size_t)(q - p) : pl;
     if (!(c->path = malloc(pl + 1))) {
@@ -1005,7 +1003,6 @@ static int parse_headers(conn *c) {
     }
     c->chunked = have_te;
     c->clen = cl;
-    c->dec.d.consume_trailer = 1;
     int inference = c->route == R_SYSTEMONE || c->route == R_BASAL;
     const char *allow;
     if (inference && bs_route_method_ok(c->route, c->method, &allow) == 0) {
@@ -1045,7 +1042,7 @@ static int read_body(conn *c) {
         return c->received == c->clen;
     }
     size_t sz = c->in_len, was = c->in_len;
-    ssize_t r = phr_decode_chunked(&c->dec.d, c->in, &sz);
+    long r = bs_chunked_decode(&c->dec, c->in, &sz);
     if (r == -1) {
         bs_reply_bad_request(&er, c->dialect, "Invalid chunked body.");
         respond_error(c, &er, 1);
@@ -1053,7 +1050,7 @@ static int read_body(conn *c) {
     }
     c->received += sz;
     /* over the limit, or a chunk announced that would take it there: 413 now */
-    if (c->received > s->max_body || c->dec.d.bytes_left_in_chunk > s->max_body - c->received) {
+    if (c->received > s->max_body || c->dec.left > s->max_body - c->received) {
         bs_reply_too_large(&er, c->dialect, s->max_body);
         respond_error(c, &er, 1);
         return 0;

@@ -206,3 +206,120 @@ int bs_http_other_major(const char *in, size_t len) {
     const char *v = sp + 1;
     return vl >= 6 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[5] != '1';
 }
+
+
+void bs_http_target_path(const char **t, size_t *n) {
+    const char *p = *t;
+    size_t len = *n, i;
+    if (len >= 7 && !strncasecmp(p, "http://", 7)) i = 7;
+    else if (len >= 8 && !strncasecmp(p, "https://", 8)) i = 8;
+    else return;
+    while (i < len && p[i] != '/' && p[i] != '?') i++;
+    if (i < len && p[i] == '/') {
+        *t = p + i;
+        *n = len - i;
+    } else { /* "http://host" or "http://host?q": the root (the query routes nothing) */
+        *t = "/";
+        *n = 1;
+    }
+}
+
+
+/* Why our own decoder: the picohttpparser of Debian's libh2o reads any bytes
+ * between the chunk size and the LF as an extension, so "0x2" is a last
+ * chunk (size 0, extension "x2"), and it takes bare LFs. A proxy in front
+ * that reads such framing otherwise would see other request boundaries than
+ * this server (request smuggling); hyper (basal-rs) refuses them. */
+enum { CK_SIZE0, CK_SIZE, CK_BWS, CK_EXT, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_TRAILER0, CK_TRAILER,
+       CK_TRAILER_LF, CK_END_LF };
+#define CK_MAX_LINE 4096       /* a chunk-size line with its extensions */
+#define CK_MAX_TRAILER 65536   /* the trailer section (as the header block) */
+
+/* Field content: visible ASCII, obs-text, SP and HTAB (RFC 9110 §5.5). */
+static int ck_text(unsigned char ch) { return ch == '\t' || (ch >= 0x20 && ch != 0x7f); }
+
+long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
+    size_t src = 0, dst = 0, len = *n;
+    long ret = -2;
+    while (src < len) {
+        unsigned char ch = (unsigned char)buf[src];
+        int h;
+        switch (d->state) {
+        case CK_DATA: {
+            size_t k = len - src < d->left ? len - src : (size_t)d->left;
+            memmove(buf + dst, buf + src, k);
+            dst += k;
+            src += k;
+            if ((d->left -= k) == 0) d->state = CK_DATA_CR;
+            continue;
+        }
+        case CK_SIZE0:
+        case CK_SIZE:
+            if ((h = hexval((char)ch)) >= 0) {
+                if (d->digits == 16) goto bad; /* beyond 64 bits */
+                d->left = d->left << 4 | (unsigned)h;
+                d->digits++;
+                d->state = CK_SIZE;
+                break;
+            }
+            if (d->state == CK_SIZE0) goto bad;
+            /* what may follow the digits: */
+            /* fallthrough */
+        case CK_BWS:
+            if (ch == ' ' || ch == '\t') d->state = CK_BWS;
+            else if (ch == ';') d->state = CK_EXT;
+            else if (ch == '\r') d->state = CK_SIZE_LF;
+            else goto bad;
+            break;
+        case CK_EXT:
+            if (ch == '\r') d->state = CK_SIZE_LF;
+            else if (!ck_text(ch)) goto bad;
+            break;
+        case CK_SIZE_LF:
+            if (ch != '\n') goto bad;
+            d->state = d->left ? CK_DATA : CK_TRAILER0;
+            d->digits = 0;
+            d->line = 0;
+            break;
+        case CK_DATA_CR:
+            if (ch != '\r') goto bad;
+            d->state = CK_DATA_LF;
+            break;
+        case CK_DATA_LF:
+            if (ch != '\n') goto bad;
+            d->state = CK_SIZE0;
+            d->left = 0;
+            break;
+        case CK_TRAILER0:
+            if (ch == '\r') d->state = CK_END_LF;
+            else if (ck_text(ch)) d->state = CK_TRAILER;
+            else goto bad;
+            break;
+        case CK_TRAILER:
+            if (ch == '\r') d->state = CK_TRAILER_LF;
+            else if (!ck_text(ch)) goto bad;
+            break;
+        case CK_TRAILER_LF:
+            if (ch != '\n') goto bad;
+            d->state = CK_TRAILER0;
+            break;
+        case CK_END_LF:
+            if (ch != '\n') goto bad;
+            src++;
+            ret = (long)(len - src);
+            goto out;
+        }
+        src++;
+        if (d->state == CK_SIZE || d->state == CK_BWS || d->state == CK_EXT || d->state == CK_SIZE_LF) {
+            if (++d->line > CK_MAX_LINE) goto bad;
+        } else if (d->state >= CK_TRAILER0 && ++d->trailer > CK_MAX_TRAILER) {
+            goto bad;
+        }
+    }
+out:
+    *n = dst;
+    return ret;
+bad:
+    *n = dst;
+    return -1;
+}

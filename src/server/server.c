@@ -155,9 +155,17 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     long limit = o->max_connections > 0 ? o->max_connections
                                         : (o->max_inflight > 1L << 20 ? 1L << 20 : o->max_inflight) + 1024;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 128 + REFUSE_SLACK &&
-        (rlim_t)limit > rl.rlim_cur - 64 - REFUSE_SLACK)
-        limit = (long)(rl.rlim_cur - 64 - REFUSE_SLACK);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        /* Descriptors for the process's own files and the refused
+         * connections; under a small limit (a hard limit below 640) half of
+         * it. Past the limit accept() fails and libuv drops the newcomer
+         * unanswered, while idle connections, which it would have pushed
+         * out, keep their descriptors. */
+        rlim_t reserve = 64 + REFUSE_SLACK;
+        if (reserve > rl.rlim_cur / 2) reserve = rl.rlim_cur / 2;
+        if ((rlim_t)limit > rl.rlim_cur - reserve) limit = (long)(rl.rlim_cur - reserve);
+        if (limit < 1) limit = 1;
+    }
     s->max_conn = limit;
     bs_buf_init(&s->models_body);
     bs_buf_init(&s->health_body);

@@ -56,6 +56,26 @@ void bs_http_trim(const char **p, size_t *n);
 int bs_http_content_length(const char *v, size_t n, int *have, unsigned long long *out);
 /* Does the first line of in end in an HTTP version whose major is not 1? */
 int bs_http_other_major(const char *in, size_t len);
+/* The path of a request target: origin-form as it is; absolute-form
+ * ("http://host:port/p?q", which RFC 9112 §3.2.2 says a server MUST accept)
+ * without its scheme and authority, "/" when it has no path. */
+void bs_http_target_path(const char **t, size_t *n);
+
+/* A chunked request body (RFC 9112 §7.1), decoded strictly: the chunk size is
+ * 1 to 16 hex digits followed only by optional whitespace, a chunk extension
+ * (';' ...) or CRLF; every line ends in CRLF. Zeroed = at the start. */
+typedef struct {
+    unsigned long long left; /* the size being read, then the data bytes left in the chunk */
+    int state;
+    int digits;
+    size_t line;             /* bytes of the current size or trailer line */
+    size_t trailer;          /* bytes of the trailer section */
+} bs_chunked;
+/* Decodes buf[0, *n) in place: the body bytes found move to the front and
+ * *n becomes their count. Returns -2 when the body continues, -1 when its
+ * framing is invalid, else the number of bytes after the body's end, which
+ * are left at the tail of the input (phr_decode_chunked's contract). */
+long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n);
 
 /* The HTTP fuzz target's entry (tests/fuzz/fuzz_http.c): the bytes of one
  * client connection fed through the server's own reading, parsing, routing

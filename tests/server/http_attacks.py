@@ -419,6 +419,99 @@ def test_nul_path(port):
     C.eq(fr[0][0] if fr else None, 200, "GET /h%65alth is /health")
 
 
+# ---- framing that a proxy in front could read otherwise (request smuggling) ----
+
+def test_chunk_framing(port):
+    """RFC 9112 §7.1: chunk-size is hex digits, then only whitespace, a ';'
+    extension or CRLF, and every line ends in CRLF. The lenient parser this
+    server used read "0x2" as a last chunk (size 0, extension "x2") and took
+    the "{}" after it for a trailer, so the body was empty and the connection
+    stayed open for whatever followed; a proxy that reads 0x2 as 2 frames the
+    same bytes differently. Each case: 400 "Invalid chunked body.", closed,
+    and the request behind it is not answered."""
+    smuggled = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    for what, chunks in (
+        ("0x prefix on the size", b"0x2\r\n{}\r\n0\r\n\r\n"),
+        ("letters after the size", b"2zz\r\n{}\r\n0\r\n\r\n"),
+        ("bare LF after the size", b"2\n{}\r\n0\r\n\r\n"),
+        ("bare LF after the data", b"2\r\n{}\n0\r\n\r\n"),
+        ("LF inside an extension", b"2;a\nb\r\n{}\r\n0\r\n\r\n"),
+        ("bare LF ending the trailer section", b"2\r\n{}\r\n0\r\n\n"),
+    ):
+        data = b"POST /v1/basal HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + smuggled
+        raw, closed = exchange(port, data, 3)
+        json_error(what, raw, 400, BA, '{"error":"Invalid chunked body."}')
+        C.ok(closed, f"{what}: the connection is closed")
+    # the grammar's own forms still work: extensions, whitespace, trailer fields, upper-case hex
+    body = b'{"state":"s"}'
+    data = (b"POST /v1/basal HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            b"0000A ;a=1;b=\"x y\"\r\n" + body[:10] + b"\r\n3\t\r\n" + body[10:] + b"\r\n0\r\nX-T: 1\r\n\r\n")
+    raw, _ = exchange(port, data, 3)
+    json_error("chunked body with extensions and a trailer", raw, 422, BA, '{"error":"Field required"}')
+
+
+def test_absolute_form(port):
+    """RFC 9112 §3.2.2: a server MUST accept a request target in
+    absolute-form; it routes by the path (basal-rs's hyper/axum does: the
+    router looks at uri.path()). It was answered 404."""
+    body = decision("abs", 1)
+    ref, _ = exchange(port, post_bytes(SO, body, "Connection: close\r\n"), 10)
+    want = final(split_responses(ref))
+    for target in ("http://127.0.0.1:%d/v1/systemone" % port, "HTTP://x/v1/systemone?a=1"):
+        raw, _ = exchange(port, post_bytes(target, body, "Connection: close\r\n"), 10)
+        fr = final(split_responses(raw))
+        C.eq(fr[0][0] if fr else None, 200, f"POST {target}: 200")
+        if fr and want:
+            C.eq(strip_latency(fr[0][2]), strip_latency(want[0][2]), f"POST {target}: the origin-form answer")
+            C.ok(re.fullmatch(r"[0-9a-f]{32}", fr[0][1].get("x-typesafe-request-id", "")),
+                 f"POST {target}: x-typesafe-request-id")
+    # "https://x" has no path: the root, the playground page
+    for target, status in (("http://x/health", 200), ("https://x", 200), ("http://x/nope", 404)):
+        raw, _ = exchange(port, f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), 3)
+        fr = final(split_responses(raw))
+        C.eq(fr[0][0] if fr else None, status, f"GET {target}")
+
+
+def test_fd_limit():
+    """A descriptor limit below the default --max-connections (hard limit
+    300): the connection limit follows it with room to spare, so idle and
+    trickling connections are pushed out for a newcomer instead of taking
+    every descriptor (accept() then fails and the newcomer was dropped
+    without an answer)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        C.ok(True, f"fd limit test skipped (this process may open {hard} files)")
+        return
+    if soft != resource.RLIM_INFINITY and soft < 1024:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300))
+
+    srv = Server(["--model", fixture("tiny-bias"), "--access-log", "off"], preexec=low_limit)
+    held = []
+    try:
+        for i in range(350):
+            try:
+                s = connect(srv.port, f"127.0.0.{20 + i % 10}")
+                if i % 2:
+                    s.sendall(b"GET /health HTTP/1.1\r\n")
+                held.append(s)
+            except OSError:
+                break
+        time.sleep(0.3)
+        for k in range(3):
+            raw, _ = exchange(srv.port, post_bytes(SO, decision("fd", 1), "Connection: close\r\n"), 10)
+            fr = final(split_responses(raw))
+            C.eq(fr[0][0] if fr else None, 200, f"350 idle connections, hard limit 300: a newcomer is answered ({k})")
+    finally:
+        for s in held:
+            s.close()
+        code = srv.stop()
+    C.eq(code, 0, "low fd limit server exits 0")
+
+
 def main():
     args = ["--model", fixture("tiny-bias"), "--metrics"]
     # HTTP_ATTACKS_LEGACY=1: run against a server without these flags (the
@@ -433,6 +526,8 @@ def main():
         test_client_limit(srv.port)
         test_error_bodies(srv.port)
         test_nul_path(srv.port)
+        test_chunk_framing(srv.port)
+        test_absolute_form(srv.port)
         st, _, _ = srv.request("GET", "/health")
         C.eq(st, 200, "the server is still up after the attacks")
     finally:
@@ -460,6 +555,7 @@ def main():
         el = time.time() - t0
     C.eq(code, 0, "--max-inflight 1 server exits 0")
     C.ok(el < 5 * SLOW, f"... and SIGTERM takes under 5 s ({el:.1f} s)")
+    test_fd_limit()
     return C.report()
 
 

@@ -55,7 +55,7 @@ def shorten(v, n=600):
 class Server:
     """A running `basal serve`; .port, .pid, .log()"""
 
-    def __init__(self, args, env=None, expect_start=True, timeout=60, auto_addr=True):
+    def __init__(self, args, env=None, expect_start=True, timeout=60, auto_addr=True, preexec=None):
         self.dir = tempfile.mkdtemp(prefix="basal-srv-")
         # the server's stderr lives here: gone when the test ends (KEEP_TMP=1 keeps it for a post-mortem)
         if not os.environ.get("KEEP_TMP"):
@@ -70,8 +70,9 @@ class Server:
         if auto_addr and not any(a == "--addr" for a in args) and "BASAL_ADDR" not in (env or {}):
             argv += ["--addr", "127.0.0.1:0"]
         self.err = open(self.errpath, "wb")
+        # preexec: run in the child before exec (e.g. a lower descriptor limit)
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.err, env=full_env,
-                                     cwd=(env or {}).get("_CWD"))
+                                     cwd=(env or {}).get("_CWD"), preexec_fn=preexec)
         self.pid = self.proc.pid
         pidfile = os.environ.get("SERVER_PIDS")
         if pidfile:
