@@ -205,9 +205,10 @@ build/bench/gemm_bench: bench/gemm_bench.c build/libbasal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(OPT_build) $< build/libbasal.a $(LIBS) $(CUDA_LIBS_build) -lopenblas -o $@
 
-# Regenerates the committed tokenizer goldens with the npm oracle.
+# Regenerates the committed tokenizer goldens with the npm oracles.
 goldens: deps
 	node tools/tokenizer-goldens.js
+	node tools/hf-tokenizer-goldens.js
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -116,21 +116,33 @@ static void test_upstream_checks(void) {
 }
 
 /* 03 §4.3 on hand-checked offsets: the first LF + state; tokens inside; empty-
- * span tokens between state tokens are read too; characters, not bytes. */
+ * span tokens are never the first state token but are read between state
+ * tokens; characters, not bytes. */
 static void test_locate(void) {
     bs_err e = {0};
     /* prompt "<s>X\nŻó\xc5\x82w ma\nY": state "Żółw ma" starts at character 5 */
     const char *prompt = "<s>X\n\xc5\xbb\xc3\xb3\xc5\x82w ma\nY";
     const char *state = "\xc5\xbb\xc3\xb3\xc5\x82w ma";
-    /* tokens: <s> (0,3) X (3,4) \n (4,5) byte tokens of Ż (5,5) (5,6), "ółw" (6,9), "▁ma" (9,12), \n (12,13), Y (13,14) */
-    int32_t offs[] = {0, 3, 3, 4, 4, 5, 5, 5, 5, 6, 6, 9, 9, 12, 12, 13, 13, 14};
+    /* tokens as Hugging Face reports them when Ż falls back to bytes: <s> (0,3)
+       X (3,4) \n (4,5), both byte tokens of Ż (5,6), "ółw" (6,9), "▁ma" (9,12),
+       \n (12,13), Y (13,14): the state starts at the first byte token */
+    int32_t offs[] = {0, 3, 3, 4, 4, 5, 5, 6, 5, 6, 6, 9, 9, 12, 12, 13, 13, 14};
     int32_t t0, t1, *rel = NULL;
     int r = bs_evidence_locate(prompt, strlen(prompt), state, strlen(state), offs, 9, &t0, &t1, &rel, &e);
     CHECK_INT(r, 1);
-    CHECK_INT(t0, 4);
+    CHECK_INT(t0, 3);
     CHECK_INT(t1, 7);
-    int32_t want[6] = {0, 1, 1, 4, 4, 7};
+    int32_t want[8] = {0, 1, 0, 1, 1, 4, 4, 7};
     CHECK(rel && !memcmp(rel, want, sizeof want));
+    free(rel);
+    /* synthetic empty spans (5,5) and (9,9): skipped at the start, kept inside */
+    int32_t offs_e[] = {0, 3, 3, 4, 4, 5, 5, 5, 5, 6, 6, 9, 9, 9, 9, 12, 12, 13, 13, 14};
+    r = bs_evidence_locate(prompt, strlen(prompt), state, strlen(state), offs_e, 10, &t0, &t1, &rel, &e);
+    CHECK_INT(r, 1);
+    CHECK_INT(t0, 4);
+    CHECK_INT(t1, 8);
+    int32_t want_e[8] = {0, 1, 1, 4, 4, 4, 4, 7};
+    CHECK(rel && !memcmp(rel, want_e, sizeof want_e));
     free(rel);
     /* the state is found only after an LF: a leading copy without one is skipped */
     const char *p2 = "ab\nab";

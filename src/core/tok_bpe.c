@@ -173,8 +173,10 @@ const tk_ment *tk_mergemap_get(const tk_mergemap *m, int32_t a, int32_t b) {
 
 /* ---------------- the merge loop ---------------- */
 
-/* A symbol covers normalized characters [cs, ce). A byte-fallback piece that
- * is not the last byte of its character has cs == ce (spec 01 §4.6). */
+/* A symbol covers normalized characters [cs, ce). Every byte-fallback piece
+ * covers its whole character, as Hugging Face reports it: its byte range is
+ * widened to the character's alignment before the conversion to characters
+ * (tokenizers 0.23.2, the version basal-rs links; spec 01 §4.6 says otherwise). */
 typedef struct {
     int32_t id;
     int32_t prev, next; /* -1 at the ends */
@@ -327,8 +329,7 @@ static int bpe_chunk(const bs_tokenizer *t, const tk_nstr *w, size_t a, size_t b
                 unk_s = -1;
             }
             for (size_t k = 0; k < len; k++) {
-                int32_t ce = k + 1 == len ? (int32_t)i + 1 : (int32_t)i;
-                rc = sym_push(s, t->byte_id[(uint8_t)s->buf[k]], (int32_t)i, ce);
+                rc = sym_push(s, t->byte_id[(uint8_t)s->buf[k]], (int32_t)i, (int32_t)i + 1);
                 if (rc != BS_OK) return rc;
             }
             continue;
