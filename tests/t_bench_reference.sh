@@ -13,6 +13,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 need "$BASAL" "$FIXTURES/tiny-bias"
 model=$FIXTURES/tiny-bias
+export BENCH_MODEL_DIR=$model
 ref=$tmp/ref
 mkdir -p "$ref"
 "$PY" - "$ref" <<'PYEOF'
@@ -92,6 +93,12 @@ for k in ("n", "lat_n", "lat1_ms", "lat2_ms", "lat2_p95_ms", "lat1_ms_all", "lat
           "all_items_s", "acc", "correct", "with_gold", "load_s", "backend"):
     if k not in rep: fails.append(f"field {k} missing")
 eq(rep["lat_n"], len(items) - 5, "lat_n = min(--lat-n 50, items - 5)")
+# 06 §7.6: the weights' SHA-256 recorded, against hashlib
+import hashlib, os
+mdir = os.environ["BENCH_MODEL_DIR"]
+want = {f: hashlib.sha256(open(os.path.join(mdir, f), "rb").read()).hexdigest()
+        for f in sorted(os.listdir(mdir)) if f.endswith(".safetensors")}
+eq(rep.get("weights_sha256"), want, "weights_sha256")
 eq(rep["n"], len(items), "n")
 eq(len(rep["per_item"]), rep["lat_n"], "per_item entries")
 eq(len(rep["lat2_ms_all"]), rep["lat_n"], "lat2_ms_all entries")
@@ -121,6 +128,10 @@ if [ "$rc" -eq 0 ] && "$PY" - "$tmp/br.json" "$tmp" <<'PYEOF'
 import json, statistics, sys
 r = json.load(open(sys.argv[1]))
 assert r["reps"] == 5 and r["backend"] == "cpu", r
+import hashlib, os
+mdir = os.environ["BENCH_MODEL_DIR"]
+assert r["weights_sha256"] == {f: hashlib.sha256(open(os.path.join(mdir, f), "rb").read()).hexdigest()
+                               for f in sorted(os.listdir(mdir)) if f.endswith(".safetensors")}, r["weights_sha256"]
 def trie(seqs): return len({tuple(s[:k]) for s in seqs for k in range(1, len(s) + 1)})
 for mode in r["modes"]:
     assert len(mode["requests"]) == 4, mode

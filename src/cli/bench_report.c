@@ -333,6 +333,8 @@ void bm_write_json(const bm_report *r, bs_buf *b) {
     put_str(b, r->model_name);
     bs_buf_puts(b, ",\"checkpoint_bytes\":");
     put_u(b, r->checkpoint_bytes > 0 ? r->checkpoint_bytes : NAN);
+    bs_buf_puts(b, ",\"weights_sha256\":");
+    bs_buf_puts(b, r->weights_sha256 ? r->weights_sha256 : "null");
     bs_buf_puts(b, ",\"resolved_revision\":null,\"load_s\":");
     put_d(b, r->load_s);
     bs_buf_puts(b, "},\"device\":{\"kind\":\"cpu\",\"cpu_model\":");
@@ -404,7 +406,8 @@ void bm_write_json(const bm_report *r, bs_buf *b) {
     bs_buf_puts(b, ",\"The load generator runs on the same machine as the server and shares its CPUs.\"");
     bs_buf_puts(b, ",\"Memory is sampled, not a true allocation peak; reserve checks cannot prevent an OOM inside a "
                    "forward.\"");
-    bs_buf_puts(b, ",\"The weights' SHA-256 is not computed; checkpoint_bytes identifies their size only.\"");
+    if (!r->weights_sha256)
+        bs_buf_puts(b, ",\"The weights' SHA-256 is not computed (--url); checkpoint_bytes identifies their size only.\"");
     bs_buf_puts(b, ",\"No sustained thermal/power guarantee. Answer consistency is not upstream FP32 quality "
                    "validation.\"");
     if (!r->started_server)

@@ -86,6 +86,7 @@ typedef struct bm_report {
     char backend[160];    /* the server's own description ("cpu, dtype f32, kernel ..."), "" = unknown */
     /* model */
     char *model_ref, *model_name;
+    char *weights_sha256; /* JSON object {"file": "hex"}; NULL = not computed (--url) */
     double checkpoint_bytes, load_s; /* <= 0 / NAN = unknown */
     /* settings and methodology */
     char *source_json;    /* the "source" object, written by cmd_benchmark.c */

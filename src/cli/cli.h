@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cli/cli_opts.h"
+#include "core/util.h"
 
 int cmd_init(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
@@ -54,6 +55,12 @@ typedef struct cli_device {
  * reference that cannot be resolved is reported here (exit 1). */
 int cli_model_ref(void *dst, const char *flag, const char *value);
 #define CLI_MODEL(help, dst_) CLI_CALL("--model", "REF", "", NULL, help, dst_, cli_model_ref)
+
+/* The SHA-256 of every weight file of a model directory (model.safetensors,
+ * or the shards its index lists), as a JSON object {"file name": "hex", ...}
+ * appended to out, with a progress line "hashing weights" on stderr. Every
+ * benchmark report records it (spec 06 §7.6). Returns BS_OK or an error in e. */
+int cli_weights_sha256(const char *model_dir, bs_buf *out, bs_err *e);
 
 struct bs_model;
 /* Attaches the chosen backend to a loaded model; prints "basal CMD: ..." and

@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 #include "core/progress.h"
 #include "core/respjson.h"
+#include "core/sha256.h"
 #include "engine/plan.h"
+#include "model/safetensors.h"
 #include "server/modelref.h"
 
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens) {
@@ -100,4 +102,28 @@ void cli_put_order(bs_buf *b, const bs_item *it, const bs_order *od) {
     bs_resp_ids(b, od->ids, (size_t)od->n_ids);
     bs_buf_puts(b, ",\"letter_ids\":");
     bs_resp_ids(b, it->letter_ids, it->k);
+}
+
+int cli_weights_sha256(const char *model_dir, bs_buf *out, bs_err *e) {
+    bs_weights w;
+    int rc = bs_weights_open(&w, model_dir, e); /* the files, their headers checked */
+    if (rc != BS_OK) return rc;
+    uint64_t total = 0;
+    for (int f = 0; f < w.n_files; f++) total += w.files[f].size;
+    bs_progress *p = bs_progress_start("hashing weights (SHA-256)", total, "B");
+    bs_buf_puts(out, "{");
+    for (int f = 0; f < w.n_files && rc == BS_OK; f++) {
+        uint8_t d[32];
+        char hex[65];
+        if ((rc = bs_sha256_file(w.files[f].path, d, p, e)) != BS_OK) break;
+        bs_sha256_hex(d, hex);
+        const char *slash = strrchr(w.files[f].path, '/');
+        bs_buf_puts(out, f ? "," : "");
+        bs_resp_cstr(out, slash ? slash + 1 : w.files[f].path);
+        bs_buf_printf(out, ":\"%s\"", hex);
+    }
+    bs_buf_puts(out, "}");
+    bs_progress_end(p);
+    bs_weights_close(&w);
+    return rc;
 }

@@ -289,6 +289,8 @@ int cmd_bench(int argc, char **argv) {
     bs_prefix_set pinned = {0};
     bs_buf rep;
     bs_buf_init(&rep);
+    bs_buf wsha; /* the weights' SHA-256 (06 §7.6) */
+    bs_buf_init(&wsha);
     bs_buf *bodies = NULL;
     double *lat1 = NULL, *lat2 = NULL;
     double t0 = bs_now_ms();
@@ -297,6 +299,10 @@ int cmd_bench(int argc, char **argv) {
     loaded = 1;
     if (cli_device_attach("bench", &m.model, &dev) < 0) goto done;
     double load_s = (bs_now_ms() - t0) / 1000.0;
+    if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
+        fprintf(stderr, "basal bench: %s\n", e.msg);
+        goto done;
+    }
     if (bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
     if (reference) {
         if ((n_ref = read_reference(reference, m.name, &bodies, &refs)) < 0) goto done;
@@ -428,7 +434,7 @@ int cmd_bench(int argc, char **argv) {
     double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
     double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
     bs_buf_printf(&rep,
-                  "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
+                  "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
                   "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
                   "\"state_tokens\":%d,\"n\":%d,"
                   "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
@@ -437,7 +443,7 @@ int cmd_bench(int argc, char **argv) {
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
-                  m.name, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
+                  m.name, wsha.data, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
                   bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n, L, l1, l2,
                   p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
                   batching, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
@@ -493,6 +499,7 @@ done:
     free(lat1);
     free(lat2);
     bs_buf_free(&rep);
+    bs_buf_free(&wsha);
     bs_prefix_set_free(&pinned);
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);

@@ -209,6 +209,8 @@ int cmd_bench_requests(int argc, char **argv) {
     size_t nrq = 0;
     bs_buf rep, ans;
     bs_buf_init(&rep);
+    bs_buf wsha; /* the weights' SHA-256 (06 §7.6) */
+    bs_buf_init(&wsha);
     bs_buf_init(&ans);
     double *ms = malloc((size_t)reps * sizeof *ms);
     double t0 = bs_now_ms();
@@ -217,13 +219,17 @@ int cmd_bench_requests(int argc, char **argv) {
     loaded = 1;
     if (cli_device_attach("bench-requests", &m.model, &dev) < 0) goto done;
     double load_s = (bs_now_ms() - t0) / 1000.0;
+    if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
+        fprintf(stderr, "basal bench-requests: %s\n", e.msg);
+        goto done;
+    }
     if (!no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
     if (read_requests(requests, m.name, &rq, &nrq) < 0) goto done;
     bs_engine_opts eo;
     bs_engine_opts_default(&eo);
     int bf16 = m.model.compute == BS_COMPUTE_BF16;
-    bs_buf_printf(&rep, "{\"model\":\"%s\",\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name,
+    bs_buf_printf(&rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name, wsha.data,
                   m.model.backend ? m.model.backend->name : "cpu", load_s, bs_pool_size(pool),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
                   reps, no_prefix_cache ? "false" : "true");
@@ -348,6 +354,7 @@ done:
     free(rq);
     free(ms);
     bs_buf_free(&rep);
+    bs_buf_free(&wsha);
     bs_buf_free(&ans);
     bs_prefix_set_free(&pinned);
     if (loaded) bs_basal_free(&m);

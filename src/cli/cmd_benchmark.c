@@ -879,8 +879,18 @@ int cmd_benchmark(int argc, char **argv) {
             fprintf(stderr, "basal benchmark: %s\n", r.reason);
             goto report;
         }
-        /* the tokenizer and manifests only: plans the workload as the server will */
         bs_err e = {0};
+        bs_buf sha;
+        bs_buf_init(&sha);
+        if (cli_weights_sha256(o.model_dir, &sha, &e) != BS_OK || sha.oom) {
+            snprintf(r.reason, sizeof r.reason, "%.299s", sha.oom ? "out of memory" : e.msg);
+            bs_buf_free(&sha);
+            r.status = "aborted";
+            fprintf(stderr, "basal benchmark: %s\n", r.reason);
+            goto report;
+        }
+        r.weights_sha256 = sha.data; /* owned by r now */
+        /* the tokenizer and manifests only: plans the workload as the server will */
         if (bs_basal_load(&model, o.model_dir, NULL, 0, &e) < 0) {
             fprintf(stderr, "basal benchmark: %s\n", e.msg);
             goto out;
@@ -1093,6 +1103,7 @@ out:
     free(r.server_argv);
     free(r.model_name);
     free(r.model_ref);
+    free(r.weights_sha256);
     free(base);
     curl_global_cleanup();
     return rc;

@@ -210,6 +210,14 @@ def check_report(rep, what, started_here, files=None):
         C.ok(rep["backend"] and rep["backend"].startswith("cpu, dtype "), f"{what}: backend ({rep['backend']})")
         C.ok(rep["model"]["checkpoint_bytes"] and rep["model"]["load_s"] is not None, f"{what}: model size and load_s")
         C.eq(rep["settings"]["max_batch_tokens"], 8192, f"{what}: settings recorded")
+        # spec 06 §7.6: the weights' SHA-256, against hashlib over the fixture's files
+        d = fixture("tiny-bias")
+        want = {f: hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+                for f in sorted(os.listdir(d)) if f.endswith(".safetensors")}
+        C.eq(rep["model"]["weights_sha256"], want, f"{what}: weights SHA-256")
+        C.ok(not any("SHA-256 is not computed" in x for x in rep["limitations"]), f"{what}: no hash limitation")
+    else:
+        C.eq(rep["model"]["weights_sha256"], None, f"{what}: --url: no weights hash")
 
 
 def fmt(v, div=1.0):
