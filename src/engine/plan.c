@@ -620,9 +620,10 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
             int fails = 0;
             if ((rc = bs_answer_act(out, q, &m->calib, pf, &fails, e)) < 0) return rc;
             if (fails) return bs_fail(e, BS_EINTERNAL, "act refusal without a defer action reached the answer");
-            continue;
+        } else {
+            put_answer(out, q, r->dialect, pf);
         }
-        put_answer(out, q, r->dialect, pf);
+        /* 03 §2.6: an act answer takes its evidence as the last key too */
         bs_ev_answer(out, p, qi);
     }
     if (branches != p->usage.branches)

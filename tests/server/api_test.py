@@ -1079,7 +1079,9 @@ def evidence_server(tmp):
         qs = {"c": {"type": "choice", "instructions": "Temat?", "criteria": ["billing", "shipping"], "evidence": True},
               "n": {"type": "noul", "instructions": "Czy chodzi o płatność?", "evidence": 1},
               "s": {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "wysoka"], "evidence": "tak"},
-              "x": {"type": "noul", "instructions": "Bez dowodów?"}}
+              "x": {"type": "noul", "instructions": "Bez dowodów?"},
+              # act answers take evidence too (03 §2.6)
+              "a": {"type": "act", "instructions": "Czy zwrócić?", "costs": {"wrong": 5, "defer": 1}, "evidence": True}}
         so = {}
         for path in (SO, BA):
             st, _, raw = srv.post(path, body(qs))
