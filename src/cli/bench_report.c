@@ -180,8 +180,7 @@ static void put_counts(bs_buf *b, const bm_phase *p, int cls) {
     bs_buf_putc(b, '}');
 }
 
-/* class indices in name order (basal-rs keeps classes in a BTreeMap) */
-static int class_order(const bm_workload *w, int *idx) {
+int bm_class_order(const bm_workload *w, int *idx) {
     for (int i = 0; i < w->n_classes; i++) idx[i] = i;
     for (int i = 1; i < w->n_classes; i++)
         for (int k = i; k > 0 && strcmp(w->classes[idx[k - 1]], w->classes[idx[k]]) > 0; k--) {
@@ -213,7 +212,7 @@ static void put_phase(bs_buf *b, const bm_report *r, const bm_phase *p) {
     for (size_t i = 0; i < p->n; i++) changes += p->s[i].answer_changed;
     bs_buf_printf(b, ",\"answer_changes_vs_first_success\":%ld,\"classes\":{", changes);
     int idx[BM_MAX_CLASSES], first = 1;
-    class_order(w, idx);
+    bm_class_order(w, idx);
     for (int k = 0; k < w->n_classes; k++) {
         int c = idx[k];
         size_t n = 0;
@@ -295,7 +294,7 @@ static void put_workload(bs_buf *b, const bm_workload *w) {
     }
     bs_buf_printf(b, "],\"unique_payloads\":%zu,\"questions\":%zu,\"classes\":{", w->unique_payloads, w->questions);
     int idx[BM_MAX_CLASSES], first = 1;
-    class_order(w, idx);
+    bm_class_order(w, idx);
     for (int k = 0; k < w->n_classes; k++) {
         if (!w->class_requests[idx[k]]) continue;
         if (!first) bs_buf_putc(b, ',');
@@ -452,7 +451,7 @@ void bm_write_text(const bm_report *r, bs_buf *b) {
         put_disp(b, p->proc_known ? p->peak_rss_bytes : NAN, 1073741824.0);
         bs_buf_puts(b, " GiB\n");
         int idx[BM_MAX_CLASSES];
-        class_order(w, idx);
+        bm_class_order(w, idx);
         for (int k = 0; k < w->n_classes; k++) {
             bm_stats cl = phase_stats(p, ST_LAT_OK, idx[k]);
             if (!cl.n) continue;

@@ -65,6 +65,9 @@ typedef struct bm_workload {
     double *input_tokens;   /* per request in run order, NULL when not planned here */
 } bm_workload;
 
+/* w's class indices in name order (basal-rs keeps classes in a BTreeMap): idx[0, n); returns n. */
+int bm_class_order(const bm_workload *w, int *idx);
+
 typedef struct bm_host_memory {
     double total_bytes, available_bytes, swap_used_bytes, swap_out_bytes;
 } bm_host_memory;

@@ -623,13 +623,7 @@ out:
 static int warm_up(const bm_opts *o, const char *base, bm_monitor *mon, bm_workload *w, bm_requests *rq,
                    char *reason, size_t reason_size) {
     int idx[BM_MAX_CLASSES];
-    for (int i = 0; i < w->n_classes; i++) idx[i] = i;
-    for (int i = 1; i < w->n_classes; i++)
-        for (int k = i; k > 0 && strcmp(w->classes[idx[k - 1]], w->classes[idx[k]]) > 0; k--) {
-            int t = idx[k];
-            idx[k] = idx[k - 1];
-            idx[k - 1] = t;
-        }
+    bm_class_order(w, idx);
     for (int ci = 0; ci < w->n_classes && o->warmup > 0; ci++) {
         for (size_t i = 0; i < rq->n; i++) {
             if (rq->r[i].cls != idx[ci] || rq->r[i].skipped) continue;
