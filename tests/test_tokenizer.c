@@ -725,6 +725,10 @@ static void test_tiny(void) {
                         &e), BS_OK);
     if (t) EXPECT_IDS(t, "<s>ab<X>b<Y>", 1, 4, 7, 3, 8);
     bs_tokenizer_free(t);
+    /* an empty content is skipped, taking no id: "<X>" after it gets 7 (the file's 7 and 8 are ignored) */
+    CHECK_INT(load_tiny(&t, small, "\"added_tokens\": [" ADDED(7, "") ", " ADDED(8, "<X>") "]", &e), BS_OK);
+    if (t) EXPECT_IDS(t, "<s>ab<X>b<Y>", 0, 0, 0, 4, 7, 3, 0, 0, 0);
+    bs_tokenizer_free(t);
 #undef ADDED
 
     /* invalid UTF-8 input is refused, not guessed */

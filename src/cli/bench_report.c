@@ -10,6 +10,7 @@
 #include "cli/bench_report.h"
 #include "core/pyjson.h"
 #include "core/respjson.h"
+#include "core/utf8.h"
 
 const char *const bm_error_names[BM_N_ERR] = {"", "timeout", "transport", "response_body", "http_status",
                                               "invalid_response"};
@@ -62,9 +63,12 @@ static void put_u(bs_buf *b, double x) {
     else bs_buf_printf(b, "%.0f", x);
 }
 
+/* A string up to its first byte that is not valid UTF-8: a reason clipped by
+ * snprintf can end inside a character, and the report must stay JSON that
+ * any reader accepts. */
 static void put_str(bs_buf *b, const char *s) {
     if (!s) bs_buf_puts(b, "null");
-    else bj_put_string(b, s, strlen(s));
+    else bj_put_string(b, s, bs_utf8_first_invalid(s, strlen(s)));
 }
 
 /* basal-rs writes null, not an object of nulls, for no values */

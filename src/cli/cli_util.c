@@ -123,6 +123,7 @@ int cli_weights_sha256(const char *model_dir, bs_buf *out, bs_err *e) {
         bs_buf_printf(out, ":\"%s\"", hex);
     }
     bs_buf_puts(out, "}");
+    if (rc == BS_OK && out->oom) rc = bs_fail(e, BS_ENOMEM, "%s: out of memory for the weights' SHA-256", model_dir);
     bs_progress_end(p);
     bs_weights_close(&w);
     return rc;

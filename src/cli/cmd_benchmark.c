@@ -789,7 +789,7 @@ static int parse_args(int argc, char **argv, bm_opts *o) {
 
 /* --out and --html are created up front, never overwritten (basal-rs opens --out with create_new) */
 static FILE *create_new(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); /* not inherited by serve */
     if (fd < 0) {
         fprintf(stderr, "basal benchmark: creating %s (must not exist): %s\n", path, strerror(errno));
         return NULL;
@@ -819,6 +819,7 @@ int cmd_benchmark(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     FILE *out_f = NULL, *html_f = NULL;
+    int reported = 0; /* the report files were written; else they are removed (a rerun may create them) */
     if (o.out && !(out_f = create_new(o.out))) return 1;
     if (o.html && !(html_f = create_new(o.html))) {
         fclose(out_f);
@@ -1038,6 +1039,7 @@ int cmd_benchmark(int argc, char **argv) {
         for (size_t k = 0; k < r.phases[i].n; k++) errors |= r.phases[i].s[k].error != BM_OK;
     r.status = failed ? "aborted" : errors ? "completed_with_errors" : "completed";
 report:;
+    reported = 1;
     bs_buf b;
     bs_buf_init(&b);
     if (o.json) bm_write_json(&r, &b);
@@ -1061,6 +1063,8 @@ report:;
 out:
     if (out_f && fclose(out_f) != 0) rc = 1;
     if (html_f && fclose(html_f) != 0) rc = 1;
+    if (!reported && out_f) unlink(o.out);
+    if (!reported && html_f) unlink(o.html);
     stop_server(&srv);
     sigaction(SIGINT, &old, NULL);
     if (rqs) {

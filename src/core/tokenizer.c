@@ -291,10 +291,11 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
      * a different id in the file only draws a warning. basal-rs and upstream
      * encode through it, so a file whose ids disagree is encoded with HF's. */
     int64_t vocab_len = (int64_t)t->vocab.count, max_added = -1;
+    size_t k = 0; /* tokens kept: HF skips an empty content, which can never match and takes no id */
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
-        tk_added *ad = &t->added[i];
-        t->n_added = i + 1;
+        tk_added *ad = &t->added[k];
+        t->n_added = k + 1;
         if (!json_is_object(o)) return bs_fail(e, BS_EFORMAT, "%s: added_tokens[%zu] is not an object", fn, i);
         if ((rc = check_keys(t, o, keys, "added token", e)) != BS_OK) return rc;
         json_t *id = json_object_get(o, "id");
@@ -305,20 +306,23 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
         size_t len;
         if ((rc = get_str(t, o, "content", &s, &len, "added token", e)) != BS_OK) return rc;
         if (!s) return bs_fail(e, BS_EFORMAT, "%s: added_tokens[%zu].content missing", fn, i);
-        if (len) { /* HF ignores an empty content (it can never match) */
-            int32_t vid = tk_strmap_get(&t->vocab, s, len);
-            int64_t hf = vid >= 0 ? vid : max_added < 0 ? vocab_len
-                       : max_added >= vocab_len || vocab_len == 0 ? max_added + 1 : vocab_len;
-            if (hf >= MAX_VOCAB_ID)
-                return bs_fail(e, BS_EFORMAT, "%s: added token \"%s\" would get id %lld (ids must be below %d)", fn, s,
-                               (long long)hf, MAX_VOCAB_ID);
-            if (hf != ad->id)
-                bs_log(BS_LOG_WARN, "tokenizer", "%s: added token \"%s\" has id %d in the file; Hugging Face "
-                       "tokenizers gives it id %lld (%s), which is used", fn, s, (int)ad->id, (long long)hf,
-                       vid >= 0 ? "its vocabulary id" : "the next id after the vocabulary and the added tokens");
-            ad->id = (int32_t)hf;
-            if (hf > max_added) max_added = hf;
+        if (!len) {
+            memset(ad, 0, sizeof *ad);
+            t->n_added = k;
+            continue;
         }
+        int32_t vid = tk_strmap_get(&t->vocab, s, len);
+        int64_t hf = vid >= 0 ? vid : max_added < 0 ? vocab_len
+                   : max_added >= vocab_len || vocab_len == 0 ? max_added + 1 : vocab_len;
+        if (hf >= MAX_VOCAB_ID)
+            return bs_fail(e, BS_EFORMAT, "%s: added token \"%s\" would get id %lld (ids must be below %d)", fn, s,
+                           (long long)hf, MAX_VOCAB_ID);
+        if (hf != ad->id)
+            bs_log(BS_LOG_WARN, "tokenizer", "%s: added token \"%s\" has id %d in the file; Hugging Face "
+                   "tokenizers gives it id %lld (%s), which is used", fn, s, (int)ad->id, (long long)hf,
+                   vid >= 0 ? "its vocabulary id" : "the next id after the vocabulary and the added tokens");
+        ad->id = (int32_t)hf;
+        if (hf > max_added) max_added = hf;
         if (!(ad->content = malloc(len + 1))) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
         memcpy(ad->content, s, len + 1);
         ad->clen = len;
@@ -334,7 +338,9 @@ static int parse_added(bs_tokenizer *t, json_t *arr, bs_err *e) {
         if (tk_strmap_put(&t->added_map, s, len, ad->id, &dup) != BS_OK)
             return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
         if (dup) return bs_fail(e, BS_EFORMAT, "%s: added token \"%s\" is declared twice", fn, s);
+        k++;
     }
+    n = t->n_added;
     /* two contents on one id: one of them would silently encode as the other */
     const tk_added **by_id = malloc((n ? n : 1) * sizeof *by_id);
     if (!by_id) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);

@@ -214,11 +214,11 @@ void bs_http_target_path(const char **t, size_t *n) {
     if (len >= 7 && !strncasecmp(p, "http://", 7)) i = 7;
     else if (len >= 8 && !strncasecmp(p, "https://", 8)) i = 8;
     else return;
-    while (i < len && p[i] != '/' && p[i] != '?') i++;
+    while (i < len && p[i] != '/' && p[i] != '?' && p[i] != '#') i++; /* RFC 3986: the authority ends there */
     if (i < len && p[i] == '/') {
         *t = p + i;
         *n = len - i;
-    } else { /* "http://host" or "http://host?q": the root (the query routes nothing) */
+    } else { /* "http://host", "http://host?q" or "http://host#f": the root */
         *t = "/";
         *n = 1;
     }
@@ -233,6 +233,8 @@ void bs_http_target_path(const char **t, size_t *n) {
 enum { CK_SIZE0, CK_SIZE, CK_BWS, CK_EXT, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_TRAILER0, CK_TRAILER,
        CK_TRAILER_LF, CK_END_LF };
 #define CK_MAX_LINE 4096       /* a chunk-size line with its extensions */
+#define CK_MAX_EXT 16384       /* the extension bytes of a whole body (as hyper): else 4 KiB of
+                                * framing could carry each body byte, 64 GiB at a 16 MiB limit */
 #define CK_MAX_TRAILER 65536   /* the trailer section (as the header block) */
 
 /* Field content: visible ASCII, obs-text, SP and HTAB (RFC 9110 §5.5). */
@@ -256,9 +258,8 @@ long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
         case CK_SIZE0:
         case CK_SIZE:
             if ((h = hexval((char)ch)) >= 0) {
-                if (d->digits == 16) goto bad; /* beyond 64 bits */
+                if (d->left >> 60) goto bad; /* beyond 64 bits (leading zeros are fine) */
                 d->left = d->left << 4 | (unsigned)h;
-                d->digits++;
                 d->state = CK_SIZE;
                 break;
             }
@@ -273,12 +274,11 @@ long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
             break;
         case CK_EXT:
             if (ch == '\r') d->state = CK_SIZE_LF;
-            else if (!ck_text(ch)) goto bad;
+            else if (!ck_text(ch) || ++d->ext > CK_MAX_EXT) goto bad;
             break;
         case CK_SIZE_LF:
             if (ch != '\n') goto bad;
             d->state = d->left ? CK_DATA : CK_TRAILER0;
-            d->digits = 0;
             d->line = 0;
             break;
         case CK_DATA_CR:

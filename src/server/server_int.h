@@ -62,12 +62,13 @@ int bs_http_other_major(const char *in, size_t len);
 void bs_http_target_path(const char **t, size_t *n);
 
 /* A chunked request body (RFC 9112 §7.1), decoded strictly: the chunk size is
- * 1 to 16 hex digits followed only by optional whitespace, a chunk extension
- * (';' ...) or CRLF; every line ends in CRLF. Zeroed = at the start. */
+ * one or more hex digits (a value below 2^64) followed only by optional
+ * whitespace, a chunk extension (';' ...; at most 16 KiB of them per body) or
+ * CRLF; every line ends in CRLF. Zeroed = at the start. */
 typedef struct {
     unsigned long long left; /* the size being read, then the data bytes left in the chunk */
     int state;
-    int digits;
+    size_t ext;              /* extension bytes of the body so far */
     size_t line;             /* bytes of the current size or trailer line */
     size_t trailer;          /* bytes of the trailer section */
 } bs_chunked;

@@ -332,9 +332,12 @@ def main():
     shutil.copytree(wdir, bad)
     with open(os.path.join(bad, "sequential.jsonl"), "ab") as f:
         f.write(b"\n")  # a blank line: same requests, another file hash
+    out2, html2 = os.path.join(TMP, "refused.json"), os.path.join(TMP, "refused.html")
     rc, _, err = run(["--model", fixture("tiny-bias"), "--workloads", bad, "--scenario", "sequential",
-                      "--max-requests", "2"])
+                      "--max-requests", "2", "--out", out2, "--html", html2])
     C.ok(rc == 1 and "SHA-256" in err and "sequential" not in _, f"a changed file is refused ({rc}, {err.strip()})")
+    C.ok(not os.path.exists(out2) and not os.path.exists(html2),
+         "a run refused before it starts leaves no empty --out/--html behind (a rerun may create them)")
     man = json.load(open(os.path.join(wdir, "manifest.json")))
     shutil.copy(os.path.join(wdir, "sequential.jsonl"), os.path.join(bad, "sequential.jsonl"))
     man["workloads"]["sequential.jsonl"]["questions"] += 1
