@@ -210,6 +210,24 @@ jcase yaml-syntax 1 'E["SERVE_MSG"] and has("configuration", "failure", E["SERVE
 printf 'models:\n  - path: %s\n    colour: red\n' "$src" >"$tmp/unknown.yml"
 jcase yaml-unknown-field 1 'has("configuration", "failure", "unknown field colour")' --config "$tmp/unknown.yml" --addr "127.0.0.1:$PORT"
 jcase config-missing 1 'has("configuration", "failure", "nosuch.yml")' --config "$tmp/nosuch.yml" --addr "127.0.0.1:$PORT"
+jcase config-directory 1 'has("configuration", "failure", "Is a directory")' --config "$tmp" --addr "127.0.0.1:$PORT"
+# one YAML document, as basal-rs's serde_yaml::from_str requires (PyYAML's
+# safe_load refuses the file too, checked here as the oracle); serve refuses
+# it before binding, with the doctor's message
+printf 'models:\n  - path: %s\n---\ncolour: red\n' "$src" >"$tmp/two-docs.yml"
+if $PY -c 'import sys, yaml; yaml.safe_load(open(sys.argv[1]))' "$tmp/two-docs.yml" 2>/dev/null; then
+    bad "PyYAML accepted two documents"; else ok; fi
+jcase yaml-two-documents 1 'has("configuration", "failure", "two-docs.yml:4: more than one YAML document")' \
+    --config "$tmp/two-docs.yml" --addr "127.0.0.1:$PORT"
+msg=$(timeout 20 "$BASAL" serve --config "$tmp/two-docs.yml" --addr 127.0.0.1:0 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'more than one YAML document' <<<"$msg" && ! grep -q listening <<<"$msg"; then ok
+else bad "serve with two documents: exit $rc, $msg"; fi
+# a bad BASAL_ADDR is named as the source (basal-rs: `BASAL_ADDR "..."`), exit 1 before binding
+BASAL_ADDR=localhost:1 jcase env-addr-bad 1 'has("configuration", "failure", "BASAL_ADDR: invalid IP address localhost")' \
+    --config "$tmp/good.yml"
+msg=$(BASAL_ADDR=localhost:1 timeout 20 "$BASAL" serve --config "$tmp/good.yml" 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'BASAL_ADDR: invalid IP address localhost' <<<"$msg"; then ok
+else bad "serve with BASAL_ADDR=localhost:1: exit $rc, $msg"; fi
 
 # ---- 6. default_model ----
 printf 'addr: 127.0.0.1:%s\ndefault_model: nosuch\nmodels:\n  - path: %s\n' "$PORT" "$src" >"$tmp/default.yml"

@@ -198,6 +198,20 @@ static void test_errors(void) {
     refused("models:\n  - path: m\n    aliases: [[a]]\n", "aliases: expected a list of strings");
     refused("models:\n  - path: m\n   bad: [\n", "serve.yml:");
     refused("models:\n  - path: m\n  x: {\n", "serve.yml:");
+    /* one document, as serde_yaml::from_str (basal-rs) requires: a second one
+     * was read past unseen, with its unknown key */
+    refused("models:\n  - path: m\n---\nfoo: 1\n", "serve.yml:4: more than one YAML document");
+    refused("---\nmodels:\n  - path: m\n---\nmodels:\n  - path: n\n", "more than one YAML document");
+    refused("models:\n  - path: m\n---\n[\n", "serve.yml:");
+    /* markers around one document are fine */
+    bs_serve_config c;
+    bs_err e = { 0 };
+    CHECK_INT(parse("---\nmodels:\n  - path: m\n...\n", &c, &e), 0);
+    CHECK_INT(c.n_models, 1);
+    bs_serve_config_free(&c);
+    /* a trailing "---" starts a second (empty) document: PyYAML's safe_load
+     * refuses it too ("expected a single document in the stream") */
+    refused("models:\n  - path: m\n---\n", "serve.yml:4: more than one YAML document");
 }
 
 static void test_addr(void) {
@@ -299,6 +313,13 @@ static void test_apply_env(void) {
     setenv("BASAL_LOG_FORMAT", "yaml", 1);
     CHECK(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e) < 0);
     CHECK_CONTAINS(e.msg, "BASAL_LOG_FORMAT must be text or json");
+    unsetenv("BASAL_LOG_FORMAT");
+    /* a bad BASAL_ADDR is named (basal-rs: `BASAL_ADDR "..."`); --addr wins over it unread */
+    setenv("BASAL_ADDR", "localhost:8000", 1);
+    CHECK(bs_serve_config_apply_env(&c, NULL, NULL, NULL, NULL, &e) < 0);
+    CHECK_CONTAINS(e.msg, "BASAL_ADDR: invalid IP address localhost");
+    CHECK_INT(bs_serve_config_apply_env(&c, "10.0.0.4:4", NULL, NULL, NULL, &e), 0);
+    CHECK_STR(c.addr, "10.0.0.4:4");
     bs_serve_config_free(&c);
     for (size_t i = 0; i < 4; i++) unsetenv(vars[i]);
 }

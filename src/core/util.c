@@ -59,11 +59,11 @@ int bs_read_file(const char *path, char **out, size_t *len, bs_err *e) {
         n += r;
         if (r == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno; /* e.g. EISDIR: fopen opens a directory, fread fails */
     fclose(f);
     if (bad) {
         free(buf);
-        return bs_fail(e, BS_EIO, "%s: read error", path);
+        return bs_fail(e, BS_EIO, "%s: read error: %s", path, strerror(err));
     }
     buf[n] = 0;
     *out = buf;

@@ -483,6 +483,25 @@ int bs_serve_config_parse_yaml(bs_serve_config *c, const char *text, size_t len,
         rc = bs_fail(e, BS_EINVAL, "%s: empty configuration (models is required)", name);
         goto done;
     }
+    /* One document only, as basal-rs (serde_yaml::from_str) requires: a
+     * second one ("---" then more keys) would otherwise be ignored unread,
+     * with whatever mistakes or intentions it holds. */
+    {
+        yaml_document_t next;
+        if (!yaml_parser_load(&parser, &next)) {
+            rc = bs_fail(e, BS_EINVAL, "%s:%zu: %s %s", name, (size_t)parser.problem_mark.line + 1,
+                         parser.problem ? parser.problem : "invalid YAML", parser.context ? parser.context : "");
+            goto done;
+        }
+        yaml_node_t *extra = yaml_document_get_root_node(&next);
+        size_t line = extra ? (size_t)extra->start_mark.line + 1 : 0;
+        yaml_document_delete(&next);
+        if (extra) {
+            rc = bs_fail(e, BS_EINVAL, "%s:%zu: more than one YAML document (a configuration is one document)", name,
+                         line);
+            goto done;
+        }
+    }
     size_t before = c->n_models;
     if ((rc = each_pair(&y, root, "the configuration", top_pair, c)) < 0) goto done;
     if (c->n_models == before) rc = bs_fail(e, BS_EINVAL, "%s: missing field models", name);

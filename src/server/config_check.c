@@ -42,6 +42,12 @@ int bs_serve_config_apply_env(bs_serve_config *c, const char *addr, const char *
                               const char *access_log_file, const char *log_format, bs_err *e) {
     int rc;
     const char *a = addr ? addr : env("BASAL_ADDR") ? env("BASAL_ADDR") : c->addr ? c->addr : "127.0.0.1:8000";
+    if (!addr && env("BASAL_ADDR")) { /* the flag and the YAML key are checked where they are read */
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        bs_err ae = { 0 };
+        if (bs_parse_addr(a, &ss, &sl, &ae) < 0) return bs_fail(e, BS_EINVAL, "BASAL_ADDR: %s", ae.msg);
+    }
     if ((rc = set(&c->addr, a, e)) < 0) return rc;
     if (access_log) {
         int v = on_off(access_log, 0);
