@@ -128,6 +128,12 @@ def main():
                     resp = pr.respond(md, qs)  # fills p_avg, p_cal and T of every readout
                     for it in qs:
                         for ro in pr.readouts(it):
+                            if len(ro.get("p_cal") or []) != len(ro["keys"]):
+                                # a large choice's groups and finalists: the record's p_cal is its own
+                                # p_avg calibrated with `temperature` (export_reference.py's
+                                # calibrate(p_avg, T)), not the question's final distribution
+                                ro = dict(ro)
+                                pr.decide_item(ro, md.temps)
                             line["items"].append({
                                 "name": ro["question"], "type": ro["type"], "keys": ro["keys"],
                                 "options": ro["options"], "lang": ro["lang"], "state_text": it["state_text"],

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "core/pyjson.h"
 #include "core/respjson.h"
+#include "core/sha256.h"
 #include "core/util.h"
 #include "engine/engine.h"
 #include "engine/pack.h"
@@ -125,11 +126,19 @@ typedef struct {
 } item_res;
 
 /* "orders":[...],"pack":{...} of one item, and with res its numbers
- * (letter_logits and probs per order; ,"p_avg",…,"p_cal" after the pack). */
-static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const bs_basal_model *m, item_res *res,
-                         bs_err *e) {
+ * (letter_logits and probs per order; ,"p_avg",…,"p_cal" after the pack,
+ * with_argmax: a bench line's argmax_avg and argmax_cal in basal-rs's order,
+ * p_avg, argmax_avg, temperature, p_cal, argmax_cal). */
+static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *item, const bs_basal_model *m, item_res *res,
+                         int with_argmax, bs_err *e) {
     const int32_t *prompts[BS_N_ORDERS];
     int32_t lens[BS_N_ORDERS];
+    /* perms over the item's own options (a large choice's items name the question's) */
+    bs_item loc;
+    size_t members[BS_MAX_LETTER_OPTIONS];
+    int rc = bs_plan_item_local(item, &loc, members, e);
+    if (rc < 0) return rc;
+    const bs_item *it = &loc;
     bs_buf_puts(b, "\"orders\":[");
     for (int o = 0; o < it->n_orders; o++) {
         const bs_order *od = &it->orders[o];
@@ -140,8 +149,7 @@ static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const b
             for (size_t i = 0; i < it->k; i++) lg[i] = od->logits[i];
             bs_buf_puts(b, ",\"letter_logits\":");
             put_doubles(b, lg, it->k);
-            int rc = bs_softmax_logits(od->logits, (int)it->k, q, e);
-            if (rc < 0) return rc;
+            if ((rc = bs_softmax_logits(od->logits, (int)it->k, q, e)) < 0) return rc;
             bs_buf_puts(b, ",\"probs\":");
             put_doubles(b, q, it->k);
         }
@@ -150,7 +158,7 @@ static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const b
         lens[o] = od->n_ids;
     }
     bs_row row;
-    int rc = bs_pack_row(&row, prompts, lens, it->n_orders, e);
+    rc = bs_pack_row(&row, prompts, lens, it->n_orders, e);
     if (rc < 0) return rc;
     bs_buf_printf(b, "],\"pack\":{\"prefix_len\":%d,\"packed_len\":%d,\"readout_cols\":", row.prefix_len, row.len);
     bs_resp_ids(b, row.last, (size_t)row.n_prompts);
@@ -160,12 +168,31 @@ static int put_item_core(bs_buf *b, const bs_plan *p, const bs_item *it, const b
         if ((rc = bs_plan_item_dist(p, it, m, res->p_avg, &res->temp, res->p_cal, e)) < 0) return rc;
         bs_buf_puts(b, ",\"p_avg\":");
         put_doubles(b, res->p_avg, it->k);
+        if (with_argmax) bs_buf_printf(b, ",\"argmax_avg\":%d", bs_argmax(res->p_avg, (int)it->k));
         bs_buf_puts(b, ",\"temperature\":");
         bj_fmt_pyfloat(res->temp, b);
         bs_buf_puts(b, ",\"p_cal\":");
         put_doubles(b, res->p_cal, it->k);
+        if (with_argmax) bs_buf_printf(b, ",\"argmax_cal\":%d", bs_argmax(res->p_cal, (int)it->k));
     }
     return b->oom ? bs_fail(e, BS_ENOMEM, "out of memory") : BS_OK;
+}
+
+/* The texts of an item's own options (bs_plan_item_local's members) as a
+ * JSON array: a large choice's item lists its group, as the reference does. */
+static int put_item_texts(bs_buf *b, const bs_text *t, size_t n_t, const bs_item *it, bs_err *e) {
+    bs_item loc;
+    size_t members[BS_MAX_LETTER_OPTIONS];
+    int rc = bs_plan_item_local(it, &loc, members, e);
+    if (rc < 0) return rc;
+    bs_buf_putc(b, '[');
+    for (size_t i = 0; i < it->k; i++) {
+        if (members[i] >= n_t) return bs_fail(e, BS_EINTERNAL, "item option %zu of %zu", members[i], n_t);
+        if (i) bs_buf_putc(b, ',');
+        bs_resp_string(b, t[members[i]].s ? t[members[i]].s : "", t[members[i]].len);
+    }
+    bs_buf_putc(b, ']');
+    return BS_OK;
 }
 
 /* The items a plan computed: round 1, then the finalists of round 2. */
@@ -311,9 +338,9 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
             item_name(&tmp, &plan, it);
             bs_resp_string(line, tmp.data ? tmp.data : "", tmp.len);
             bs_buf_printf(line, ",\"type\":\"%s\",\"keys\":", bs_qtype_name(q->type));
-            bs_resp_texts(line, q->keys, q->n_options);
+            if ((rc = put_item_texts(line, q->keys, q->n_options, it, e)) < 0) break;
             bs_buf_puts(line, ",\"options\":");
-            bs_resp_texts(line, q->options, q->n_options);
+            if ((rc = put_item_texts(line, q->options, q->n_options, it, e)) < 0) break;
             bs_buf_printf(line, ",\"lang\":\"%s\",\"state_text\":", bs_lang_name(q->lang));
             bs_resp_string(line, plan.req->state.s, plan.req->state.len);
             bs_buf_puts(line, ",\"question_text\":");
@@ -321,7 +348,7 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
             bs_text qt = bs_plan_item_question(q, it->branch, &tmp);
             bs_resp_string(line, qt.s ? qt.s : "", qt.len);
             bs_buf_putc(line, ',');
-            rc = put_item_core(line, &plan, it, m, &res[i], e);
+            rc = put_item_core(line, &plan, it, m, &res[i], 0, e);
             bs_buf_putc(line, '}');
         }
         bs_buf_free(&tmp);
@@ -389,9 +416,8 @@ static int export_bench(const cli_jsonl *recs, const bs_basal_model *m, bs_lette
         }
         bs_buf_printf(out, ",\"lang\":\"%s\",", bs_lang_name(plans[i].req->questions[0].lang));
         item_res res;
-        if ((rc = put_item_core(out, &plans[i], it, m, &res, e)) < 0) break;
-        bs_buf_printf(out, ",\"argmax_avg\":%d,\"argmax_cal\":%d}\n", bs_argmax(res.p_avg, (int)it->k),
-                      bs_argmax(res.p_cal, (int)it->k));
+        if ((rc = put_item_core(out, &plans[i], it, m, &res, 1, e)) < 0) break;
+        bs_buf_puts(out, "}\n");
     }
     for (size_t i = 0; plans && i < n; i++) bs_plan_free(&plans[i]);
     free(plans);
@@ -410,6 +436,29 @@ static int write_in(const char *dir, const char *name, const bs_buf *b, bs_err *
 }
 
 static char *path_in(const char *dir, const char *name) { return bs_strfmt("%s/%s", dir, name); }
+
+/* "name":"sha256",… of the model directory's small files that define its
+ * answers (those present), for the manifest (06 §6: SHA-256 of the model's
+ * files; the weights follow as weights_sha256). */
+static int put_files_sha256(bs_buf *b, const char *dir, bs_err *e) {
+    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "basal.json",
+                                        "CALIBRATION.json"};
+    int first = 1;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char *fp = path_in(dir, names[i]);
+        if (!fp) return bs_fail(e, BS_ENOMEM, "out of memory");
+        uint8_t d[32];
+        char hex[65];
+        int rc = bs_file_exists(fp) ? bs_sha256_file(fp, d, NULL, e) : 1;
+        free(fp);
+        if (rc < 0) return rc;
+        if (rc > 0) continue;
+        bs_sha256_hex(d, hex);
+        bs_buf_printf(b, "%s\"%s\":\"%s\"", first ? "" : ",", names[i], hex);
+        first = 0;
+    }
+    return BS_OK;
+}
 
 int cmd_export(int argc, char **argv) {
     export_opts o = {0};
@@ -509,7 +558,11 @@ int cmd_export(int argc, char **argv) {
         bj_fmt_pyfloat(m.calib.temp[t], &man);
         first = 0;
     }
-    bs_buf_printf(&man, "}},\"bench_items\":%zu,\"systemone_cases\":%zu,\"bench_s\":", bench.n, cases.n);
+    bs_buf_puts(&man, "}},\"files_sha256\":{");
+    if (put_files_sha256(&man, dir, &e) < 0) goto fail;
+    bs_buf_puts(&man, "},\"weights_sha256\":");
+    if (cli_weights_sha256(dir, &man, &e) != BS_OK) goto fail;
+    bs_buf_printf(&man, ",\"bench_items\":%zu,\"systemone_cases\":%zu,\"bench_s\":", bench.n, cases.n);
     bj_fmt_pyfloat(bench_s, &man);
     bs_buf_puts(&man, ",\"total_s\":");
     bj_fmt_pyfloat((bs_now_ms() - t0) / 1000.0, &man);
@@ -570,6 +623,10 @@ const cli_doc cli_doc_check_prompts = {
 static const char *known_deviation(const char *id, const char *item) {
     if (!strcmp(id, "so-null-and-missing-instructions") && !strcmp(item, "explicit_null"))
         return "instructions=null is treated as missing (empty) on /v1/systemone; upstream renders the text \"null\"";
+    /* basal-rs's list predates 02 §4.3 Q7: the request is refused for both items */
+    if (!strcmp(id, "so-null-and-missing-instructions") && !strcmp(item, "missing"))
+        return "a noul question without instructions and criteria is refused on /v1/systemone (02 §4.3 Q7); "
+               "upstream asks it with an empty question";
     if (!strcmp(id, "so-empty-structures") && !strcmp(item, "empty_true"))
         return "noul description \"\"/{} is kept on /v1/systemone; upstream replaces falsy descriptions with Tak/Nie";
     if (!strcmp(id, "so-unknown-type")) return "unknown type is a validation error; upstream treats it as choice";
@@ -628,7 +685,7 @@ static int prepared_value(const bs_plan *p, const bs_item *it, const bs_basal_mo
     bs_buf b;
     bs_buf_init(&b);
     bs_buf_putc(&b, '{');
-    int rc = put_item_core(&b, p, it, m, NULL, e);
+    int rc = put_item_core(&b, p, it, m, NULL, 0, e);
     bs_buf_putc(&b, '}');
     if (rc == 0) rc = b.oom ? bs_fail(e, BS_ENOMEM, "out of memory") : bj_parse(b.data, b.len, NULL, out, e);
     bs_buf_free(&b);
@@ -641,6 +698,20 @@ static const bj_value *ref_item_named(const bj_value *c, const char *name, size_
         const bj_value *n = bj_get(items->items[i], "name");
         if (n && n->type == BJ_STRING && n->len == len && !memcmp(n->str, name, len)) return items->items[i];
     }
+    return NULL;
+}
+
+/* Items of this runtime that an upstream reference cannot have (03 §1, §5):
+ * a large choice's groups and finalists (upstream refuses more than 10
+ * options), and the per-label readouts of a multi question that the
+ * reference records as one item without orders (export_reference.py's
+ * "branches" record). NULL for any other item. */
+static const char *item_deviation(const bj_value *c, const bs_question *q) {
+    if (q->n_options > BS_MAX_LETTER_OPTIONS)
+        return "choice with 11..255 options: grouped readouts (03 §5); upstream refuses more than 10 options";
+    const bj_value *whole = q->multi ? ref_item_named(c, q->id.s, q->id.len) : NULL;
+    if (whole && !bj_get(whole, "orders"))
+        return "multi: one yes/no readout per label (03 §1); the reference records the question without orders";
     return NULL;
 }
 
@@ -687,12 +758,15 @@ static int check_case(token_check *tc, const bj_value *c, const bs_basal_model *
             bj_free(ours);
         }
         if (!r) { /* an item the reference lacks: its tokens cannot agree */
-            bs_buf *to = known_deviation(id, name.data) ? &tc->dev : &tc->mis;
+            const bs_question *q = &plan.req->questions[it->question];
+            const char *dev = known_deviation(id, name.data);
+            if (!dev) dev = item_deviation(c, q);
+            bs_buf *to = dev ? &tc->dev : &tc->mis;
             size_t *cnt = to == &tc->dev ? &tc->n_dev : &tc->n_mis;
             bs_buf_puts(to, (*cnt)++ ? ",{\"item\":" : "{\"item\":");
             bs_resp_cstr(to, tag.data);
             bs_buf_puts(to, ",\"differences\":[\"not in the reference\"],\"reason\":");
-            put_reason(to, known_deviation(id, name.data));
+            put_reason(to, dev);
         }
         bs_buf_puts(cases, i ? ",{\"item\":" : "{\"item\":");
         bs_resp_cstr(cases, name.data);

@@ -453,10 +453,30 @@ static int item_distribution(const bs_item *it, const bs_question *q, const bs_b
     return BS_OK;
 }
 
+int bs_plan_item_local(const bs_item *it, bs_item *loc, size_t *members, bs_err *e) {
+    *loc = *it;
+    if (it->k > BS_MAX_LETTER_OPTIONS || it->n_orders < 1 || it->n_orders > BS_N_ORDERS)
+        return bs_fail(e, BS_EINTERNAL, "item with %zu options and %d orders", it->k, it->n_orders);
+    for (size_t i = 0; i < it->k; i++) members[i] = it->orders[0].perm[i];
+    for (int o = 0; o < it->n_orders; o++)
+        for (size_t j = 0; j < it->k; j++) {
+            size_t at = 0;
+            while (at < it->k && members[at] != it->orders[o].perm[j]) at++;
+            if (at == it->k) return bs_fail(e, BS_EINTERNAL, "order %d shows an option order 0 lacks", o);
+            loc->orders[o].perm[j] = at;
+        }
+    return BS_OK;
+}
+
 int bs_plan_item_dist(const bs_plan *p, const bs_item *it, const bs_basal_model *m, double *avg, double *temp,
                       double *cal, bs_err *e) {
     const bs_question *q = &p->req->questions[it->question];
-    int rc = item_average(it, avg, e);
+    /* a large choice's item names the question's options (indices up to 254):
+     * averaged over its own, or avg (k entries) would be written past its end */
+    bs_item loc;
+    size_t members[BS_MAX_LETTER_OPTIONS];
+    int rc = bs_plan_item_local(it, &loc, members, e);
+    if (rc == BS_OK) rc = item_average(&loc, avg, e);
     if (rc < 0) return rc;
     *temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, question_type_key(q));
     bs_calibrate(avg, (int)it->k, *temp, cal);

@@ -149,9 +149,18 @@ int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms,
  * and before bs_plan_answer (which fails on such a plan). */
 int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs_err *e);
 
+/* The item's own view (06 §6 parity records): a large choice's round-1 group
+ * or finalist item shows a subset of its question's options, and its
+ * orders[o].perm name them by their index in the question. loc gets a shallow
+ * copy of it (never freed: it shares the prompts and ids) whose perms index
+ * the item's own options 0..k-1, and members[i] the question's index of the
+ * item's option i (orders[0]'s order). An ordinary item is unchanged (members
+ * 0..k-1). BS_EINTERNAL when an order names an option order 0 lacks. */
+int bs_plan_item_local(const bs_item *it, bs_item *loc, size_t *members, bs_err *e);
 /* For parity exports (06 §6): 01 §6–§8 of one item of p after its forward —
  * the order-averaged distribution avg, the temperature of the item's type key
- * and the calibrated distribution cal (canonical order, it->k entries each). */
+ * and the calibrated distribution cal (it->k entries each, in the order of the
+ * item's own options: bs_plan_item_local's members). */
 int bs_plan_item_dist(const bs_plan *p, const bs_item *it, const bs_basal_model *m, double *avg, double *temp,
                       double *cal, bs_err *e);
 /* The question text of an item: q's instructions, or for a multi branch the
