@@ -17,7 +17,7 @@
 #      ours, and a pair of hand-made edge cases: ties, zero probabilities,
 #      float/negative/string/absent gold, nulls in number arrays, string and
 #      float indices, duplicate and missing records, multi/act/evidence
-#      answers) equals tests/parity_rs_compare.py, compare.rs re-expressed in
+#      answers, a "\u0000" in a request) equals tests/parity_rs_compare.py, compare.rs re-expressed in
 #      Python.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -241,6 +241,7 @@ ext(sb[0], type="multi", selected=["x", "y"], probabilities={"x": 0.71, "y": 0.6
 ext(sa[2], type="act", action="a1", answer="k", expected_costs={"a1": 0.1, "a2": 0.3}, calibration="validated", confidence=0.9)
 ext(sb[2], type="act", action="a2", answer="k", refused="a1", expected_costs={"a2": 0.35, "a1": 0.05},
     calibration="validated", confidence=0.8)
+sa[1]["request"]["state"] = "a\u0000b"                # a NUL in a request (02 §4.3 Q3): still JSON
 sb[3]["answer_upstream"] = {"error": None}
 sb.append(copy.deepcopy(sb[3])); sb[-1]["items"] = []
 del sb[4]

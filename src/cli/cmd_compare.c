@@ -57,7 +57,8 @@ static json_t *read_jsonl(const char *dir, const char *name) {
         while (k < e && strchr(" \t\r\v\f", text[k])) k++;
         if (k < e) {
             json_error_t je;
-            json_t *v = json_loadb(text + i, e - i, 0, &je);
+            /* a request may hold "\u0000" (02 §4.3 Q3 renders it), which serde_json reads */
+            json_t *v = json_loadb(text + i, e - i, JSON_ALLOW_NUL, &je);
             if (!v) {
                 cli_error(CMD, "%s:%zu: %s (column %d)", path, lineno, je.text, je.column);
                 goto fail;
