@@ -46,7 +46,9 @@ PYEOF
     >"$tmp/stdout" 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 0 ]; then ok; else bad "bench --reference: exit $rc: $(tail -3 "$tmp/err")"; fi
-if grep -qE '^lat2 median .*, acc [0-9.]+ \([0-9]+/9\);' "$tmp/err"; then ok; else bad "stderr summary without acc: $(grep lat2 "$tmp/err")"; fi
+# basal-rs main.rs's summary line: "lat2 median X ms, p95 Y ms, lat1 Z ms, D dec/s, acc A" (A: the JSON value)
+if grep -qE '^lat2 median [0-9.]+ ms, p95 [0-9.]+ ms, lat1 [0-9.]+ ms, [0-9.]+ dec/s, acc [0-9.]+ \([0-9]+/9\);' "$tmp/err"
+then ok; else bad "stderr summary: $(grep lat2 "$tmp/err")"; fi
 # the oracle: the same items as System One requests through the Python reference
 "$PY" - "$ref/bench.jsonl" "$tmp/reqs.jsonl" "$(cd "$model" && "$PY" -c 'import json; print(json.load(open("basal.json"))["name"])')" <<'PYEOF'
 import json, sys
@@ -61,7 +63,15 @@ with open(dst, "w") as f:
 PYEOF
 if "$PY" tools/protocol_ref.py --model "$model" --requests "$tmp/reqs.jsonl" >"$tmp/oracle.json" 2>"$tmp/oracle.err"; then ok
 else bad "protocol_ref.py: $(tail -3 "$tmp/oracle.err")"; fi
-"$PY" - "$ref/bench.jsonl" "$tmp/oracle.json" "$tmp/out.json" >"$tmp/check" 2>&1 <<'PYEOF'
+# every item's prompts and token ids through `basal prepare` (no weights), for the packed-token oracle
+"$PY" - "$tmp/reqs.jsonl" "$model" "$BASAL" "$tmp/prep.json" <<'PYEOF'
+import json, subprocess, sys
+reqs, model, basal, out = sys.argv[1:]
+res = [json.loads(subprocess.run([basal, "prepare", "--model", model], input=l.encode(), capture_output=True,
+                                 check=True).stdout) for l in open(reqs)]
+json.dump(res, open(out, "w"))
+PYEOF
+"$PY" - "$ref/bench.jsonl" "$tmp/oracle.json" "$tmp/out.json" "$tmp/prep.json" >"$tmp/check" 2>&1 <<'PYEOF'
 import json, sys
 items = [json.loads(l) for l in open(sys.argv[1])]
 oracle = json.load(open(sys.argv[2]))
@@ -102,10 +112,43 @@ eq(rep.get("weights_sha256"), want, "weights_sha256")
 eq(rep["n"], len(items), "n")
 eq(len(rep["per_item"]), rep["lat_n"], "per_item entries")
 eq(len(rep["lat2_ms_all"]), rep["lat_n"], "lat2_ms_all entries")
-eq(rep["dec_s_batching"], "budget", "dec_s_batching default")
+# basal-rs bench.rs: format!("{batch:?}") of its Batching enum
+eq(rep["dec_s_batching"], "Budget", "dec_s_batching default")
+eq(rep["dec_s_questions"], min(len(items), 128), "dec_s_questions: the items of a pass (min(n, 128))")
 eq([x["index"] for x in rep["per_item"]], list(range(5, len(items))), "per_item indices")
-if not all(x["packed_tokens"] > 0 and x["prepare_ms"] >= 0 and x["forward_ms"] > 0 for x in rep["per_item"]):
+eq([sorted(x) for x in rep["per_item"]][:1], [sorted(["index", "packed_tokens", "lat1_ms", "lat2_ms", "lat2_prepare_ms",
+                                                       "lat2_forward_ms"])], "per_item fields (basal-rs bench.rs)")
+if not all(x["packed_tokens"] > 0 and x["lat2_prepare_ms"] >= 0 and x["lat2_forward_ms"] > 0 for x in rep["per_item"]):
     fails.append(f"per_item values: {rep['per_item']}")
+# packed tokens of an item: its two order prompts (`basal prepare`, natural and reversed) in one row sharing their
+# common prefix, template included
+packed = json.load(open(sys.argv[4]))
+def lcp(a, b):
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]: k += 1
+    return k
+for x in rep["per_item"]:
+    o = [y["input_ids"] for y in packed[x["index"]][0]["orders"]]
+    k = lcp(o[0], o[1])
+    eq(x["packed_tokens"], k + len(o[0]) - k + len(o[1]) - k, f"per_item {x['index']} packed_tokens")
+# medians (mean of the two middle values when even), p95 = sorted[int(0.95 n)], summaries of |x| (basal-rs stats.rs)
+import statistics
+def summ(xs):
+    s = sorted(abs(v) for v in xs)
+    q = lambda p: s[min(int(p * len(s)), len(s) - 1)]
+    return {"n": len(s), "max": s[-1], "p50": statistics.median(s), "p95": q(0.95), "p99": q(0.99),
+            "mean": sum(s) / len(s)}
+def close(a, b):  # per_item times are printed to 0.001 ms
+    return all(abs(a[k] - b[k]) <= 0.0011 for k in b) and sorted(a) == sorted(b)
+for key, field in (("lat2_prepare_ms", "lat2_prepare_ms"), ("lat2_forward_ms", "lat2_forward_ms"),
+                   ("lat2_packed_tokens", "packed_tokens")):
+    want = summ([x[field] for x in rep["per_item"]])
+    if not close(rep[key], want): fails.append(f"{key}: got {rep[key]}, expected {want}")
+for key, field in (("lat1_ms", "lat1_ms"), ("lat2_ms", "lat2_ms")):
+    eq(rep[key], statistics.median(sorted(x[field] for x in rep["per_item"])), f"{key}: median of the timed items")
+    eq(rep[key + "_all"], sorted(x[field] for x in rep["per_item"]), f"{key}_all: sorted samples")
+s2 = sorted(x["lat2_ms"] for x in rep["per_item"])
+eq(rep["lat2_p95_ms"], s2[int(0.95 * len(s2))], "lat2_p95_ms = sorted[int(0.95 n)]")
 print("\n".join(fails) if fails else "ok")
 PYEOF
 if [ "$(cat "$tmp/check")" = ok ]; then ok; else bad "report: $(cat "$tmp/check")"; fi

@@ -40,7 +40,8 @@ static int stream_format(int f) { return f == CL_LINES || f == CL_JSONL; }
 
 static int all_space(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v')
+        /* Rust's u8::is_ascii_whitespace (basal-rs input.rs): no \v */
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' && s[i] != '\f')
             return 0;
     return 1;
 }
@@ -190,7 +191,7 @@ long long cl_count_records(const char *source, cl_format format) {
         if (c == '\n') {
             n += !blank;
             blank = 1;
-        } else if (!(c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v')) {
+        } else if (!(c == ' ' || c == '\t' || c == '\r' || c == '\f')) {
             blank = 0;
         }
     }

@@ -11,6 +11,7 @@
  * synthetic ones: one choice question with 4 options on a distinct state of
  * about --state-tokens tokens each. */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,46 @@
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* Median of n sorted values: the mean of the two middle ones when n is even
+ * (basal-rs stats.rs median, Python's statistics.median). */
+static double median_sorted(const double *s, int n) {
+    if (n <= 0) return 0;
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
+}
+
+/* Quantile q of n sorted values: s[min(int(q*n), n-1)] (basal-rs stats.rs,
+ * upstream basal-bench's p95 rule). */
+static double quantile_sorted(const double *s, int n, double q) {
+    int i = (int)(q * n);
+    return s[i < n - 1 ? i : n - 1];
+}
+
+/* {"n","max","p50","p95","p99","mean"} of the absolute values of xs
+ * (basal-rs stats.rs summary); 0 on success. */
+static int put_summary(bs_buf *b, const double *xs, int n) {
+    double *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s), sum = 0;
+    if (!s) return -1;
+    for (int i = 0; i < n; i++) sum += s[i] = fabs(xs[i]);
+    qsort(s, (size_t)n, sizeof *s, cmp_d);
+    bs_buf_printf(b, "{\"n\":%d,\"max\":", n);
+    if (n > 0) {
+        bs_resp_double(b, s[n - 1]);
+        bs_buf_puts(b, ",\"p50\":");
+        bs_resp_double(b, median_sorted(s, n));
+        bs_buf_puts(b, ",\"p95\":");
+        bs_resp_double(b, quantile_sorted(s, n, 0.95));
+        bs_buf_puts(b, ",\"p99\":");
+        bs_resp_double(b, quantile_sorted(s, n, 0.99));
+        bs_buf_puts(b, ",\"mean\":");
+        bs_resp_double(b, sum / n);
+    } else {
+        bs_buf_puts(b, "null,\"p50\":null,\"p95\":null,\"p99\":null,\"mean\":null");
+    }
+    bs_buf_putc(b, '}');
+    free(s);
+    return 0;
 }
 
 /* A Polish support-ticket state of roughly `tokens` tokens, different per item. */
@@ -180,11 +221,31 @@ static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const 
     return rc;
 }
 
+/* Tokens of the item's orders packed in one row with their shared prefix
+ * (basal-rs bench: p.packed.ids.len(), template prefix included). */
+static int packed_len(const bs_item *it, int64_t *out, bs_err *e) {
+    const int32_t *pr[BS_N_ORDERS];
+    int32_t len[BS_N_ORDERS];
+    for (int o = 0; o < it->n_orders; o++) {
+        pr[o] = it->orders[o].ids;
+        len[o] = it->orders[o].n_ids;
+    }
+    bs_row row;
+    int rc = bs_pack_row(&row, pr, len, it->n_orders, e);
+    if (rc == 0) {
+        *out += row.len;
+        bs_row_free(&row);
+    }
+    return rc;
+}
+
 /* lat2, accuracy and throughput: n prepared-from-scratch items through the
  * runner. Optional: the preparation and the rest (forward, host math) in ms,
- * and each item's most probable option (refs: the items' reference data). */
+ * the packed tokens of the items (packed), and each item's most probable
+ * option (refs: the items' reference data). */
 static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *bodies, int n,
-                        bs_err *e, double *prep_ms, double *fwd_ms, const ref_item *refs, int *argmax) {
+                        bs_err *e, double *prep_ms, double *fwd_ms, int64_t *packed, const ref_item *refs,
+                        int *argmax) {
     double t0 = bs_now_ms(), t1 = t0;
     prepared *ps = calloc((size_t)n, sizeof *ps);
     bs_plan **plans = calloc((size_t)n, sizeof *plans);
@@ -198,6 +259,9 @@ static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner 
     }
     t1 = bs_now_ms();
     if (rc == 0) rc = bs_runner_run_all(run, plans, (size_t)n, lc, NULL, e);
+    if (packed) *packed = 0;
+    for (int i = 0; rc == 0 && packed && i < n; i++)
+        for (size_t j = 0; rc == 0 && j < ps[i].plan.n_items; j++) rc = packed_len(&ps[i].plan.items[j], packed, e);
     for (int i = 0; rc == 0 && i < n; i++) {
         ans.len = 0;
         rc = bs_plan_answer(&ps[i].plan, m, -1, &ans, e);
@@ -330,7 +394,6 @@ int cmd_bench(int argc, char **argv) {
     bs_runner run;
     bs_fwd_profile prof = {0}, prof1 = {0};
     bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
-    int64_t packed_tokens = 0;
     /* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2) */
     int correct = 0, with_gold = 0;
     double all_items_s = 0;
@@ -340,7 +403,7 @@ int cmd_bench(int argc, char **argv) {
         bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)n_ref, "items");
         for (int g0 = 0; g0 < n_ref; g0 += acc_group) {
             int k = n_ref - g0 < acc_group ? n_ref - g0 : acc_group;
-            if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
+            if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
                 bs_progress_end(pg);
                 goto fail_run;
             }
@@ -358,18 +421,16 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         /* warm-up once with one order and once with both, then the timed runs */
         if (decide_one_order(&m, &lc, &bodies[i], NULL, &e) < 0 ||
-            decide_items(&m, &lc, &run, &bodies[i], 1, &e, NULL, NULL, NULL, NULL) < 0)
+            decide_items(&m, &lc, &run, &bodies[i], 1, &e, NULL, NULL, NULL, NULL, NULL) < 0)
             goto fail_run;
         double s = bs_now_ms();
         if (decide_one_order(&m, &lc, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
         lat1[i] = bs_now_ms() - s;
         run.profile = i >= 5 ? &prof : NULL;
-        int64_t f0 = run.forward_tokens;
         s = bs_now_ms();
-        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e, &prep[i], &fwd[i], NULL, NULL) < 0) goto fail_run;
+        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e, &prep[i], &fwd[i], &item_tokens[i], NULL, NULL) < 0)
+            goto fail_run;
         lat2[i] = bs_now_ms() - s;
-        item_tokens[i] = run.forward_tokens - f0;
-        if (i >= 5) packed_tokens += item_tokens[i];
         run.profile = NULL;
         fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, n, i < 5 ? " (discarded)" : "", lat1[i],
                 lat2[i]);
@@ -387,7 +448,7 @@ int cmd_bench(int argc, char **argv) {
             int items = pass < 0 ? warm : tp_items;
             for (int g0 = 0; g0 < items; g0 += group) {
                 int k = items - g0 < group ? items - g0 : group;
-                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, NULL) < 0) {
+                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, NULL) < 0) {
                     bs_progress_end(pg);
                     goto fail_run;
                 }
@@ -421,58 +482,76 @@ int cmd_bench(int argc, char **argv) {
     bs_buf_init(&per_item);
     for (int i = 5; i < n; i++)
         bs_buf_printf(&per_item, "%s{\"index\":%d,\"packed_tokens\":%lld,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,"
-                                 "\"prepare_ms\":%.3f,\"forward_ms\":%.3f}",
+                                 "\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f}",
                       i > 5 ? "," : "", i, (long long)item_tokens[i], lat1[i], lat2[i], prep[i], fwd[i]);
-    qsort(prep + 5, (size_t)L, sizeof *prep, cmp_d);
-    qsort(fwd + 5, (size_t)L, sizeof *fwd, cmp_d);
+    double *tok = calloc((size_t)L, sizeof *tok);
+    if (!tok) { bs_buf_free(&per_item); fprintf(stderr, "basal bench: out of memory\n"); goto done; }
+    for (int i = 0; i < L; i++) tok[i] = (double)item_tokens[5 + i];
     qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
     qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
     double dec_sorted[3] = {dec_runs[0], dec_runs[1], dec_runs[2]};
     qsort(dec_sorted, 3, sizeof(double), cmp_d);
-    double l1 = lat1[5 + L / 2], l2 = lat2[5 + L / 2], p95 = lat2[5 + (int)(0.95 * L)];
+    double l1 = median_sorted(lat1 + 5, L), l2 = median_sorted(lat2 + 5, L), p95 = quantile_sorted(lat2 + 5, L, 0.95);
     double gemm_gf = prof.gemm_ms > 0 ? prof.gemm_flop / (prof.gemm_ms / 1000.0) / 1e9 : 0;
     double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
     double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
+    /* basal-rs writes the batching with Rust's Debug name */
+    const char *batching_name = strcmp(batching, "budget") ? "Tree" : "Budget";
+    int tp_done = tp_items > 0 ? tp_items : 0;
     bs_buf_printf(&rep,
                   "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
                   "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
                   "\"state_tokens\":%d,\"n\":%d,"
-                  "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,\"lat2_packed_tokens\":%.1f,"
-                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_batching\":\"%s\","
+                  "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,"
+                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_group\":%d,"
+                  "\"dec_s_batching\":\"%s\","
                   "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
                   m.name, wsha.data, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
-                  bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n, L, l1, l2,
-                  p95, (double)packed_tokens / L, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], group,
-                  batching, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
+                  bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n_ref ? n_ref : nb, L, l1,
+                  l2, p95, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], tp_done, group,
+                  batching_name, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
                   prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas, ours_bf16,
                   blas > 0 ? flop_per_dec / (blas * 1e9) * 1000.0 : 0.0);
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
     bs_buf_puts(&rep, "],\"lat1_ms_all\":[");
     for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat1[i]);
-    bs_buf_printf(&rep, "],\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f,\"per_item\":[", prep[5 + L / 2],
-                  fwd[5 + L / 2]);
+    /* per-stage summaries over the timed items (basal-rs stats.rs summary) */
+    int sum_fail = 0;
+    bs_buf_puts(&rep, "],\"lat2_prepare_ms\":");
+    sum_fail |= put_summary(&rep, prep + 5, L);
+    bs_buf_puts(&rep, ",\"lat2_forward_ms\":");
+    sum_fail |= put_summary(&rep, fwd + 5, L);
+    bs_buf_puts(&rep, ",\"lat2_packed_tokens\":");
+    sum_fail |= put_summary(&rep, tok, L);
+    free(tok);
+    if (sum_fail) { bs_buf_free(&per_item); fprintf(stderr, "basal bench: out of memory\n"); goto done; }
+    bs_buf_puts(&rep, ",\"per_item\":[");
     bs_buf_put(&rep, per_item.data ? per_item.data : "", per_item.len);
     bs_buf_puts(&rep, "],\"items\":");
+    bs_buf acc;
+    bs_buf_init(&acc);
+    if (with_gold) bs_resp_double(&acc, (double)correct / with_gold);
+    else bs_buf_puts(&acc, "null");
     if (n_ref) {
         bs_buf_printf(&rep, "\"reference\",\"reference\":");
         bs_resp_cstr(&rep, reference);
-        bs_buf_printf(&rep, ",\"n_items\":%d,\"all_items_s\":%.3f,\"correct\":%d,\"with_gold\":%d,\"acc\":", n_ref,
-                      all_items_s, correct, with_gold);
-        if (with_gold) bs_resp_double(&rep, (double)correct / with_gold);
-        else bs_buf_puts(&rep, "null");
+        bs_buf_printf(&rep, ",\"n_items\":%d,\"all_items_s\":%.3f,\"correct\":%d,\"with_gold\":%d,\"acc\":%s", n_ref,
+                      all_items_s, correct, with_gold, acc.data);
     } else {
         bs_buf_puts(&rep, "\"synthetic\",\"all_items_s\":null,\"correct\":null,\"with_gold\":0,\"acc\":null");
     }
     bs_buf_puts(&rep, "}");
     bs_buf_free(&per_item);
-    char acc[64] = "";
-    if (with_gold) snprintf(acc, sizeof acc, ", acc %.4f (%d/%d)", (double)correct / with_gold, correct, with_gold);
-    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, dec/s %.3f%s; forward %.1f GFLOP/s "
-                    "(GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f GFLOP/s)\n",
-            l2, p95, l1, dec_sorted[1], acc, total_gf, gemm_gf, ours, blas);
+    /* basal-rs's summary line (its "GEMM probe" is CUDA's), then this project's CPU figures */
+    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, %.3f dec/s, acc %s", l2, p95, l1, dec_sorted[1],
+            acc.oom ? "?" : acc.data);
+    if (with_gold) fprintf(stderr, " (%d/%d)", correct, with_gold);
+    fprintf(stderr, "; forward %.1f GFLOP/s (GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f "
+                    "GFLOP/s)\n", total_gf, gemm_gf, ours, blas);
+    bs_buf_free(&acc);
     if (!be) fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), ours);
     if (bf16)
         fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",

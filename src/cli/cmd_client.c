@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "cli/local_decide.h"
+#include "core/request.h"
 #include "core/respjson.h"
 
 #define CL_MAX_RESPONSE (16u << 20)
@@ -121,6 +122,106 @@ static int put_criteria(bs_buf *b, const char **opts, int n, const char *flag) {
     return 0;
 }
 
+static int key_is(const bj_value *obj, size_t i, const char *k) {
+    return obj->key_lens[i] == strlen(k) && !memcmp(obj->keys[i], k, obj->key_lens[i]);
+}
+
+/* base (an object) with "state" and "model" replaced or added (NULL = keep). */
+static void put_request(bs_buf *b, const bj_value *base, const bj_value *state, const char *model) {
+    int have_state = 0, have_model = 0;
+    bs_buf_putc(b, '{');
+    for (size_t i = 0; i < base->n; i++) {
+        if (i) bs_buf_putc(b, ',');
+        bj_put_string(b, base->keys[i], base->key_lens[i]);
+        bs_buf_putc(b, ':');
+        if (state && key_is(base, i, "state")) {
+            bs_resp_value(b, state);
+            have_state = 1;
+        } else if (model && key_is(base, i, "model")) {
+            bj_put_string(b, model, strlen(model));
+            have_model = 1;
+        } else {
+            bs_resp_value(b, base->items[i]);
+        }
+    }
+    int first = base->n == 0;
+    if (state && !have_state) {
+        bs_buf_puts(b, first ? "\"state\":" : ",\"state\":");
+        bs_resp_value(b, state);
+        first = 0;
+    }
+    if (model && !have_model) {
+        bs_buf_puts(b, first ? "\"model\":" : ",\"model\":");
+        bj_put_string(b, model, strlen(model));
+    }
+    bs_buf_putc(b, '}');
+}
+
+/* ---- requests the endpoint refuses ---- */
+
+/* The message and kind basal-rs's client gives a request its engine refuses
+ * (client.rs Failure::decision: the DecideError's Display, its kind by
+ * variant), from the error reply our endpoint sends for it: 422 {"detail":
+ * [...]} is "validation error: <the list as compact JSON>" (kind request),
+ * {"error":"unsupported","detail":[...]} "unsupported: <list>", a 5xx
+ * "internal error: <detail>" (kind internal), and a 400 usage error (02 §4.3)
+ * "usage error: <its message>" (kind request). malloc'd; NULL: no memory. */
+static char *refusal_message(int status, const char *body, size_t len, const char **kind) {
+    bj_value *v = NULL;
+    bs_err e = {0};
+    bs_buf m;
+    bs_buf_init(&m);
+    if (bj_parse(body, len, NULL, &v, &e) != 0) v = NULL;
+    const bj_value *err = v ? bj_get(v, "error") : NULL, *det = v ? bj_get(v, "detail") : NULL;
+    const bj_value *text = det && det->type == BJ_OBJECT ? bj_get(det, "message") : det;
+    *kind = "request";
+    if (status >= 500) {
+        *kind = "internal";
+        bs_buf_puts(&m, "internal error: ");
+    } else if (err && err->type == BJ_STRING && !strcmp(err->str, "unsupported")) {
+        *kind = "unsupported";
+        bs_buf_puts(&m, "unsupported: ");
+    } else if (det && det->type == BJ_ARRAY) {
+        bs_buf_puts(&m, "validation error: ");
+    } else {
+        bs_buf_puts(&m, "usage error: ");
+    }
+    if (text && text->type == BJ_STRING) bs_buf_put(&m, text->str, text->len);
+    else if (det) bs_resp_value(&m, det);
+    else bs_buf_printf(&m, "status %d", status);
+    bj_free(v);
+    if (m.oom) {
+        bs_buf_free(&m);
+        return NULL;
+    }
+    return m.data;
+}
+
+/* Step 8 of 02 §3 (the validation that needs no model) on a request body, as
+ * basal-rs's client runs parse_request before it sends a record or loads a
+ * model: 0 valid; 1 refused (its error reply in *status and *body, malloc'd); -1 no
+ * memory. */
+static int validate_request(const char *data, size_t len, int *status, char **body) {
+    bs_reply rep;
+    bs_reply_init(&rep);
+    bs_request *req = NULL;
+    bs_err e = {0};
+    int rc = bs_request_parse(data, len, BS_DIALECT_SYSTEMONE, NULL, &req, &rep, &e);
+    int ret = 0;
+    if (rc == BS_OK) {
+        bs_request_free(req);
+    } else if (rc == BS_EINVAL && rep.body.len && !rep.body.oom) {
+        *status = rep.status;
+        *body = rep.body.data;
+        bs_buf_init(&rep.body);
+        ret = 1;
+    } else if (rc == BS_ENOMEM || rep.body.oom) {
+        ret = -1;
+    } /* anything else: the server decides */
+    bs_reply_free(&rep);
+    return ret;
+}
+
 /* The template (a request object without state) of --ask or --template; exit status on failure. */
 static int build_template(cl_ctx *c) {
     cl_opts *o = c->o;
@@ -182,12 +283,30 @@ static int build_template(cl_ctx *c) {
         fprintf(stderr, "basal client: template: invalid JSON: %s\n", je.msg ? je.msg : e.msg);
         goto out;
     }
-    const bj_value *q = bj_get(c->template, "questions");
-    if (c->template->type != BJ_OBJECT || !q || q->type != BJ_OBJECT) {
+    if (c->template->type != BJ_OBJECT) {
         fprintf(stderr, "basal client: template must be a request object containing questions\n");
         goto out;
     }
-    if (o->value && q->n != 1) {
+    /* its questions are checked once, on an empty state (basal-rs: "invalid
+     * questions in template"), rather than failing every record */
+    static const bj_value empty_state = {.type = BJ_STRING, .str = (char *)"", .len = 0};
+    bs_buf probe;
+    bs_buf_init(&probe);
+    put_request(&probe, c->template, &empty_state, "client-validation");
+    int status = 0;
+    char *body = NULL;
+    int vr = probe.oom ? -1 : validate_request(probe.data, probe.len, &status, &body);
+    bs_buf_free(&probe);
+    if (vr != 0) {
+        const char *kind;
+        char *msg = vr > 0 ? refusal_message(status, body, strlen(body), &kind) : NULL;
+        fprintf(stderr, "basal client: %s%s\n", msg ? "invalid questions in template: " : "", msg ? msg : "out of memory");
+        free(msg);
+        free(body);
+        goto out;
+    }
+    const bj_value *q = bj_get(c->template, "questions");
+    if (o->value && (!q || q->n != 1)) {
         fprintf(stderr, "basal client: --value requires exactly one question\n");
         goto out;
     }
@@ -195,41 +314,6 @@ static int build_template(cl_ctx *c) {
 out:
     bs_buf_free(&b);
     return rc;
-}
-
-static int key_is(const bj_value *obj, size_t i, const char *k) {
-    return obj->key_lens[i] == strlen(k) && !memcmp(obj->keys[i], k, obj->key_lens[i]);
-}
-
-/* base (an object) with "state" and "model" replaced or added (NULL = keep). */
-static void put_request(bs_buf *b, const bj_value *base, const bj_value *state, const char *model) {
-    int have_state = 0, have_model = 0;
-    bs_buf_putc(b, '{');
-    for (size_t i = 0; i < base->n; i++) {
-        if (i) bs_buf_putc(b, ',');
-        bj_put_string(b, base->keys[i], base->key_lens[i]);
-        bs_buf_putc(b, ':');
-        if (state && key_is(base, i, "state")) {
-            bs_resp_value(b, state);
-            have_state = 1;
-        } else if (model && key_is(base, i, "model")) {
-            bj_put_string(b, model, strlen(model));
-            have_model = 1;
-        } else {
-            bs_resp_value(b, base->items[i]);
-        }
-    }
-    int first = base->n == 0;
-    if (state && !have_state) {
-        bs_buf_puts(b, first ? "\"state\":" : ",\"state\":");
-        bs_resp_value(b, state);
-        first = 0;
-    }
-    if (model && !have_model) {
-        bs_buf_puts(b, first ? "\"model\":" : ",\"model\":");
-        bj_put_string(b, model, strlen(model));
-    }
-    bs_buf_putc(b, '}');
 }
 
 /* ---- HTTP ---- */
@@ -435,6 +519,7 @@ static void slot_fill(cl_ctx *c, cl_slot *s, uint64_t index, cl_record *rec, int
         }
     }
     const char *model = c->model;
+    int discover = 0;
     if (!model) {
         const bj_value *m = bj_get(base, "model");
         if (m && m->type == BJ_STRING) {
@@ -445,11 +530,32 @@ static void slot_fill(cl_ctx *c, cl_slot *s, uint64_t index, cl_record *rec, int
             }
             free(own);
         } else if (!m) {
-            if (discover_model(c, s) != 0) goto done;
-            model = c->discovered;
+            discover = 1;
         }
     }
-    put_request(&s->body, base, state, model);
+    /* validated before it is sent (and before a model is discovered for it),
+     * as basal-rs's client does: a malformed record fails here with kind
+     * request, the error body our endpoint would send as detail, no status */
+    put_request(&s->body, base, state, discover ? "client-discovery" : model);
+    int status = 0;
+    char *refused = NULL;
+    int vr = s->body.oom ? -1 : validate_request(s->body.data, s->body.len, &status, &refused);
+    if (vr < 0) {
+        set_error(s, "internal", bs_strfmt("out of memory"));
+        goto done;
+    }
+    if (vr > 0) {
+        const char *kind = "request";
+        set_error(s, kind, refusal_message(status, refused, strlen(refused), &kind));
+        s->kind = kind;
+        s->detail = refused;
+        goto done;
+    }
+    if (discover) {
+        if (discover_model(c, s) != 0) goto done;
+        s->body.len = 0;
+        put_request(&s->body, base, state, c->discovered);
+    }
     if (s->body.oom) {
         set_error(s, "internal", bs_strfmt("out of memory"));
         goto done;
@@ -521,15 +627,11 @@ static void local_decide(cl_ctx *c, cl_slot *s) {
         goto done;
     }
     if (rc > 0) {
-        static const char unsupported[] = "{\"error\":\"unsupported\"";
-        if (rep.status >= 500)
-            set_error(s, "internal", bs_strfmt("internal error (status %d)", rep.status));
-        else if (rep.body.len >= sizeof unsupported - 1 && !memcmp(rep.body.data, unsupported, sizeof unsupported - 1))
-            set_error(s, "unsupported", bs_strfmt("the request is not supported (status %d)", rep.status));
-        else
-            set_error(s, "request", bs_strfmt("the request is invalid (status %d)", rep.status));
+        const char *kind = "request";
+        set_error(s, kind, refusal_message(rep.status, rep.body.data ? rep.body.data : "", rep.body.len, &kind));
+        s->kind = kind;
     } else {
-        set_error(s, "internal", bs_strfmt("%s", e.msg));
+        set_error(s, "internal", bs_strfmt("internal error: %s", e.msg));
         bs_reply_internal(&rep, BS_DIALECT_SYSTEMONE, e.msg);
     }
     if (rep.body.len && !rep.body.oom) {
@@ -781,6 +883,9 @@ const cli_doc cli_doc_client = {
     "waiting 1, 2, 4, 8, then 16 s, or the server's Retry-After in seconds when it is at most 30\n"
     "(otherwise the record fails). The API key is sent as Authorization: Bearer; none when the\n"
     "variable named by --key-env is unset or empty.\n"
+    "Each request is validated before it is sent (no model needed): a malformed record fails\n"
+    "with kind request, message \"validation error: [...]\" and the endpoint's error body as\n"
+    "detail, without a status; a --template/--ask whose questions are invalid is a usage error.\n"
     "--local loads the model --model names (a directory, mini, 4.5B, max or owner/name[@revision]\n"
     "in the local Hugging Face cache) once and decides each record in-process, in input order:\n"
     "the same output, with no usage.latency_ms. A record the endpoint would refuse fails with\n"
@@ -929,7 +1034,11 @@ static int build_headers(cl_ctx *c) {
     if (h) h = curl_slist_append(h, "Expect:");
     const char *key = getenv(c->o->key_env);
     if (h && key && *key) {
-        if (strpbrk(key, "\r\n")) {
+        /* what an HTTP header value may hold (basal-rs: reqwest's HeaderValue::from_str): visible bytes,
+         * space and tab; any other control byte is refused */
+        int bad = 0;
+        for (const unsigned char *k = (const unsigned char *)key; *k; k++) bad |= (*k < 0x20 && *k != '\t') || *k == 0x7f;
+        if (bad) {
             curl_slist_free_all(h);
             fprintf(stderr, "basal client: %s contains an invalid bearer token\n", c->o->key_env);
             return 2;

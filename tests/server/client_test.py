@@ -202,6 +202,15 @@ def test_errors(srv, url):
         st, b = direct(srv, r)
         if st == 200:
             C.eq(strip_latency(got[i].encode()), envelope_ok(i, r, b), f"keep-going record {i}")
+        elif st == 422:
+            # basal-rs client.rs/http.rs: a record is validated (parse_request) before it is sent; a refused one
+            # fails with kind request, message "validation error: <the error list>", the error body as detail and
+            # no status (nothing was sent)
+            detail = json.loads(b)
+            want = {"index": i, "ok": False, "input": r, "error": {
+                "kind": "request", "message": "validation error: " + dumps(detail["detail"]), "detail": detail}}
+            C.eq(json.loads(got[i]), want, f"error envelope {i} (refused before sending; the server says {st})")
+            C.eq(got[i], dumps(want), f"error envelope {i}: compact, key order")
         else:
             want = {"index": i, "ok": False, "input": r,
                     "error": {"kind": "http", "message": f"HTTP {st}", "status": st, "detail": json.loads(b)}}
@@ -212,13 +221,39 @@ def test_errors(srv, url):
         "line 1 column 2 (char 1)"}}, "invalid JSON record: input null, CPython's message")
     C.eq(direct(srv, invalid)[0], 422, "oracle: missing fields are a 422")
     C.eq(direct(srv, unknown)[0], 400, "oracle: an unknown model is a 400")
+    # a stream line is blank when every byte is ASCII whitespace in Rust's sense (u8::is_ascii_whitespace:
+    # space, TAB, LF, FF, CR), so a line holding a vertical tab is a record
+    rc, out, _ = client(["--ask", "ok?", "--input", "lines", "--model", MODEL], b"a\n \t\x0c\r\n\x0b\nb\n", env)
+    C.eq((rc, [json.loads(l)["input"] for l in lines_of(out)]), (0, ["a", "\x0b", "b"]), "blank lines: \\v is not blank")
     # without --keep-going the first failure in output order stops the run
     rc, out, _ = client(["--request", "-", "--input", "jsonl", "--jobs", "4"], data.encode(), env)
     C.eq((rc, len(lines_of(out))), (1, 2), "first failure stops: exit 1 after its envelope")
     # a single json request that fails: error object on stderr, nothing on stdout
     rc, out, err = client(["--request", "-"], dumps(invalid).encode(), env)
     C.eq((rc, out), (1, b""), "single failed request: exit 1, empty stdout")
-    C.ok('"status":422' in err and '"kind":"http"' in err, f"single failed request: error on stderr ({err})")
+    C.ok('"kind":"request"' in err and '"status"' not in err and '"detail":{"detail":[' in err,
+         f"single refused request: error on stderr ({err})")
+    # refused records are not sent: the server's request counter stays where it was
+    before = metric_sum(srv.metrics(), "basal_http_requests_total")
+    bad_jsonl = "".join(dumps(x) + "\n" for x in (invalid, dict(invalid, model=5), {"model": MODEL, "state": "x",
+                        "questions": {}})).encode()
+    rc, out, _ = client(["--request", "-", "--input", "jsonl", "--keep-going"], bad_jsonl, env)
+    C.eq((rc, [json.loads(l)["error"]["kind"] for l in lines_of(out)]), (1, ["request"] * 3),
+         "malformed records: kind request each, exit 1")
+    C.eq(metric_sum(srv.metrics(), "basal_http_requests_total") - before, 0,
+         "malformed records: nothing sent to the server (its inference request counter)")
+    # a request without a model is validated before the model is discovered (with a placeholder model name)
+    rc, out, _ = client(["--request", "-", "--input", "jsonl"], (dumps({"state": "x", "questions": {}}) + "\n").encode(),
+                        env)
+    e = json.loads(out)["error"] if out else {}
+    C.eq((rc, e.get("kind"), e.get("detail", {}).get("detail", [{}])[0].get("loc")), (1, "request", ["body", "questions"]),
+         "no model and no questions: refused before discovery")
+    # a template whose questions the endpoint would refuse: a usage error at the start (basal-rs: "invalid questions
+    # in template"), whatever the input
+    tpl = file("bad-template.json", dumps({"questions": {"q": {"type": "choice"}}}))
+    rc, out, err = client(["--template", tpl], b"x", env)
+    C.eq((rc, out), (2, b""), f"template with invalid questions: exit 2 ({err.strip()[:160]})")
+    C.ok("invalid questions in template: validation error: [" in err, f"template error names the questions ({err})")
     # connection refused: transport error without status
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -309,6 +344,9 @@ def test_auth():
         C.eq(rc, 0, f"--key-env: the bearer token is sent ({err})")
         rc, out, err = client(["--ask", "ok?", "--model", MODEL], b"x", {"BASAL_URL": url, "BASAL_API_KEY": "zly"})
         C.ok(rc == 1 and '"status":401' in err, f"a wrong key: HTTP 401 ({err})")
+        # a token no header value may hold (a control byte other than TAB: reqwest's HeaderValue rule) is refused
+        rc, out, err = client(["--ask", "ok?", "--model", MODEL], b"x", {"BASAL_URL": url, "BASAL_API_KEY": "ab\x01c"})
+        C.ok(rc == 2 and out == b"" and "invalid bearer token" in err, f"a control byte in the key: exit 2 ({err})")
     finally:
         srv.stop()
 
@@ -491,6 +529,8 @@ def test_local(srv, url):
         C.eq(env_l["ok"], False, "--local jsonl: the invalid record fails")
         C.eq(env_l["input"], invalid, "--local jsonl: its input echoed")
         C.eq(env_l["error"]["kind"], "request", "--local jsonl: error kind request")
+        C.eq(env_l["error"]["message"], "validation error: " + dumps(json.loads(body)["detail"]),
+             "--local jsonl: message 'validation error: <list>' (basal-rs DecideError Display)")
         C.ok("status" not in env_l["error"], "--local jsonl: no HTTP status")
         C.eq(env_l["error"]["detail"], json.loads(body), "--local jsonl: detail is the server's 422 body")
         C.eq(dumps(env_l["error"]["detail"]).encode(), body, "--local jsonl: detail bytes as the server's")
