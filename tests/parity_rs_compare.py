@@ -285,7 +285,14 @@ def diff(x, y, path="", out=None):
     return out
 
 if __name__ == "__main__":
-    A, B, rep = sys.argv[1:4]
+    import argparse
+    ap = argparse.ArgumentParser(description="Checks a `basal compare` report against compare.rs re-expressed in "
+                                 "Python; exit 1 and the differences when they differ.")
+    ap.add_argument("A", help="reference export directory a")
+    ap.add_argument("B", help="reference export directory b")
+    ap.add_argument("REPORT", help="the report `basal compare --a A --b B --out REPORT` wrote")
+    args = ap.parse_args()
+    A, B, rep = args.A, args.B, args.REPORT
     exp = compare(A, B)
     got = json.load(open(rep, encoding="utf-8"))
     d = diff(exp, got)
