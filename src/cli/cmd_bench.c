@@ -18,6 +18,7 @@
 
 #include "cli/bench_item.h"
 #include "cli/cli.h"
+#include "cli/parity_stats.h"
 #include "core/progress.h"
 #include "core/respjson.h"
 #include "core/util.h"
@@ -31,43 +32,20 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median of n sorted values: the mean of the two middle ones when n is even
- * (basal-rs stats.rs median, Python's statistics.median). */
-static double median_sorted(const double *s, int n) {
-    if (n <= 0) return 0;
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
-}
-
-/* Quantile q of n sorted values: s[min(int(q*n), n-1)] (basal-rs stats.rs,
- * upstream basal-bench's p95 rule). */
-static double quantile_sorted(const double *s, int n, double q) {
-    int i = (int)(q * n);
-    return s[i < n - 1 ? i : n - 1];
-}
-
 /* {"n","max","p50","p95","p99","mean"} of the absolute values of xs
- * (basal-rs stats.rs summary); 0 on success. */
+ * (basal-rs stats.rs summary, computed as `basal compare` does); 0 on success. */
 static int put_summary(bs_buf *b, const double *xs, int n) {
-    double *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s), sum = 0;
-    if (!s) return -1;
-    for (int i = 0; i < n; i++) sum += s[i] = fabs(xs[i]);
-    qsort(s, (size_t)n, sizeof *s, cmp_d);
-    bs_buf_printf(b, "{\"n\":%d,\"max\":", n);
-    if (n > 0) {
-        bs_resp_double(b, s[n - 1]);
-        bs_buf_puts(b, ",\"p50\":");
-        bs_resp_double(b, median_sorted(s, n));
-        bs_buf_puts(b, ",\"p95\":");
-        bs_resp_double(b, quantile_sorted(s, n, 0.95));
-        bs_buf_puts(b, ",\"p99\":");
-        bs_resp_double(b, quantile_sorted(s, n, 0.99));
-        bs_buf_puts(b, ",\"mean\":");
-        bs_resp_double(b, sum / n);
-    } else {
-        bs_buf_puts(b, "null,\"p50\":null,\"p95\":null,\"p99\":null,\"mean\":null");
+    ps_stats t;
+    if (ps_summary_stats(xs, (size_t)(n > 0 ? n : 0), &t) < 0) return -1;
+    const char *names[] = {"max", "p50", "p95", "p99", "mean"};
+    const double vals[] = {t.max, t.p50, t.p95, t.p99, t.mean};
+    bs_buf_printf(b, "{\"n\":%zu", t.n);
+    for (int i = 0; i < 5; i++) {
+        bs_buf_printf(b, ",\"%s\":", names[i]);
+        if (isfinite(vals[i])) bs_resp_double(b, vals[i]);
+        else bs_buf_puts(b, "null");
     }
     bs_buf_putc(b, '}');
-    free(s);
     return 0;
 }
 
@@ -497,7 +475,8 @@ int cmd_bench(int argc, char **argv) {
     qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
     double dec_sorted[3] = {dec_runs[0], dec_runs[1], dec_runs[2]};
     qsort(dec_sorted, 3, sizeof(double), cmp_d);
-    double l1 = median_sorted(lat1 + 5, L), l2 = median_sorted(lat2 + 5, L), p95 = quantile_sorted(lat2 + 5, L, 0.95);
+    double l1 = ps_median_sorted(lat1 + 5, (size_t)L), l2 = ps_median_sorted(lat2 + 5, (size_t)L);
+    double p95 = ps_quantile_sorted(lat2 + 5, (size_t)L, 0.95);
     double gemm_gf = prof.gemm_ms > 0 ? prof.gemm_flop / (prof.gemm_ms / 1000.0) / 1e9 : 0;
     double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
     double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;

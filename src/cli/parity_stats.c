@@ -46,26 +46,35 @@ static int cmp_double(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-static double quantile(const double *s, size_t n, double q) {
+double ps_quantile_sorted(const double *s, size_t n, double q) {
     if (n == 0) return NAN;
     size_t i = (size_t)(q * (double)n);
     return s[i < n - 1 ? i : n - 1];
 }
 
-json_t *ps_summary(const double *x, size_t n) {
+double ps_median_sorted(const double *s, size_t n) {
+    return n == 0 ? NAN : n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
+}
+
+int ps_summary_stats(const double *x, size_t n, ps_stats *out) {
     double *s = malloc((n ? n : 1) * sizeof *s);
-    if (!s) return NULL;
+    if (!s) return -1;
     for (size_t i = 0; i < n; i++) s[i] = fabs(x[i]);
     qsort(s, n, sizeof *s, cmp_double);
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += s[i];
-    double mean = n ? sum / (double)n : NAN;
-    double med = n == 0 ? NAN : n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
-    json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "n", (json_int_t)n, "max", ps_num(n ? s[n - 1] : NAN),
-                          "p50", ps_num(med), "p95", ps_num(quantile(s, n, 0.95)), "p99",
-                          ps_num(quantile(s, n, 0.99)), "mean", ps_num(mean));
+    *out = (ps_stats){.n = n, .max = n ? s[n - 1] : NAN, .p50 = ps_median_sorted(s, n),
+                      .p95 = ps_quantile_sorted(s, n, 0.95), .p99 = ps_quantile_sorted(s, n, 0.99),
+                      .mean = n ? sum / (double)n : NAN};
     free(s);
-    return o;
+    return 0;
+}
+
+json_t *ps_summary(const double *x, size_t n) {
+    ps_stats t;
+    if (ps_summary_stats(x, n, &t) < 0) return NULL;
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "n", (json_int_t)n, "max", ps_num(t.max), "p50", ps_num(t.p50),
+                     "p95", ps_num(t.p95), "p99", ps_num(t.p99), "mean", ps_num(t.mean));
 }
 
 json_t *ps_quality(const ps_vec *dists, const size_t *gold, size_t n) {

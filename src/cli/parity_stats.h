@@ -23,6 +23,16 @@ json_t *ps_num(double x);
 size_t ps_argmax(const double *p, size_t n);
 /* 0.5 * sum |p - q| over the shorter of the two. */
 double ps_tv(const double *p, size_t np, const double *q, size_t nq);
+/* The numbers of ps_summary (NaN when n == 0); -1 when out of memory. */
+typedef struct ps_stats {
+    size_t n;
+    double max, p50, p95, p99, mean;
+} ps_stats;
+int ps_summary_stats(const double *x, size_t n, ps_stats *out);
+/* Of n ascending values: the median (mean of the two middle ones when n is
+ * even) and the element at floor(q * n), at most n - 1; NaN when n == 0. */
+double ps_median_sorted(const double *s, size_t n);
+double ps_quantile_sorted(const double *s, size_t n, double q);
 /* {"n", "max", "p50", "p95", "p99", "mean"} of |x|: p50 the median, pq the
  * element at floor(q * n) (at most n - 1) of the sorted values, mean the sum
  * in ascending order over n; NaN (null) when n == 0. NULL when out of memory. */
