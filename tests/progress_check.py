@@ -98,7 +98,8 @@ def check_series(lines, t0, t1, interval_ms, total_text, final_text, what):
     body = [s for _, s in lines[:-1]]
     pct = []
     for s in body:
-        m = re.match(r"(\d+)% \((.+) of (.+?)\), ([\d.]+ s|\d+ min \d+ s) elapsed(, about .* left)?$", s)
+        m = re.match(r"(\d+)% \((.+) of (.+?)(, [\d.]+ (?:B|kB|MB|GB|TB)/s)?\), ([\d.]+ s|\d+ min \d+ s) elapsed"
+                     r"(, about .* left)?$", s)
         if check(m is not None, f"{what}: progress line form: {s!r}"):
             pct.append(int(m.group(1)))
             check(m.group(3) == total_text, f"{what}: total {m.group(3)!r} = {total_text!r}")

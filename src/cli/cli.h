@@ -24,6 +24,8 @@ int cmd_client(int argc, char **argv);
 int cmd_benchmark(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_check_prompts(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
@@ -33,7 +35,7 @@ int cmd_compare(int argc, char **argv);
 extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, cli_doc_generate, cli_doc_logits,
     cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
     cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search, cli_doc_compare, cli_doc_export,
-    cli_doc_check_prompts;
+    cli_doc_check_prompts, cli_doc_pull, cli_doc_models;
 
 /* --backend auto|cpu|cuda (--device: its older name), --dtype
  * auto|f16|bf16|f32, --gemm-table FILE (device/device.h); NULL = not given
@@ -50,11 +52,28 @@ typedef struct cli_device {
                &(d)->dtype, "auto|f16|bf16|f32"),                                                                \
     CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
 /* --model REF (06 §3): a directory, a short name (mini, 4.5B, max) or
- * owner/name[@revision] found in the local Hugging Face cache; *(const char
- * **)dst becomes the model directory (kept until the process exits). A
- * reference that cannot be resolved is reported here (exit 1). */
+ * owner/name[@revision] from the Hugging Face cache, downloaded first when
+ * it is not there (cli_hub_resolve); *(const char **)dst becomes the model
+ * directory (kept until the process exits). A reference that cannot be
+ * resolved is reported here (exit 1). */
 int cli_model_ref(void *dst, const char *flag, const char *value);
 #define CLI_MODEL(help, dst_) CLI_CALL("--model", "REF", "", NULL, help, dst_, cli_model_ref)
+
+/* ---- models from the Hub (cli_hub.c) ---- */
+struct bs_progress;
+struct bs_hub_opts;
+/* The progress of a download on stderr: a bar (bytes, rate, time left) on
+ * a terminal, timestamped lines otherwise. */
+typedef struct cli_hub_bar {
+    const char *cmd;
+    struct bs_progress *p;
+    const char *file;
+} cli_hub_bar;
+/* Sets o (zeroed first) to report into b. */
+void cli_hub_bar_opts(cli_hub_bar *b, const char *cmd, struct bs_hub_opts *o);
+void cli_hub_bar_end(cli_hub_bar *b);
+/* bs_hub_resolve(ref, revision, BS_HUB_DOWNLOAD) with the progress of cmd. */
+int cli_hub_resolve(const char *cmd, const char *ref, const char *revision, char **dir, bs_err *e);
 
 /* The SHA-256 of every weight file of a model directory (model.safetensors,
  * or the shards its index lists), as a JSON object {"file name": "hex", ...}

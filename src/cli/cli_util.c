@@ -9,7 +9,6 @@
 #include "core/sha256.h"
 #include "engine/plan.h"
 #include "model/safetensors.h"
-#include "server/modelref.h"
 
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens) {
     cli_fwd_progress *fp = ctx;
@@ -83,7 +82,7 @@ int cli_model_ref(void *dst, const char *flag, const char *value) {
         cli_error(NULL, "too many --model options");
         return 2;
     }
-    if (bs_model_ref_resolve(value, NULL, &dir, &e) < 0) {
+    if (cli_hub_resolve(NULL, value, NULL, &dir, &e) < 0) {
         cli_error(NULL, "%s", e.msg);
         return 1;
     }

@@ -887,7 +887,7 @@ const cli_doc cli_doc_client = {
     "with kind request, message \"validation error: [...]\" and the endpoint's error body as\n"
     "detail, without a status; a --template/--ask whose questions are invalid is a usage error.\n"
     "--local loads the model --model names (a directory, mini, 4.5B, max or owner/name[@revision]\n"
-    "in the local Hugging Face cache) once and decides each record in-process, in input order:\n"
+    "from the Hugging Face cache, downloaded when missing) once and decides each record in-process, in input order:\n"
     "the same output, with no usage.latency_ms. A record the endpoint would refuse fails with\n"
     "kind request, unsupported or internal and the endpoint's error body as detail. --threads,\n"
     "--backend, --device, --dtype and --gemm-table apply to --local only; --url, --key-env,\n"

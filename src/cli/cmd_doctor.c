@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "model/evidence.h"
 #include "model/safetensors.h"
 #include "server/config.h"
+#include "hub/hub.h"
 #include "server/modelref.h"
 
 /* What the Makefile's CUDA_ARCH compiles (SASS per architecture, PTX for the newest). */
@@ -256,6 +258,7 @@ typedef struct {
     char *dir;       /* resolved directory, or NULL */
     char *name;      /* served name when the model passed, else NULL */
     uint64_t wbytes; /* weights as stored */
+    uint64_t download; /* not in the cache: bytes the Hub would send */
 } model_t;
 
 /* Where the model set comes from (06 §4.1), applied onto c. Returns 0 when c
@@ -316,6 +319,42 @@ static int check_backend(report_t *r, const bs_serve_config *c, int gpus) {
     return cuda;
 }
 
+/* A model not in the cache: what serve would download, asked of the Hub
+ * (nothing is written); the free space of the cache against it. */
+static void check_download(report_t *r, const char *ref, const char *rev, model_t *out) {
+    bs_hub_env env;
+    bs_hub_ref hr;
+    bs_hub *h = NULL;
+    bs_err e = { 0 };
+    char *commit = NULL, shown[300];
+    uint64_t bytes = 0;
+    bs_hub_opts o = { .max_retries = 1 };
+    memset(&hr, 0, sizeof hr);
+    if (bs_hub_env_load(&env, &e) < 0) { r->oom = 1; return; }
+    if (bs_hub_ref_parse(ref, rev, &hr, &e) < 0 || bs_hub_open(&h, &env, &o, &e) < 0 ||
+        bs_hub_probe(h, &hr, &commit, &bytes, &e) < 0) {
+        char *rd = hr.repo[0] ? bs_hub_repo_dir(&env, hr.repo) : NULL;
+        add(r, A_MODELS, L_FAIL, "check the reference, the network (HF_ENDPOINT, HTTPS_PROXY) and HF_TOKEN",
+            "model %s@%s is not available locally (looked in %s), and the Hub cannot provide it: %s", hr.repo, hr.rev,
+            rd ? rd : env.cache, e.msg);
+        free(rd);
+        goto done;
+    }
+    bs_hub_ref_show(&hr, shown, sizeof shown);
+    out->download = bytes;
+    add(r, A_MODELS, L_INFO, "`basal pull REF` downloads it now; `basal serve` downloads it at the start",
+        "%s: not in the Hugging Face cache yet; %.2f GB to download (commit %.8s) from %s", shown, (double)bytes / 1e9,
+        commit, env.endpoint);
+    int64_t free_b = bs_hub_free_bytes(env.cache);
+    if (free_b >= 0 && (uint64_t)free_b < bytes)
+        add(r, A_DISK, L_FAIL, "free disk space, or set HF_HUB_CACHE (or HF_HOME) to a larger disk",
+            "%s: %.2f GB to download, %.2f GB free for %s", shown, (double)bytes / 1e9, (double)free_b / 1e9, env.cache);
+done:
+    free(commit);
+    bs_hub_close(h);
+    bs_hub_env_free(&env);
+}
+
 static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t *out) {
     const char *ref = mc->path ? mc->path : mc->repo;
     bs_err e = { 0 };
@@ -323,11 +362,13 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
     bs_weights w;
     int loaded = 0, opened = 0;
     memset(&w, 0, sizeof w);
-    if (bs_model_ref_resolve(ref, mc->repo ? mc->revision : NULL, &out->dir, &e) < 0) {
-        add(r, A_MODELS, L_FAIL,
-            "pass a local model directory, or put the repository into the Hugging Face cache ($HF_HOME/hub); "
-            "this build never downloads",
-            "%s", e.msg);
+    const char *rev = mc->repo ? bs_hub_yaml_revision(mc->repo, mc->revision) : NULL;
+    if (bs_hub_resolve(ref, rev, BS_HUB_CACHED, NULL, &out->dir, &e) < 0) {
+        if (bs_hub_would_download(ref, rev)) check_download(r, ref, rev, out);
+        else
+            add(r, A_MODELS, L_FAIL,
+                "pass a local model directory, or unset HF_HUB_OFFLINE so that `basal pull REF` (or serve) can "
+                "download the model", "%s", e.msg);
         return;
     }
     const char *fix_load = "repair or re-download the model directory (the message names the file and the problem)";
@@ -443,12 +484,13 @@ static void check_serve_accepts(report_t *r, bs_serve_config *c, const opts_t *o
     bs_err e = { 0 };
     bs_serve_checked k;
     const char *fix = "correct what the message names (basal serve makes this same check before loading)";
-    if (bs_serve_config_apply_env(c, o->addr, NULL, NULL, NULL, &e) < 0 || bs_serve_config_check(c, &k, &e) < 0) {
+    if (bs_serve_config_apply_env(c, o->addr, NULL, NULL, NULL, &e) < 0 || bs_serve_config_check(c, BS_HUB_CACHED, &k, &e) < 0) {
         add(r, A_CONFIG, L_FAIL, fix, "basal serve would refuse this configuration: %s", e.msg);
         return;
     }
-    add(r, A_CONFIG, L_OK, NULL, "basal serve accepts this configuration (%s%s, %zu model%s)",
-        c->api_key_env ? "API key from " : "no API key", c->api_key_env ? c->api_key_env : "", k.n, k.n == 1 ? "" : "s");
+    add(r, A_CONFIG, L_OK, NULL, "basal serve accepts this configuration (%s%s, %zu model%s%s)",
+        c->api_key_env ? "API key from " : "no API key", c->api_key_env ? c->api_key_env : "", k.n, k.n == 1 ? "" : "s",
+        k.n_uncached ? "; the names of models still to download are checked when serve has them" : "");
     bs_serve_checked_free(&k);
 }
 
@@ -539,8 +581,34 @@ static void check_cache_disk(report_t *r) {
     free(dir);
 }
 
+/* The Hugging Face cache (06 §3 R2): where it is, its free space, where
+ * downloads come from and with which token (never shown). */
+static void check_hf_cache(report_t *r) {
+    bs_hub_env env;
+    bs_err e = { 0 };
+    if (bs_hub_env_load(&env, &e) < 0) { r->oom = 1; return; }
+    int64_t free_b = bs_hub_free_bytes(env.cache);
+    struct stat st;
+    const char *note = stat(env.cache, &st) == 0 ? "" : ", not created yet";
+    if (free_b < 0)
+        add(r, A_DISK, L_WARN, "check the filesystem of the cache", "Hugging Face cache %s (from %s%s): free space unknown",
+            env.cache, env.cache_from, note);
+    else
+        add(r, A_DISK, free_b < (int64_t)GIB ? L_WARN : L_OK,
+            free_b < (int64_t)GIB ? "free space there, or set HF_HUB_CACHE (or HF_HOME) to a larger disk" : NULL,
+            "%.2f GiB free for the Hugging Face cache %s (from %s%s)", (double)free_b / GIB, env.cache, env.cache_from,
+            note);
+    if (env.offline)
+        add(r, A_DISK, L_INFO, NULL, "HF_HUB_OFFLINE is set: models come from the cache only, nothing is downloaded");
+    else
+        add(r, A_DISK, L_INFO, NULL, "models missing from the cache are downloaded from %s (%s%s)", env.endpoint,
+            env.token ? "token from " : "no token", env.token ? env.token_from : "");
+    bs_hub_env_free(&env);
+}
+
 static void check_disk(report_t *r, const char *dir) {
     check_cache_disk(r);
+    check_hf_cache(r);
     if (!dir) {
         add(r, A_DISK, L_INFO, NULL, "not checked (no model directory was found)");
         return;

@@ -10,7 +10,6 @@
 #include "cli/cli.h"
 #include "core/util.h"
 #include "model/config.h"
-#include "server/modelref.h"
 
 #ifdef BS_HAVE_CUDA
 #include "cuda/convert.h"
@@ -80,7 +79,7 @@ int cmd_gemm_search(int argc, char **argv) {
     bs_err e = {0};
     bs_config cfg;
     char *model_dir = NULL;
-    if (bs_model_ref_resolve(model_ref, NULL, &model_dir, &e) < 0 || bs_config_load(&cfg, model_dir, &e) < 0) {
+    if (cli_hub_resolve("gemm-search", model_ref, NULL, &model_dir, &e) < 0 || bs_config_load(&cfg, model_dir, &e) < 0) {
         fprintf(stderr, "basal gemm-search: %s\n", e.msg);
         free(model_dir);
         return 1;

@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "core/util.h"
 #include "server/config.h"
+#include "hub/hub.h"
 #include "server/modelref.h"
 
 const cli_doc cli_doc_init = {
@@ -53,9 +54,9 @@ static int put_model(FILE *f, const char *ref) {
         fputs("  - path: ", f);
         int rc = put_quoted(f, abs ? abs : ref);
         free(abs);
-        fputs("\n    # repo: Remek/basal-1.5-4.5B   (instead of path: owner/name, or mini, 4.5B, max, looked up\n"
-              "    #   in the Hugging Face cache, HF_HOME, default ~/.cache/huggingface; never downloaded)\n"
-              "    # revision: main   (only with repo: a commit, a unique commit prefix, or a name in refs/)\n", f);
+        fputs("\n    # repo: Remek/basal-1.5-4.5B   (instead of path: owner/name, or mini, 4.5B, max, from the\n"
+              "    #   Hugging Face cache, downloaded into it at the first start; `basal pull` downloads now)\n"
+              "    # revision: main   (only with repo: a branch, a tag or a full commit)\n", f);
         return rc;
     }
     const char *at = strchr(ref, '@');
@@ -64,8 +65,9 @@ static int put_model(FILE *f, const char *ref) {
     fputs("  - repo: ", f);
     int rc = put_quoted(f, repo);
     free(repo);
-    fputs("\n    #   owner/name, or mini, 4.5B, max; looked up in the Hugging Face cache (HF_HOME, default\n"
-          "    #   ~/.cache/huggingface), never downloaded.\n"
+    fputs("\n    #   owner/name, or mini, 4.5B, max; from the Hugging Face cache ($HF_HUB_CACHE, else\n"
+          "    #   $HF_HOME/hub, else ~/.cache/huggingface/hub), downloaded into it at the first start\n"
+          "    #   (`basal pull` downloads now).\n"
           "    # path: /a/local/model/directory   (instead of repo)\n", f);
     if (at) {
         fputs("    revision: ", f);
@@ -88,7 +90,7 @@ static uint64_t model_bytes(const char *ref) {
     };
     char *dir = NULL;
     uint64_t total = 0;
-    if (bs_model_ref_resolve(ref, NULL, &dir, NULL) == 0) {
+    if (bs_hub_resolve(ref, NULL, BS_HUB_CACHED, NULL, &dir, NULL) == 0) {
         DIR *d = opendir(dir);
         struct dirent *de;
         while (d && (de = readdir(d))) {

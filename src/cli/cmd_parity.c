@@ -22,7 +22,6 @@
 #include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
-#include "server/modelref.h"
 
 /* ---------------------------------------------------------------- JSONL and JSON helpers */
 
@@ -500,7 +499,7 @@ int cmd_export(int argc, char **argv) {
     bs_buf_init(&man);
     double t0 = bs_now_ms();
     if (!bench_path || !so_path) goto done;
-    if (bs_model_ref_resolve(o.ref, NULL, &dir, &e) < 0) goto fail;
+    if (cli_hub_resolve("export", o.ref, NULL, &dir, &e) < 0) goto fail;
     if (cli_jsonl_read(bench_path, &bench, &e) < 0 || cli_jsonl_read(so_path, &cases, &e) < 0) goto fail;
     if (!(pool = bs_pool_create(o.threads))) goto done;
     if (bs_basal_load(&m, dir, pool, 1, &e) < 0) goto fail;
@@ -833,7 +832,7 @@ int cmd_check_prompts(int argc, char **argv) {
     bs_buf_init(&err);
     bs_buf_init(&tag);
     if (!bench_path || !so_path) goto done;
-    if (bs_model_ref_resolve(ref, NULL, &dir, &e) < 0) goto fail;
+    if (cli_hub_resolve("check-prompts", ref, NULL, &dir, &e) < 0) goto fail;
     if (cli_jsonl_read(bench_path, &bench, &e) < 0 || cli_jsonl_read(so_path, &cases, &e) < 0) goto fail;
     if (bs_basal_load(&m, dir, NULL, 0, &e) < 0) goto fail;
     loaded = 1;

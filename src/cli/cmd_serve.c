@@ -27,6 +27,8 @@
 
 #include "cli/cli.h"
 #include "core/log.h"
+#include "core/progress.h"
+#include "core/respjson.h"
 #include "core/util.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
@@ -35,6 +37,7 @@
 #include "device/device.h"
 #include "model/basal_model.h"
 #include "server/config.h"
+#include "hub/hub.h"
 #include "server/modelref.h"
 #include "server/server.h"
 
@@ -51,7 +54,7 @@ typedef struct {
     int set_state_cache_mb, set_tree_max_tokens, set_max_batch_tokens, set_max_inflight, set_long_tokens,
         set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
         set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
-    int no_prefix_cache, metrics, no_ui;
+    int no_prefix_cache, metrics, no_ui, offline;
 } flags_t;
 
 const cli_doc cli_doc_serve = {
@@ -69,7 +72,12 @@ const cli_doc cli_doc_serve = {
     "--long-tokens, --state-cache-mb, --tree-max-tokens, --no-prefix-cache, --max-inflight,\n"
     "--long-slice-ms, --max-questions, --max-request-tokens, --release-date) are ignored with a\n"
     "warning; set them in the file. `basal init` writes a commented basal-serve.yml with every key.\n"
-    "Other environment: HF_HOME (Hugging Face cache for repository references), BASAL_HOME,\n"
+    "A repository reference (mini, 4.5B, max, owner/name[@revision]; YAML repo: + revision:) that is\n"
+    "not in the Hugging Face cache is downloaded into it before it loads (as `basal pull` does),\n"
+    "while GET /health answers 503 with the progress. Hub environment: HF_HUB_CACHE, HF_HOME\n"
+    "(the cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), HF_ENDPOINT,\n"
+    "HF_TOKEN (else $HF_HOME/token), HF_HUB_OFFLINE=1 (as --offline).\n"
+    "Other environment: BASAL_HOME,\n"
     "XDG_CACHE_HOME, the variable named by --api-key-env, BASAL_CPU (cap the CPU kernel family),\n"
     "BASAL_BF16=auto|amx|avx512-bf16|portable (the kernel of dtype bf16; auto = the fastest the CPU has).\n"
     "The address is bound before the models load: GET /health answers 503 {\"status\":\"loading\"} until\n"
@@ -127,6 +135,8 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
                 "allow browser pages of these origins (CORS; 204 preflight); YAML cors_origins", &f->cors),
         CLI_SW("--no-ui", "GET / answers 404 instead of the playground page (YAML ui: false)", &f->no_ui),
         CLI_SW("--metrics", "Prometheus text on GET /metrics (also YAML metrics: true)", &f->metrics),
+        CLI_SW("--offline", "models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)",
+               &f->offline),
         CLI_STR("--api-key-env", "NAME", "none: no authentication", NULL,
                 "environment variable holding the Bearer API key", &f->api_key_env),
         CLI_CHOICE("--backend", "auto", NULL, "compute backend; auto = CUDA if built in and a GPU is present",
@@ -373,6 +383,64 @@ typedef struct {
     bs_engine *engine;
 } served_t;
 
+/* A download at the start (issue 31): /health shows its progress, and the
+ * log a line every BASAL_PROGRESS_INTERVAL_MS (5 s). */
+typedef struct {
+    bs_server *srv;
+    const char *name;      /* the served name */
+    double t0, last_log;
+    long period_ms;
+} dl_watch;
+
+static int on_download(void *ud, const bs_hub_progress *hp) {
+    dl_watch *w = ud;
+    double now = bs_now_ms(), el = (now - w->t0) / 1e3;
+    uint64_t fresh = hp->done > hp->resumed ? hp->done - hp->resumed : 0;
+    double rate = el > 0.5 ? (double)fresh / el : 0, eta = rate > 0 ? (double)(hp->total - hp->done) / rate : -1;
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_buf_puts(&b, "\"phase\":\"downloading\",\"download\":{\"model\":");
+    bs_resp_string(&b, w->name, strlen(w->name));
+    bs_buf_puts(&b, ",\"repo\":");
+    bs_resp_string(&b, hp->repo, strlen(hp->repo));
+    bs_buf_puts(&b, ",\"file\":");
+    if (hp->file) bs_resp_string(&b, hp->file, strlen(hp->file));
+    else bs_buf_puts(&b, "null");
+    bs_buf_printf(&b, ",\"files_done\":%d,\"files_total\":%d,\"bytes_done\":%llu,\"bytes_total\":%llu,"
+                  "\"bytes_per_s\":%.0f,\"eta_s\":", hp->files_done, hp->files_total, (unsigned long long)hp->done,
+                  (unsigned long long)hp->total, rate);
+    if (eta >= 0) bs_buf_printf(&b, "%.0f}", eta);
+    else bs_buf_puts(&b, "null}");
+    if (!b.oom) bs_server_set_loading_detail(w->srv, b.data);
+    bs_buf_free(&b);
+    if (now - w->last_log >= (double)w->period_ms && hp->total) {
+        w->last_log = now;
+        bs_log(BS_LOG_INFO, "hub", "downloading %s: %.0f%% (%.1f of %.1f MB), %.1f MB/s%s%s", hp->repo,
+               100.0 * (double)hp->done / (double)hp->total, (double)hp->done / 1e6, (double)hp->total / 1e6, rate / 1e6,
+               hp->file ? ", " : "", hp->file ? hp->file : "");
+    }
+    return 0;
+}
+
+/* Downloads what the configuration check left pending (06 §3 R2), while
+ * the server answers /health 503 with the progress. */
+static int finish_downloads(bs_server *srv, bs_serve_checked *k, bs_err *e) {
+    for (size_t i = 0; i < k->n; i++) {
+        if (!k->pending[i]) continue;
+        const bs_hub_plan *p = bs_hub_pending_plan(k->pending[i]);
+        dl_watch w = { srv, k->names[i], bs_now_ms(), bs_now_ms(), bs_progress_interval_ms(5000) };
+        bs_hub_pending_watch(k->pending[i], on_download, &w);
+        bs_log(BS_LOG_INFO, "hub", "%s: downloading %s@%.8s (%.2f GB) before loading it", k->names[i], p->ref.repo,
+               p->commit, (double)p->bytes_missing / 1e9);
+        int rc = bs_hub_resolve_finish(k->pending[i], &k->dirs[i], e);
+        bs_server_set_loading_detail(srv, NULL);
+        if (rc < 0) return rc;
+        bs_hub_pending_free(k->pending[i]);
+        k->pending[i] = NULL;
+    }
+    return BS_OK;
+}
+
 int cmd_serve(int argc, char **argv) {
     double t_start = bs_now_ms();
     flags_t f;
@@ -387,6 +455,7 @@ int cmd_serve(int argc, char **argv) {
         free(f.models);
         return status < 0 ? 0 : status;
     }
+    if (f.offline) setenv("HF_HUB_OFFLINE", "1", 1); /* read where every model reference resolves */
     status = 1;
     bs_err e = { 0 };
     bs_serve_config c;
@@ -422,7 +491,7 @@ int cmd_serve(int argc, char **argv) {
     /* 1. the whole configuration, before any weight is read */
     if (build_config(&f, &c, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
     if (bs_log_format_parse(c.log_format, &lf) == 0) bs_log_set_format(lf);
-    if (bs_serve_config_check(&c, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
+    if (bs_serve_config_check(&c, BS_HUB_DOWNLOAD, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
     n = c.n_models;
     if (c.access_log && bs_log_sink_open(&g_access, c.access_log_file, &e) < 0) {
         bs_log(BS_LOG_ERROR, "serve", "%s", e.msg);
@@ -467,7 +536,8 @@ int cmd_serve(int argc, char **argv) {
     if (c.access_log)
         bs_log(BS_LOG_INFO, "serve", "access log on (%s)", bs_log_sink_is_file(g_access) ? c.access_log_file : "stderr");
 
-    /* 3. the models */
+    /* 3. what is to be downloaded, then the models */
+    if (finish_downloads(srv, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "hub", "%s", e.msg); goto done; }
     if (!(pool = bs_pool_create((int)c.threads))) { bs_log(BS_LOG_ERROR, "serve", "cannot start the thread pool"); goto done; }
     for (size_t i = 0; i < n; i++) {
         bs_serve_model *mc = &c.models[i];

@@ -16,6 +16,8 @@ typedef struct {
 /* In the order a newcomer needs them. */
 static const command commands[] = {
     {&cli_doc_serve, cmd_serve},
+    {&cli_doc_pull, cmd_pull},
+    {&cli_doc_models, cmd_models},
     {&cli_doc_init, cmd_init},
     {&cli_doc_doctor, cmd_doctor},
     {&cli_doc_decide, cmd_decide},

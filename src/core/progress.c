@@ -18,6 +18,7 @@ struct bs_progress {
     char what[160];
     char unit[24];
     atomic_uint_fast64_t done, total;
+    atomic_uint_fast64_t base;  /* of done: there before the work started (a resumed download) */
     int tty;
     long period_ms;          /* between two writes */
     struct timespec t0;
@@ -77,16 +78,24 @@ static double describe(const bs_progress *p, int final, char *out, size_t cap) {
     amount(p, total, b, sizeof b);
     duration(el, t, sizeof t);
     const char *unit = strcmp(p->unit, "B") ? p->unit : "";
+    uint64_t base = atomic_load(&p->base), fresh = done > base ? done - base : 0;
     if (final) {
         snprintf(out, cap, "done: %s%s%s in %s", a, *unit ? " " : "", unit, t);
     } else if (total) {
+        char rate[40] = "";
         left[0] = 0;
-        if (done > 0 && done < total) {
+        if (fresh > 0 && done < total) {
             char d[32];
-            duration(el * (double)(total - done) / (double)done, d, sizeof d);
+            duration(el * (double)(total - done) / (double)fresh, d, sizeof d);
             snprintf(left, sizeof left, ", about %s left", d);
         }
-        snprintf(out, cap, "%.0f%% (%s of %s%s%s), %s elapsed%s", frac * 100, a, b, *unit ? " " : "", unit, t, left);
+        if (!*unit && fresh > 0 && el >= 0.5) { /* bytes: the rate of this run */
+            char r[32];
+            amount(p, (uint64_t)((double)fresh / el), r, sizeof r);
+            snprintf(rate, sizeof rate, ", %s/s", r);
+        }
+        snprintf(out, cap, "%.0f%% (%s of %s%s%s%s), %s elapsed%s", frac * 100, a, b, *unit ? " " : "", unit, rate, t,
+                 left);
     } else {
         snprintf(out, cap, "%s%s%s, %s elapsed", a, *unit ? " " : "", unit, t);
     }
@@ -145,6 +154,7 @@ bs_progress *bs_progress_start(const char *what, uint64_t total, const char *uni
     snprintf(p->unit, sizeof p->unit, "%s", unit ? unit : "");
     atomic_init(&p->done, 0);
     atomic_init(&p->total, total);
+    atomic_init(&p->base, 0);
     p->tty = isatty(STDERR_FILENO) && !(mode && !strcmp(mode, "lines"));
     p->period_ms = TTY_PERIOD_MS;
     if (!p->tty) {
@@ -171,6 +181,10 @@ long bs_progress_interval_ms(long fallback) {
 
 void bs_progress_set(bs_progress *p, uint64_t done) {
     if (p) atomic_store(&p->done, done);
+}
+
+void bs_progress_base(bs_progress *p, uint64_t base) {
+    if (p) atomic_store(&p->base, base);
 }
 
 void bs_progress_add(bs_progress *p, uint64_t n) {

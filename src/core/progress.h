@@ -1,8 +1,8 @@
 /* Progress of long work on stderr (issue 18 item 4): writing a model, reading
  * weights, benchmarks, the GEMM search.
  *
- * On a terminal: one line redrawn in place (a bar, percent, amounts, elapsed
- * and remaining time), at most 10 times a second, ended with a newline when
+ * On a terminal: one line redrawn in place (a bar, percent, amounts, for
+ * bytes the rate, elapsed and remaining time), at most 10 times a second, ended with a newline when
  * the work is done. Elsewhere (a log file, a pipe, journald): one timestamped
  * line every BASAL_PROGRESS_INTERVAL_MS (default 5000 ms) while the work
  * lasts, and a closing line only if at least one was written, so short work
@@ -25,6 +25,9 @@ typedef struct bs_progress bs_progress;
 bs_progress *bs_progress_start(const char *what, uint64_t total, const char *unit);
 void bs_progress_set(bs_progress *p, uint64_t done);
 void bs_progress_add(bs_progress *p, uint64_t n);
+/* Of done, the amount that was there before this run (a resumed download):
+ * left out of the rate ("12.3 MB/s", shown for bytes) and the time left. */
+void bs_progress_base(bs_progress *p, uint64_t base);
 /* A new total (a phase whose size is learnt later), keeps done. */
 void bs_progress_total(bs_progress *p, uint64_t total);
 /* A message line on stderr while p runs: on a terminal the bar is cleared,

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "basal.h"
+#include "hub/hub.h"
 
 typedef struct bs_serve_model {
     char *path;              /* local directory, or NULL */
@@ -85,14 +86,21 @@ int bs_serve_config_apply_env(bs_serve_config *c, const char *addr, const char *
  * log file, every model reference (resolved to a directory whose basal.json
  * names the model), served names and aliases unique, default_model served. */
 typedef struct bs_serve_checked {
-    char **dirs;           /* per model: the resolved directory */
-    char **names;          /* per model: the served name (basal.json) */
+    char **dirs;           /* per model: the resolved directory (NULL while it is to be downloaded) */
+    char **names;          /* per model: the served name (basal.json; NULL when not known yet) */
+    bs_hub_pending **pending; /* per model: the download still to make (hub.h), or NULL */
     size_t n;
+    size_t n_uncached;     /* BS_HUB_CACHED: models not in the cache (their names are not checked) */
     size_t default_model;  /* index into the models */
     char *api_key;         /* the key (NULL: no authentication) */
     int cuda;              /* the CUDA backend will serve */
 } bs_serve_checked;
-int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *out, bs_err *e);
+/* mode BS_HUB_DOWNLOAD (serve): a repository model that is not in the cache
+ * is looked up on the Hub and its basal.json fetched, the rest left pending
+ * (finish it with bs_hub_resolve_finish); BS_HUB_CACHED (doctor): nothing is
+ * downloaded, a model not in the cache is counted in n_uncached unless the
+ * Hub is off (HF_HUB_OFFLINE), which is an error as serve would give it. */
+int bs_serve_config_check(const bs_serve_config *c, bs_hub_mode mode, bs_serve_checked *out, bs_err *e);
 void bs_serve_checked_free(bs_serve_checked *k);
 
 /* Shared by the YAML loader and the flags: a decimal integer in [min, max]. */

@@ -16,7 +16,6 @@
 #include "core/util.h"
 #include "device/device.h"
 #include "model/basal_model.h"
-#include "server/modelref.h"
 
 static int set(char **dst, const char *v, bs_err *e) {
     char *d = bs_strfmt("%s", v);
@@ -73,16 +72,19 @@ void bs_serve_checked_free(bs_serve_checked *k) {
     for (size_t i = 0; i < k->n; i++) {
         if (k->dirs) free(k->dirs[i]);
         if (k->names) free(k->names[i]);
+        if (k->pending) bs_hub_pending_free(k->pending[i]);
     }
     free(k->dirs);
     free(k->names);
+    free(k->pending);
     free(k->api_key);
     memset(k, 0, sizeof *k);
 }
 
-/* The served name from dir/basal.json (the load checks it again, fully). */
-static int read_name(const char *dir, char **name, bs_err *e) {
-    char *path = bs_path_join(dir, "basal.json"), *text = NULL, *version = NULL;
+/* The served name from a basal.json (the load checks it again, fully):
+ * dir's, or the file path of one fetched ahead of its model. */
+static int read_name(const char *dir, const char *file, char **name, bs_err *e) {
+    char *path = file ? bs_strfmt("%s", file) : bs_path_join(dir, "basal.json"), *text = NULL, *version = NULL;
     size_t len = 0;
     int tobj, rc;
     if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
@@ -99,7 +101,8 @@ static int read_name(const char *dir, char **name, bs_err *e) {
 
 static int name_taken(const bs_serve_config *c, const bs_serve_checked *k, size_t upto, const char *name) {
     for (size_t i = 0; i < upto; i++) {
-        if (!strcmp(k->names[i], name)) return 1;
+        if (!k->names[i]) continue; /* not in the cache (doctor): its name is not known */
+        if (k->names[i] && !strcmp(k->names[i], name)) return 1;
         for (size_t a = 0; a < c->models[i].n_aliases; a++)
             if (!strcmp(c->models[i].aliases[a], name)) return 1;
     }
@@ -123,7 +126,7 @@ static int check_log_file(const char *path, bs_err *e) {
     return rc;
 }
 
-int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *k, bs_err *e) {
+int bs_serve_config_check(const bs_serve_config *c, bs_hub_mode mode, bs_serve_checked *k, bs_err *e) {
     memset(k, 0, sizeof *k);
     int rc;
     struct sockaddr_storage ss;
@@ -156,7 +159,8 @@ int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *k, bs_err 
         rc = bs_fail(e, BS_EINVAL, "no models");
         goto fail;
     }
-    if (!(k->dirs = calloc(c->n_models, sizeof *k->dirs)) || !(k->names = calloc(c->n_models, sizeof *k->names))) {
+    if (!(k->dirs = calloc(c->n_models, sizeof *k->dirs)) || !(k->names = calloc(c->n_models, sizeof *k->names)) ||
+        !(k->pending = calloc(c->n_models, sizeof *k->pending))) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -168,7 +172,18 @@ int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *k, bs_err 
             rc = bs_fail(e, BS_EINVAL, "a model needs exactly one of path and repo");
             goto fail;
         }
-        if ((rc = bs_model_ref_resolve(ref, m->repo ? m->revision : NULL, &k->dirs[i], e)) < 0) goto fail;
+        const char *rev = m->repo ? bs_hub_yaml_revision(m->repo, m->revision) : NULL;
+        bs_err re = { 0 };
+        rc = bs_hub_resolve_begin(ref, rev, mode, NULL, &k->dirs[i], &k->pending[i], &re);
+        if (rc < 0 && mode == BS_HUB_CACHED && bs_hub_would_download(ref, rev)) {
+            k->n_uncached++; /* serve would download it */
+            rc = BS_OK;
+            continue;
+        }
+        if (rc < 0) {
+            rc = bs_fail(e, rc, "%s", re.msg);
+            goto fail;
+        }
         if (!k->cuda && m->dtype && !strcmp(m->dtype, "f16")) {
             rc = bs_fail(e, BS_EUNSUP, "%s: dtype f16 needs the CUDA backend; use bf16 or f32", ref);
             goto fail;
@@ -178,7 +193,8 @@ int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *k, bs_err 
             rc = bs_fail(e, BS_EIO, "%s: gemm_table %s: no such file", ref, m->gemm_table);
             goto fail;
         }
-        if ((rc = read_name(k->dirs[i], &k->names[i], e)) < 0) goto fail;
+        const char *name_file = k->pending[i] ? bs_hub_pending_name_file(k->pending[i]) : NULL;
+        if ((rc = read_name(k->dirs[i] ? k->dirs[i] : ref, name_file, &k->names[i], e)) < 0) goto fail;
         if (name_taken(c, k, i, k->names[i])) {
             rc = bs_fail(e, BS_EINVAL, "model %s configured twice", k->names[i]);
             goto fail;
@@ -196,10 +212,11 @@ int bs_serve_config_check(const bs_serve_config *c, bs_serve_checked *k, bs_err 
     if (c->default_model) {
         size_t def = k->n;
         for (size_t i = 0; i < k->n && def == k->n; i++) {
-            if (!strcmp(k->names[i], c->default_model)) def = i;
+            if (k->names[i] && !strcmp(k->names[i], c->default_model)) def = i;
             for (size_t a = 0; a < c->models[i].n_aliases; a++)
                 if (!strcmp(c->models[i].aliases[a], c->default_model)) def = i;
         }
+        if (def == k->n && k->n_uncached) def = 0; /* doctor: a model not downloaded yet may be the one */
         if (def == k->n) {
             bs_buf b;
             bs_buf_init(&b);

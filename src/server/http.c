@@ -811,8 +811,12 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
         if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
             /* loading: alive but not ready (readiness fails; liveness is /health/live) */
             reply_init(rep, 503);
-            bs_buf_printf(&rep->body, "{\"status\":\"loading\",\"models_loaded\":%ld,\"models_total\":%zu,\"models\":",
+            bs_buf_printf(&rep->body, "{\"status\":\"loading\",\"models_loaded\":%ld,\"models_total\":%zu,",
                           atomic_load(&s->n_loaded), s->n_models);
+            pthread_mutex_lock(&s->mu);
+            if (s->loading_detail) bs_buf_printf(&rep->body, "%s,", s->loading_detail);
+            pthread_mutex_unlock(&s->mu);
+            bs_buf_puts(&rep->body, "\"models\":");
             bs_buf_puts(&rep->body, s->health_body.data + strlen("{\"status\":\"ok\",\"models\":"));
             reply_header(rep, "Retry-After", "1");
             return 0;

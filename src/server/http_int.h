@@ -81,6 +81,7 @@ struct bs_server {
     atomic_long live;        /* connections not yet closed */
     atomic_int stopping;
     pthread_mutex_t mu;      /* guards the fields below */
+    char *loading_detail;    /* bs_server_set_loading_detail, or NULL */
     pthread_cond_t cond;     /* pending or live reached 0, the listener closed */
     long pending;            /* jobs submitted and not yet done */
     int engines_closed, listener_closed, quit;

@@ -1,15 +1,9 @@
-/* Model references of `basal serve --model REF` and the YAML repo key
- * (spec 06 §3). */
+/* basal-c's own directories (spec 06 §3 R3) and the model served when
+ * nothing names one. Model references themselves are hub/hub.h's. */
 #ifndef BS_MODELREF_H
 #define BS_MODELREF_H
 
 #include "basal.h"
-
-/* An existing directory (when no revision is given) is used as is; else ref
- * is a short name (mini, 4.5B, max, basal-1.5-*) or owner/name[@revision],
- * looked up in $HF_HOME/hub (default ~/.cache/huggingface/hub). revision, if
- * not NULL, overrides the one in ref. *dir is malloc'd. */
-int bs_model_ref_resolve(const char *ref, const char *revision, char **dir, bs_err *e);
 
 /* The cache directory of 06 §3 R3: $BASAL_HOME/.cache when BASAL_HOME is set
  * and not empty, else $XDG_CACHE_HOME/basal when that is absolute, else

@@ -109,6 +109,7 @@ static void free_server(bs_server *s) {
     bs_buf_free(&s->models_body);
     bs_buf_free(&s->health_body);
     bs_buf_free(&s->served_names);
+    free(s->loading_detail);
     for (size_t i = 0; i < s->n_cors; i++) free(s->cors[i]);
     free(s->cors);
     for (size_t i = 0; i < IP_BUCKETS; i++)
@@ -248,6 +249,15 @@ oom:
 
 void bs_server_set_loaded(bs_server *s, size_t loaded) {
     if (s) atomic_store(&s->n_loaded, (long)loaded);
+}
+
+void bs_server_set_loading_detail(bs_server *s, const char *json_members) {
+    if (!s) return;
+    char *copy = json_members && *json_members ? bs_strfmt("%s", json_members) : NULL;
+    pthread_mutex_lock(&s->mu);
+    free(s->loading_detail);
+    s->loading_detail = copy; /* out of memory: no detail, the rest of /health stays */
+    pthread_mutex_unlock(&s->mu);
 }
 
 void bs_server_set_ready(bs_server *s, bs_engine *const *engines) {

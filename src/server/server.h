@@ -69,6 +69,10 @@ typedef struct bs_server bs_server;
 int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e);
 /* While loading: how many models are loaded (shown by /health). */
 void bs_server_set_loaded(bs_server *s, size_t loaded);
+/* While loading: what the start is doing now, as JSON members that /health
+ * shows before "models" (e.g. "phase":"downloading","download":{...});
+ * NULL or "" removes them. The text is copied; any thread may call this. */
+void bs_server_set_loading_detail(bs_server *s, const char *json_members);
 /* Hands over one engine per model (in o->models order) and starts answering
  * every route; /health turns 200. Call once, from one thread. */
 void bs_server_set_ready(bs_server *s, bs_engine *const *engines);

@@ -1013,7 +1013,7 @@ models:
              want, f"access log of an error with {args} {env}")
     # the model reference resolves through a Hugging Face cache layout
     snap = os.path.join(tmp, "hub", "models--Remek--basal-1.5-mini", "snapshots",
-                        "1978d0700000000000000000000000000000000f")
+                        "1978d0705ce09cd2d7d8d3e87b304468121e7255")  # the pinned commit (06 §3 R1)
     os.makedirs(os.path.dirname(snap))
     os.symlink(os.path.abspath(tb), snap)
     p = Server(["--model", "mini"], env={"HF_HOME": tmp})
