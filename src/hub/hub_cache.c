@@ -338,25 +338,27 @@ static int cmp_cached(const void *a, const void *b) {
     return c ? c : strcmp(x->commit, y->commit);
 }
 
-/* refs naming commit, found by walking refs/ (names may hold '/'). */
-static void refs_naming(const char *refs_root, const char *sub, const char *commit, bs_buf *out) {
-    char *dirp = *sub ? bs_strfmt("%s/%s", refs_root, sub) : bs_strfmt("%s", refs_root);
+/* Calls fn for each ref of refs/<sub> (recursively: names may hold '/')
+ * that names commit; with prune, folders left empty are removed. */
+typedef void (*ref_fn)(void *ud, const char *name, const char *path);
+
+static void each_ref(const char *repo_dir, const char *sub, const char *commit, ref_fn fn, void *ud, int prune) {
+    char *dirp = *sub ? bs_strfmt("%s/refs/%s", repo_dir, sub) : bs_strfmt("%s/refs", repo_dir);
     DIR *d = dirp ? opendir(dirp) : NULL;
     struct dirent *de;
     while (d && (de = readdir(d))) {
         if (de->d_name[0] == '.' || strstr(de->d_name, ".tmp")) continue;
         char *name = *sub ? bs_strfmt("%s/%s", sub, de->d_name) : bs_strfmt("%s", de->d_name);
-        char *full = name ? bs_strfmt("%s/%s", refs_root, name) : NULL;
+        char *full = name ? bs_strfmt("%s/refs/%s", repo_dir, name) : NULL;
         struct stat st;
         if (full && stat(full, &st) == 0) {
             if (S_ISDIR(st.st_mode)) {
-                refs_naming(refs_root, name, commit, out);
+                each_ref(repo_dir, name, commit, fn, ud, prune);
+                if (prune) rmdir(full); /* only when it became empty */
             } else {
-                char *repo_dir = bs_strfmt("%.*s", (int)(strlen(refs_root) - 5), refs_root);
-                char *c = repo_dir ? bs_hub_read_ref(repo_dir, name) : NULL;
-                if (c && !strcmp(c, commit)) bs_buf_printf(out, "%s%s", out->len ? "," : "", name);
+                char *c = bs_hub_read_ref(repo_dir, name);
+                if (c && !strcmp(c, commit)) fn(ud, name, full);
                 free(c);
-                free(repo_dir);
             }
         }
         free(full);
@@ -364,6 +366,15 @@ static void refs_naming(const char *refs_root, const char *sub, const char *comm
     }
     if (d) closedir(d);
     free(dirp);
+}
+
+static void ref_append(void *ud, const char *name, const char *path) {
+    bs_buf *out = ud;
+    bs_buf_printf(out, "%s%s", out->len ? "," : "", name);
+}
+
+static void ref_unlink(void *ud, const char *name, const char *path) {
+    unlink(path);
 }
 
 /* The bytes of the distinct blobs the links of one snapshot point to. */
@@ -394,10 +405,9 @@ static int list_repo(const bs_hub_env *env, const char *folder, bs_hub_cached **
     char *repo = repo_of_folder(folder);
     if (!repo) return BS_OK;
     char *repo_dir = bs_path_join(env->cache, folder), *snaps = repo_dir ? bs_path_join(repo_dir, "snapshots") : NULL;
-    char *refs_root = repo_dir ? bs_path_join(repo_dir, "refs") : NULL;
     DIR *d = snaps ? opendir(snaps) : NULL;
     struct dirent *de;
-    int rc = repo_dir && snaps && refs_root ? BS_OK : BS_ENOMEM;
+    int rc = repo_dir && snaps ? BS_OK : BS_ENOMEM;
     while (rc == BS_OK && d && (de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         if (*n == *cap) {
@@ -413,7 +423,7 @@ static int list_repo(const bs_hub_env *env, const char *folder, bs_hub_cached **
         bs_buf refs;
         bs_buf_init(&refs);
         bs_buf_puts(&refs, "");
-        refs_naming(refs_root, "", de->d_name, &refs);
+        each_ref(repo_dir, "", de->d_name, ref_append, &refs, 0);
         int oom = 0;
         c->repo = bs_strfmt("%s", repo);
         c->commit = bs_strfmt("%s", de->d_name);
@@ -431,7 +441,6 @@ static int list_repo(const bs_hub_env *env, const char *folder, bs_hub_cached **
     free(repo);
     free(repo_dir);
     free(snaps);
-    free(refs_root);
     return rc;
 }
 
@@ -538,33 +547,6 @@ static void blobs_in_use(const char *repo_dir, const char *except, json_t *used)
     free(snaps);
 }
 
-/* Removes the refs of refs_root/sub (recursively) that name commit. */
-static void remove_refs(const char *repo_dir, const char *sub, const char *commit) {
-    char *dirp = *sub ? bs_strfmt("%s/refs/%s", repo_dir, sub) : bs_strfmt("%s/refs", repo_dir);
-    DIR *d = dirp ? opendir(dirp) : NULL;
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        char *name = *sub ? bs_strfmt("%s/%s", sub, de->d_name) : bs_strfmt("%s", de->d_name);
-        char *full = name ? bs_strfmt("%s/refs/%s", repo_dir, name) : NULL;
-        struct stat st;
-        if (full && stat(full, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                remove_refs(repo_dir, name, commit);
-                rmdir(full); /* only when it became empty */
-            } else {
-                char *c = bs_hub_read_ref(repo_dir, name);
-                if (c && !strcmp(c, commit)) unlink(full);
-                free(c);
-            }
-        }
-        free(full);
-        free(name);
-    }
-    if (d) closedir(d);
-    free(dirp);
-}
-
 static uint64_t tree_bytes(const char *path) {
     struct stat st;
     if (lstat(path, &st) != 0) return 0;
@@ -643,7 +625,7 @@ int bs_hub_cache_remove(const bs_hub_env *env, const bs_hub_ref *r, int whole, u
         rc = bs_fail(e, BS_EIO, "%s: cannot remove it: %s", snap, strerror(errno));
         goto done;
     }
-    remove_refs(repo_dir, "", commit);
+    each_ref(repo_dir, "", commit, ref_unlink, NULL, 1);
     /* nothing left of the repository: its folder goes too */
     json_object_clear(used);
     blobs_in_use(repo_dir, NULL, used);

@@ -180,23 +180,29 @@ static void link_next(const char *v, size_t n, char *out, size_t cap) {
     }
 }
 
-static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
-    xfer_t *x = ud;
-    size_t len = size * nitems, n = len;
-    bs_hub_resp *r = x->resp;
+void bs_hub_resp_reset(bs_hub_resp *r) {
+    char *body = r->body;
+    size_t bl = r->body_len;
+    memset(r, 0, sizeof *r);
+    r->body = body;
+    r->body_len = bl;
+    r->linked_size = r->content_length = r->range_start = r->range_total = -1;
+    r->retry_after = -1;
+}
+
+void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
     while (n && (data[n - 1] == '\r' || data[n - 1] == '\n')) n--;
     if (n >= 5 && !strncmp(data, "HTTP/", 5)) { /* a new answer (after 100 Continue): forget the last one's */
-        char *body = r->body;
-        size_t bl = r->body_len;
-        memset(r, 0, sizeof *r);
-        r->body = body;
-        r->body_len = bl;
-        r->linked_size = r->content_length = r->range_start = r->range_total = -1;
-        r->retry_after = -1;
-        return len;
+        bs_hub_resp_reset(r);
+        const char *sp = memchr(data, ' ', n), *end = data + n; /* (curl's line is not NUL-terminated) */
+        long st = 0;
+        for (const char *p = sp ? sp + 1 : end; p < end && p < sp + 4 && *p >= '0' && *p <= '9'; p++)
+            st = st * 10 + (*p - '0');
+        r->status = st;
+        return;
     }
     const char *colon = memchr(data, ':', n);
-    if (!colon) return len;
+    if (!colon) return;
     size_t kl = (size_t)(colon - data);
     const char *v = colon + 1;
     while (v < data + n && (*v == ' ' || *v == '\t')) v++;
@@ -214,17 +220,23 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
         header_value(v, vl, tmp, sizeof tmp);
         char *end;
         long long x = strtoll(tmp, &end, 10);
-        int ok = end != tmp && !*end && x >= 0;
+        int ok = end != tmp && !*end && x >= 0 && tmp[0] >= '0' && tmp[0] <= '9';
         if (IS("X-Linked-Size")) r->linked_size = ok ? x : -1;
         else if (IS("Content-Length")) r->content_length = ok ? x : -1;
         else r->retry_after = ok ? (long)(x > 3600 ? 3600 : x) : -1; /* an HTTP date: not used, as huggingface_hub */
     } else if (IS("Content-Range")) {
         long long a, b, t;
         header_value(v, vl, tmp, sizeof tmp);
-        if (sscanf(tmp, "bytes %lld-%lld/%lld", &a, &b, &t) == 3) r->range_start = a, r->range_total = t;
+        if (sscanf(tmp, "bytes %lld-%lld/%lld", &a, &b, &t) == 3 && a >= 0 && b >= a && t > b)
+            r->range_start = a, r->range_total = t;
     }
 #undef IS
-    return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
+    xfer_t *x = ud;
+    bs_hub_header_line(x->resp, data, size * nitems);
+    return size * nitems;
 }
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
@@ -260,25 +272,12 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return x->h->cancel && x->h->cancel(x->h->ud) ? 1 : 0;
 }
 
-/* The status arrives before the body: on_body needs it to tell file content
- * from an error page. */
-static size_t on_header_status(char *data, size_t size, size_t nitems, void *ud) {
-    xfer_t *x = ud;
-    size_t r = on_header(data, size, nitems, ud);
-    size_t n = size * nitems;
-    if (n >= 12 && !strncmp(data, "HTTP/", 5)) {
-        const char *sp = memchr(data, ' ', n);
-        if (sp) x->resp->status = strtol(sp + 1, NULL, 10);
-    }
-    return r;
-}
-
 int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int *transport, bs_err *e) {
     *transport = 0;
     free(resp->body);
-    memset(resp, 0, sizeof *resp);
-    resp->linked_size = resp->content_length = resp->range_start = resp->range_total = -1;
-    resp->retry_after = -1;
+    resp->body = NULL;
+    resp->body_len = 0;
+    bs_hub_resp_reset(resp);
     xfer_t x = { h, rq, resp, 0, 0 };
     CURL *c = h->curl;
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -294,7 +293,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STALL_S);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "basal-c/" BASAL_VERSION);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header_status);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header); /* the status too: on_body tells content from an error page by it */
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);

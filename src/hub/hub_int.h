@@ -9,6 +9,17 @@
 #include "hub/hub.h"
 
 /* ---- hub_pull.c ---- */
+
+/* The files of a listing (/api/models/<repo>/tree/<commit>). */
+typedef struct bs_hub_files {
+    bs_hub_file *v;
+    size_t n, cap;
+} bs_hub_files;
+/* Adds the top-level files of one page of the listing (a JSON array) to f;
+ * an entry without a valid size or etag (40 hex, 64 for LFS) is an error
+ * naming url. */
+int bs_hub_listing_page(bs_hub_files *f, const char *json, size_t len, const char *url, bs_err *e);
+void bs_hub_files_free(bs_hub_files *f);
 void bs_hub_set_progress(bs_hub *h, bs_hub_progress_fn fn, void *ud);
 /* Questions to the Hub about a revision (not file downloads) are not
  * retried when quick is set: a cached copy is then used at once, as
@@ -84,6 +95,11 @@ void bs_hub_http_close(bs_hub_http *h);
  * says what). */
 int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int *transport, bs_err *e);
 void bs_hub_resp_free(bs_hub_resp *r);
+/* One header line of an answer (or its status line) into r: what the
+ * Hub's protocol reads from it; anything else is ignored. */
+void bs_hub_header_line(bs_hub_resp *r, const char *line, size_t n);
+/* Empties r's fields, keeping its body. */
+void bs_hub_resp_reset(bs_hub_resp *r);
 /* Whether url is on the endpoint's origin (scheme, host and port). */
 int bs_hub_http_same_origin(const bs_hub_http *h, const char *url);
 /* url without its query (a CDN's signed URL carries credentials there),

@@ -233,14 +233,7 @@ static int hex_of(const char *s, size_t n) {
     return 1;
 }
 
-/* All files of the listing, top level only, with their etags checked to be
- * what the Hub gives (they become file names in blobs/). */
-typedef struct {
-    bs_hub_file *v;
-    size_t n, cap;
-} files_t;
-
-static void files_free(files_t *f) {
+void bs_hub_files_free(bs_hub_files *f) {
     for (size_t i = 0; i < f->n; i++) {
         free(f->v[i].path);
         free(f->v[i].etag);
@@ -249,7 +242,10 @@ static void files_free(files_t *f) {
     memset(f, 0, sizeof *f);
 }
 
-static int files_add(files_t *f, const json_t *entry, const char *url, bs_err *e) {
+/* One entry of the listing: a top-level file, its etag checked to be what
+ * the Hub gives (it becomes a file name in blobs/); folders and files in
+ * folders are not a Basal model's. */
+static int files_add(bs_hub_files *f, const json_t *entry, const char *url, bs_err *e) {
     const char *type = json_string_value(json_object_get(entry, "type"));
     const char *path = json_string_value(json_object_get(entry, "path"));
     if (!type || !path) return bs_fail(e, BS_EIO, "%s: a listing entry without type or path", url);
@@ -281,9 +277,25 @@ static int files_add(files_t *f, const json_t *entry, const char *url, bs_err *e
     return BS_OK;
 }
 
+static int listing_page(bs_hub_files *f, const json_t *list, const char *url, bs_err *e) {
+    if (!json_is_array(list)) return bs_fail(e, BS_EIO, "%s: the listing is not a JSON array", url);
+    int rc = BS_OK;
+    for (size_t i = 0; rc == BS_OK && i < json_array_size(list); i++) rc = files_add(f, json_array_get(list, i), url, e);
+    return rc;
+}
+
+int bs_hub_listing_page(bs_hub_files *f, const char *json, size_t len, const char *url, bs_err *e) {
+    json_error_t je;
+    json_t *list = json_loadb(json, len, 0, &je);
+    if (!list) return bs_fail(e, BS_EIO, "%s: the Hub's answer is not JSON (%s)", url, je.text);
+    int rc = listing_page(f, list, url, e);
+    json_decref(list);
+    return rc;
+}
+
 /* The whole listing of the commit (recursive, as huggingface_hub asks for
  * it), page after page through Link: rel="next". */
-static int list_files(bs_hub *h, const bs_hub_ref *r, const char *commit, files_t *f, bs_err *e) {
+static int list_files(bs_hub *h, const bs_hub_ref *r, const char *commit, bs_hub_files *f, bs_err *e) {
     char *url = api_url(h, r->repo, "tree", commit, "?recursive=true&expand=false");
     int rc = url ? BS_OK : bs_fail(e, BS_ENOMEM, "out of memory");
     bs_hub_resp resp = { 0 };
@@ -294,8 +306,7 @@ static int list_files(bs_hub *h, const bs_hub_ref *r, const char *commit, files_
             break;
         }
         if ((rc = api_get(h, r, url, &list, &resp, e)) < 0) break;
-        if (!json_is_array(list)) rc = bs_fail(e, BS_EIO, "%s: the listing is not a JSON array", url);
-        for (size_t i = 0; rc == BS_OK && i < json_array_size(list); i++) rc = files_add(f, json_array_get(list, i), url, e);
+        rc = listing_page(f, list, url, e);
         json_decref(list);
         free(url);
         url = NULL;
@@ -331,7 +342,7 @@ static int by_size(const void *a, const void *b) {
 }
 
 /* The shards the index names: each must be a top-level file of the listing. */
-static int add_shards(bs_hub *h, bs_hub_plan *p, files_t *all, bs_err *e) {
+static int add_shards(bs_hub *h, bs_hub_plan *p, bs_hub_files *all, bs_err *e) {
     char *blob = NULL, *text = NULL;
     size_t len = 0;
     int rc = bs_hub_fetch_blob(h, p, "model.safetensors.index.json", &blob, e);
@@ -392,7 +403,7 @@ static int commit_of(bs_hub *h, const bs_hub_ref *r, char **commit, bs_err *e) {
 
 int bs_hub_probe(bs_hub *h, const bs_hub_ref *r, char **commit, uint64_t *bytes, bs_err *e) {
     *bytes = 0;
-    files_t all = { 0 };
+    bs_hub_files all = { 0 };
     int rc = commit_of(h, r, commit, e);
     if (rc == BS_OK) rc = list_files(h, r, *commit, &all, e);
     int single = 0;
@@ -404,7 +415,7 @@ int bs_hub_probe(bs_hub *h, const bs_hub_ref *r, char **commit, uint64_t *bytes,
             (!single && n > 12 && !strcmp(p + n - 12, ".safetensors")))
             *bytes += all.v[i].size;
     }
-    files_free(&all);
+    bs_hub_files_free(&all);
     if (rc < 0) {
         free(*commit);
         *commit = NULL;
@@ -415,7 +426,7 @@ int bs_hub_probe(bs_hub *h, const bs_hub_ref *r, char **commit, uint64_t *bytes,
 int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) {
     memset(p, 0, sizeof *p);
     p->ref = *r;
-    files_t all = { 0 };
+    bs_hub_files all = { 0 };
     int rc = BS_OK;
     if (!(p->repo_dir = bs_hub_repo_dir(h->env, r->repo))) goto oom;
     if ((rc = commit_of(h, r, &p->commit, e)) < 0) goto fail;
@@ -460,7 +471,7 @@ oom:
 fail:
     bs_hub_plan_free(p);
 done:
-    files_free(&all);
+    bs_hub_files_free(&all);
     return rc;
 }
 

@@ -84,6 +84,7 @@ src_mini = os.path.join(tmp, "src", "mini")        # two shards, extra files a B
 src_single = os.path.join(tmp, "src", "single")    # one model.safetensors
 src_single2 = os.path.join(tmp, "src", "single2")  # the same model, another seed (a newer commit of main)
 src_notbasal = os.path.join(tmp, "src", "notbasal")
+src_noshard = os.path.join(tmp, "src", "noshard")  # its index names a shard the repository lacks
 make_model(src_mini, "--shards", "2", "--name", "basal-1.5-mini")
 make_model(src_single, "--name", "basal-hub-single")
 make_model(src_single2, "--name", "basal-hub-single", "--seed", "7")
@@ -95,6 +96,8 @@ for name, data in (("README.md", b"# a model card\n"), ("model.gguf", b"GGUF" + 
 os.makedirs(os.path.join(src_mini, "original"))
 with open(os.path.join(src_mini, "original", "consolidated.bin"), "wb") as f:
     f.write(b"\1" * 4096)
+shutil.copytree(src_mini, src_noshard)
+os.remove(os.path.join(src_noshard, "model-00002-of-00002.safetensors"))
 os.makedirs(src_notbasal)
 with open(os.path.join(src_notbasal, "config.json"), "w") as f:
     f.write("{}")
@@ -110,6 +113,7 @@ config = {
         {"id": "acme/gated", "gated": "manual", "revisions": [{"commit": "3" * 40, "dir": src_single, "refs": ["main"]}]},
         {"id": "acme/private", "private": True, "revisions": [{"commit": "4" * 40, "dir": src_single, "refs": ["main"]}]},
         {"id": "acme/notbasal", "revisions": [{"commit": "5" * 40, "dir": src_notbasal, "refs": ["main"]}]},
+        {"id": "acme/noshard", "revisions": [{"commit": "6" * 40, "dir": src_noshard, "refs": ["main"]}]},
     ],
     "tokens": {"hf_good": ["acme/gated", "acme/private"], "hf_other": []},
     "page_size": 3,  # the listing comes in pages: Link rel="next" is followed
@@ -281,6 +285,8 @@ try:
         (("acme/private",), {}, 1, ["no such model repository", "private"]),
         (("acme/single",), {"HF_TOKEN": "hf_stale"}, 1, ["access refused", "401"]),
         (("acme/notbasal",), {}, 1, ["is not a Basal model directory", "basal.json"]),
+        (("acme/noshard",), {}, 1, ["the index names model-00002-of-00002.safetensors, which the repository does "
+                                    "not hold"]),
         (("not a ref",), {}, 2, ["not a model reference"]),
         (("./no-such-dir",), {}, 2, ["no such directory"]),
         (("acme/single",), {"HF_HUB_OFFLINE": "1"}, 1, ["is not available locally", "HF_HUB_OFFLINE"]),
@@ -342,6 +348,10 @@ try:
     c.ok(expected_etag(big) not in blobs and not any(b.endswith(".incomplete") for b in blobs),
          f"the corrupted file never enters blobs/ and is not kept ({blobs})")
     c.ok(not os.path.exists(os.path.join(rd, "snapshots", OTHER, "model.safetensors")), "no snapshot link to it")
+    cache, r, dt, log = fresh_pull("f7", [{"kind": "status", "code": 404, "match": "/resolve/.*/config.json",
+                                           "times": -1}])
+    c.ok(r.returncode == 1 and "config.json: not found on the Hub" in r.stderr.decode(),
+         f"a listed file the Hub then does not find: exit 1, named ({out(r)[-300:]})")
     cache, r, dt, log = fresh_pull("f6", [{"kind": "ignore_range", "match": "/lfs/", "times": -1},
                                           {"kind": "cut", "match": "/lfs/", "after": size // 2, "times": 1},
                                           {"kind": "drop", "match": "/resolve/", "method": "HEAD", "times": 1}])
@@ -441,6 +451,19 @@ try:
         c.eq(json.loads(body).get("answers") if st == 200 else None, json.loads(d0.stdout).get("answers"),
              "its answers equal decide on the source directory")
     srv.stop()
+
+    # serve --offline from a filled cache: no request at all
+    reset()
+    srv = srvlib.Server(["--model", "mini", "--offline"], env=cache_env(os.path.join(tmp, "c1")))
+    st, h, body = srvlib.request(srv.port, "GET", "/health")
+    c.eq((st, json.loads(body).get("models")), (200, ["basal-1.5-mini"]), "serve --offline from the cache")
+    srv.stop()
+    c.eq(requests(), [], "serve --offline made no request")
+    srv = srvlib.Server(["--model", "acme/single", "--offline"], env=cache_env(os.path.join(tmp, "empty2")),
+                        expect_start=False)
+    rc = srv.wait_exit(60)
+    c.ok(rc == 1 and "is not available locally" in srv.log() and "HF_HUB_OFFLINE" in srv.log(),
+         f"serve --offline without the model: exit 1, says why ({rc}, {srv.log()[-300:]})")
 
     # ---- 11. basal models: list and remove; doctor ----
     r = sh(BASAL, "models", "--json", env=cache_env(cache2))
