@@ -334,7 +334,11 @@ static int bind_listen(const char *addr, int *fd_out, char *shown, size_t shown_
 static atomic_int g_serving;
 static sem_t g_stop;
 static int g_signal;
-static bs_log_sink *g_access; /* set before the signal thread starts, freed after the process stops */
+static bs_log_sink *g_access; /* the access log; never freed (the signal thread may reopen it) */
+/* g_access as the signal thread sees it: published once it is open (the
+ * thread starts before the configuration check, which may talk to the Hub
+ * for minutes, so that a stop signal then still ends the process) */
+static _Atomic(bs_log_sink *) g_access_sig;
 
 static void *signal_thread(void *arg) {
     const sigset_t *set = arg;
@@ -343,9 +347,10 @@ static void *signal_thread(void *arg) {
         if (sigwait(set, &sig) != 0) continue;
         if (sig == SIGHUP) {
             bs_err e = { 0 };
-            if (!bs_log_sink_is_file(g_access))
+            bs_log_sink *access = atomic_load(&g_access_sig);
+            if (!bs_log_sink_is_file(access))
                 bs_log(BS_LOG_INFO, "serve", "SIGHUP: no access log file to reopen; ignored");
-            else if (bs_log_sink_reopen(g_access, &e) < 0)
+            else if (bs_log_sink_reopen(access, &e) < 0)
                 bs_log(BS_LOG_ERROR, "serve", "SIGHUP: %s; still writing to the old file", e.msg);
             else
                 bs_log(BS_LOG_INFO, "serve", "SIGHUP: access log reopened");
@@ -491,18 +496,20 @@ int cmd_serve(int argc, char **argv) {
     /* 1. the whole configuration, before any weight is read */
     if (build_config(&f, &c, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
     if (bs_log_format_parse(c.log_format, &lf) == 0) bs_log_set_format(lf);
-    if (bs_serve_config_check(&c, BS_HUB_DOWNLOAD, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
-    n = c.n_models;
-    if (c.access_log && bs_log_sink_open(&g_access, c.access_log_file, &e) < 0) {
-        bs_log(BS_LOG_ERROR, "serve", "%s", e.msg);
-        goto done;
-    }
+    /* the check may ask the Hub (retries, Retry-After): SIGINT/SIGTERM must end it */
     pthread_t sig_th;
     if (pthread_create(&sig_th, NULL, signal_thread, &sigs) != 0) {
         bs_log(BS_LOG_ERROR, "serve", "cannot start the signal thread");
         goto done;
     }
     pthread_detach(sig_th);
+    if (bs_serve_config_check(&c, BS_HUB_DOWNLOAD, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
+    n = c.n_models;
+    if (c.access_log && bs_log_sink_open(&g_access, c.access_log_file, &e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", e.msg);
+        goto done;
+    }
+    atomic_store(&g_access_sig, g_access);
 
     /* 2. the address, and the server in its loading state */
     char shown[96] = "";

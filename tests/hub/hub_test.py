@@ -465,6 +465,18 @@ try:
     c.ok(rc == 1 and "is not available locally" in srv.log() and "HF_HUB_OFFLINE" in srv.log(),
          f"serve --offline without the model: exit 1, says why ({rc}, {srv.log()[-300:]})")
 
+    # SIGTERM while serve asks the Hub before binding (a 503 with Retry-After: 30): it ends at once
+    reset([{"kind": "status", "code": 503, "match": "/revision/", "times": -1, "retry_after": 30}])
+    srv = srvlib.Server(["--model", "acme/single"], env=cache_env(os.path.join(tmp, "sigterm")), expect_start=False)
+    srvlib.wait_until(lambda: any("/revision/" in q["path"] for q in requests()) and "retrying" in srv.log(), 60,
+                      poll=0.05)
+    t0 = time.time()
+    srv.proc.send_signal(signal.SIGTERM)
+    rc = srv.wait_exit(10)
+    c.ok(rc == 1 and time.time() - t0 < 5 * SLOW,
+         f"SIGTERM while the Hub is asked before the bind: exit 1 at once ({rc}, {time.time() - t0:.1f} s, "
+         f"{srv.log()[-300:]})")
+
     # ---- 11. basal models: list and remove; doctor ----
     r = sh(BASAL, "models", "--json", env=cache_env(cache2))
     listed = json.loads(r.stdout or b"[]")
