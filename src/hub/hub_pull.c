@@ -653,12 +653,23 @@ static int download(bs_hub *h, const bs_hub_file *f, const char *url, int auth, 
     int rc = BS_OK, tries = 0;
     s.resp = &resp;
     if (!(s.md = EVP_MD_CTX_new())) return bs_fail(e, BS_ENOMEM, "out of memory");
-    if ((s.fd = open(tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    /* never through a link or into a file with another name (a symlink or a
+     * hard link planted in blobs/ would have the download truncate and
+     * overwrite its target): such an entry is replaced by a new file */
+    s.fd = open(tmp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat st;
+    if ((s.fd < 0 && errno == ELOOP) ||
+        (s.fd >= 0 && fstat(s.fd, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_nlink > 1))) {
+        if (s.fd >= 0) close(s.fd);
+        bs_log(BS_LOG_WARN, "hub", "%s is not a plain file; replaced by a new one", tmp);
+        s.fd = unlink(tmp) == 0 || errno == ENOENT ? open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)
+                                                     : -1;
+    }
+    if (s.fd < 0) {
         rc = bs_fail(e, BS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
         goto done;
     }
-    struct stat st;
-    if (fstat(s.fd, &st) != 0) { rc = bs_fail(e, BS_EIO, "%s: %s", tmp, strerror(errno)); goto done; }
+    if (fcntl(s.fd, F_SETFL, 0) != 0 || fstat(s.fd, &st) != 0) { rc = bs_fail(e, BS_EIO, "%s: %s", tmp, strerror(errno)); goto done; }
     s.off = (uint64_t)st.st_size;
     if (s.off > f->size && ftruncate(s.fd, 0) == 0) s.off = 0;
     if (hash_start(&s) < 0) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }

@@ -381,6 +381,25 @@ try:
     c.ok(ranges and ranges[0] == f"bytes={part}-", f"the next run resumes at byte {part} ({ranges})")
     check_snapshot(cache, "acme/single", OTHER, src_single, "after kill -9 and resume")
 
+    # a symlink and a hard link planted as .incomplete: their targets are never written through
+    cache = os.path.join(tmp, "planted")
+    blobs_dir = os.path.join(cache, "models--acme--single", "blobs")
+    os.makedirs(blobs_dir)
+    victims = [os.path.join(tmp, "victim-sym"), os.path.join(tmp, "victim-hard")]
+    for v in victims:
+        with open(v, "wb") as f:
+            f.write(b"precious" * 4096)
+    os.symlink(victims[0], os.path.join(blobs_dir, expected_etag(big) + ".incomplete"))
+    os.link(victims[1], os.path.join(blobs_dir, expected_etag(os.path.join(src_single, "tokenizer.json")) + ".incomplete"))
+    reset()
+    r = pull(cache, "acme/single")
+    c.eq(r.returncode, 0, f"pull over planted .incomplete links ({out(r)[-300:]})")
+    c.ok(all(open(v, "rb").read() == b"precious" * 4096 for v in victims),
+         "the targets of planted .incomplete links are left as they were")
+    c.ok(not any(os.path.islink(os.path.join(blobs_dir, b)) for b in os.listdir(blobs_dir)),
+         "no link entered blobs/")
+    check_snapshot(cache, "acme/single", OTHER, src_single, "after planted links")
+
     # ---- 8. two pulls at once ----
     cache = os.path.join(tmp, "two")
     reset([{"kind": "trickle", "match": "/lfs/", "rate": 2000000, "times": -1}])
