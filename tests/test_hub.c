@@ -6,6 +6,7 @@
  * listing, removal) on a temporary directory. The protocol itself is tested
  * end to end against a local Hub in tests/t_hub.sh. */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,18 @@ static void test_refs(void) {
     }
     bs_hub_ref r;
     char shown[300];
+    { /* an owner and a name of 96 characters each: refused, not cut short into another repository */
+        char longref[200];
+        bs_err e = { 0 };
+        memset(longref, 'a', 96);
+        longref[96] = '/';
+        memset(longref + 97, 'b', 96);
+        longref[193] = 0;
+        CHECK_INT(bs_hub_ref_parse(longref, NULL, &r, &e), BS_EINVAL);
+        longref[120] = 0; /* 120 characters fit */
+        CHECK_INT(bs_hub_ref_parse(longref, NULL, &r, &e), BS_OK);
+        CHECK_STR(r.repo, longref);
+    }
     bs_hub_ref_parse("mini", NULL, &r, NULL);
     bs_hub_ref_show(&r, shown, sizeof shown);
     CHECK_STR(shown, "Remek/basal-1.5-mini@1978d070");

@@ -175,6 +175,9 @@ int bs_hub_ref_parse(const char *ref, const char *revision, bs_hub_ref *out, bs_
             snprintf(repo, sizeof repo, "Remek/%.*s", (int)rl, ref);
         } else {
             size_t ol = (size_t)(slash - ref), nl = rl - ol - 1;
+            if (rl >= sizeof repo) /* two names of 96 do not fit: refused, never cut to another repository */
+                return bs_fail(e, BS_EINVAL, "model %s: the repository id is longer than %zu characters", ref,
+                               sizeof repo - 1);
             if (!name_ok(ref, ol) || !name_ok(slash + 1, nl))
                 return bs_fail(e, BS_EINVAL, "model %s: no such directory, and not a model reference (owner/name"
                                "[@revision], names of letters, digits, '-', '_' and '.')", ref);
