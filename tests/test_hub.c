@@ -106,6 +106,37 @@ static void test_url_segment(void) {
     CHECK_STR(shown, "https://cdn.example/lfs/abc?...");
 }
 
+/* The headers the protocol reads; a Location or Link that does not fit is
+ * dropped, never cut short (a signed CDN URL cut is another URL). */
+static void test_headers(void) {
+    bs_hub_resp r;
+    memset(&r, 0, sizeof r);
+    bs_hub_resp_reset(&r);
+    bs_hub_header_line(&r, "HTTP/1.1 302 Found\r\n", 20);
+    CHECK_INT((int)r.status, 302);
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_buf_puts(&b, "Location: https://cdn.example/repos/ab/cd/file?Policy=");
+    for (int i = 0; i < 3000; i++) bs_buf_putc(&b, 'A' + i % 26);
+    bs_buf_puts(&b, "&Signature=xyz");
+    bs_hub_header_line(&r, b.data, b.len);
+    CHECK_STR(r.location, b.data + strlen("Location: ")); /* 3 kB: whole */
+    for (int i = 0; i < 9000; i++) bs_buf_putc(&b, 'z');
+    bs_hub_header_line(&r, "HTTP/1.1 302 Found", 18);
+    bs_hub_header_line(&r, b.data, b.len);
+    CHECK_STR(r.location, ""); /* too long: absent, not cut */
+    bs_buf_free(&b);
+    bs_buf_init(&b);
+    bs_buf_puts(&b, "Link: <https://hub.example/api/models/a/b/tree/main?cursor=");
+    for (int i = 0; i < 9000; i++) bs_buf_putc(&b, 'c');
+    bs_buf_puts(&b, ">; rel=\"next\"");
+    bs_hub_header_line(&r, b.data, b.len);
+    CHECK_STR(r.next, "");
+    bs_hub_header_line(&r, "Link: <https://hub.example/p?cursor=x>; rel=\"next\"", 50);
+    CHECK_STR(r.next, "https://hub.example/p?cursor=x");
+    bs_buf_free(&b);
+}
+
 static void clear_env(void) {
     static const char *const vars[] = { "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
                                         "HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH",
@@ -283,6 +314,7 @@ int main(void) {
     if (!tmp) return 1;
     test_refs();
     test_url_segment();
+    test_headers();
     test_env(tmp);
     test_cache(tmp);
     char *rm = bs_strfmt("rm -rf '%s'", tmp);

@@ -172,7 +172,7 @@ static void link_next(const char *v, size_t n, char *out, size_t cap) {
                 const char *q = p + 3;
                 while (q < stop && (*q == ' ' || *q == '=' || *q == '"')) q++;
                 if (stop - q >= 4 && !strncasecmp(q, "next", 4)) {
-                    snprintf(out, cap, "%.*s", (int)(gt - lt - 1), lt + 1);
+                    if ((size_t)(gt - lt - 1) < cap) snprintf(out, cap, "%.*s", (int)(gt - lt - 1), lt + 1);
                     return;
                 }
             }
@@ -214,7 +214,9 @@ void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
     else if (IS("X-Repo-Commit")) header_value(v, vl, r->repo_commit, sizeof r->repo_commit);
     else if (IS("ETag")) etag_norm(v, vl, r->etag, sizeof r->etag);
     else if (IS("X-Linked-Etag")) etag_norm(v, vl, r->linked_etag, sizeof r->linked_etag);
-    else if (IS("Location")) header_value(v, vl, r->location, sizeof r->location);
+    else if (IS("Location")) {
+        if (vl < sizeof r->location) header_value(v, vl, r->location, sizeof r->location);
+    }
     else if (IS("Link")) link_next(v, vl, r->next, sizeof r->next);
     else if (IS("X-Linked-Size") || IS("Content-Length") || IS("Retry-After")) {
         header_value(v, vl, tmp, sizeof tmp);

@@ -68,8 +68,8 @@ typedef struct bs_hub_resp {
     long long linked_size;    /* X-Linked-Size, -1 when absent */
     long long content_length; /* -1 when absent */
     long long range_start, range_total; /* Content-Range: bytes a-b/N (-1 when absent) */
-    char location[2048];
-    char next[2048];          /* Link: <...>; rel="next" */
+    char location[8192];      /* empty when it does not fit: never a URL cut short (a CDN's signed */
+    char next[8192];          /* URLs run past 1 kB); Link: <...>; rel="next", the same */
     long retry_after;         /* seconds, -1 when absent */
     char *body;               /* the body of a request made with bs_hub_http_get, NUL-terminated */
     size_t body_len;

@@ -617,6 +617,11 @@ static int locate(bs_hub *h, bs_hub_plan *p, const bs_hub_file *f, char **dl, in
     } else if (resp.status == 200) {
         *dl = url;
         url = NULL;
+    } else if (resp.status / 100 == 3) {
+        rc = bs_fail(e, BS_EIO, "%s: the Hub redirected (HTTP %ld) without a Location this client can follow (none, or "
+                     "longer than %zu bytes); report it with the repository's name", what, resp.status,
+                     sizeof resp.location - 1);
+        goto done;
     } else {
         rc = hub_error(h, &p->ref, what, &resp, url, e);
         goto done;
