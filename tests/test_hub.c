@@ -137,6 +137,13 @@ static void test_headers(void) {
     bs_buf_free(&b);
 }
 
+static void test_wipe(void) {
+    char s[] = "hf_secret";
+    bs_hub_wipe(s);
+    for (size_t i = 0; i < sizeof s; i++) CHECK_INT(s[i], 0);
+    bs_hub_wipe(NULL);
+}
+
 static void clear_env(void) {
     static const char *const vars[] = { "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
                                         "HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH",
@@ -315,6 +322,7 @@ int main(void) {
     test_refs();
     test_url_segment();
     test_headers();
+    test_wipe();
     test_env(tmp);
     test_cache(tmp);
     char *rm = bs_strfmt("rm -rf '%s'", tmp);

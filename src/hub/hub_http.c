@@ -106,10 +106,7 @@ int bs_hub_http_open(bs_hub_http **out, const bs_hub_env *env, bs_hub_cancel_fn 
 void bs_hub_http_close(bs_hub_http *h) {
     if (!h) return;
     curl_easy_cleanup(h->curl);
-    if (h->auth) { /* the token does not outlive its use in freed memory */
-        volatile char *p = h->auth;
-        while (*p) *p++ = 0;
-    }
+    bs_hub_wipe(h->auth); /* the token does not outlive its use in freed memory */
     free(h->auth);
     free(h);
 }
@@ -316,6 +313,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
     CURLcode cc = curl_easy_perform(c);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    for (struct curl_slist *l = hd; l; l = l->next) bs_hub_wipe(l->data); /* its copy of the Authorization line */
     curl_slist_free_all(hd);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

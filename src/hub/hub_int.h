@@ -8,6 +8,12 @@
 #include "basal.h"
 #include "hub/hub.h"
 
+/* ---- hub_ref.c ---- */
+
+/* Overwrites the NUL-terminated s (a token, or a header holding one) with
+ * zeros before it is freed; NULL is fine. */
+void bs_hub_wipe(char *s);
+
 /* ---- hub_pull.c ---- */
 
 /* The files of a listing (/api/models/<repo>/tree/<commit>). */

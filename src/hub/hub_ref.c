@@ -2,7 +2,7 @@
  * variables, defaults and precedence as huggingface_hub's constants, so that
  * basal-c finds the cache and the token where the Hugging Face tools put
  * them; the reference grammar of basal-rs (config.rs model_ref). */
-#include "hub/hub.h"
+#include "hub/hub_int.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -48,6 +48,7 @@ static char *read_token(const char *path) {
     size_t n = strlen(s);
     while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
     char *out = n ? bs_strfmt("%s", s) : NULL;
+    bs_hub_wipe(text);
     free(text);
     return out;
 }
@@ -96,9 +97,15 @@ oom:
     return bs_fail(e, BS_ENOMEM, "out of memory");
 }
 
+void bs_hub_wipe(char *s) {
+    if (s) /* volatile: the stores are not dropped as dead before free */
+        for (volatile char *p = s; *p; p++) *p = 0;
+}
+
 void bs_hub_env_free(bs_hub_env *h) {
     free(h->cache);
     free(h->endpoint);
+    bs_hub_wipe(h->token); /* the token does not outlive its use in freed memory */
     free(h->token);
     free(h->token_from);
     memset(h, 0, sizeof *h);
