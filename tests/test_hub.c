@@ -76,6 +76,11 @@ static void test_refs(void) {
     CHECK_STR(bs_hub_yaml_revision("acme/x", NULL), "main");
     CHECK(bs_hub_yaml_revision("mini", NULL) == NULL);
     CHECK_STR(bs_hub_yaml_revision("acme/x", "v1"), "v1");
+    /* repo: owner/name@rev (06 §3 R1) keeps its revision: not overridden by main */
+    CHECK(bs_hub_yaml_revision("acme/x@v1", NULL) == NULL);
+    CHECK_STR(bs_hub_yaml_revision("acme/x@v1", "v2"), "v2");
+    bs_hub_ref_parse("acme/x@v1", bs_hub_yaml_revision("acme/x@v1", NULL), &r, NULL);
+    CHECK_STR(r.rev, "v1");
     CHECK_INT(bs_hub_is_commit("1978d0705ce09cd2d7d8d3e87b304468121e7255"), 1);
     CHECK_INT(bs_hub_is_commit("1978D0705CE09CD2D7D8D3E87B304468121E7255"), 0);
     CHECK_INT(bs_hub_is_commit("1978d070"), 0);

@@ -55,8 +55,9 @@ typedef struct bs_hub_ref {
  * with a message when ref is not of that form. */
 int bs_hub_ref_parse(const char *ref, const char *revision, bs_hub_ref *out, bs_err *e);
 /* The revision argument of bs_hub_ref_parse for a YAML model entry
- * (06 §4.2): revision: when given; else main for an owner/name repo: (as
- * basal-rs), and NULL for a short name (mini, 4.5B, max: its pinned commit). */
+ * (06 §4.2): revision: when given; else NULL for a repo: that names its
+ * revision after '@' (06 §3 R1), main for an owner/name repo: (as basal-rs),
+ * and NULL for a short name (mini, 4.5B, max: its pinned commit). */
 const char *bs_hub_yaml_revision(const char *repo, const char *revision);
 /* "owner/name@rev" with a 40-digit commit shortened to 8, for messages. */
 void bs_hub_ref_show(const bs_hub_ref *r, char *out, size_t cap);

@@ -201,6 +201,7 @@ int bs_hub_ref_parse(const char *ref, const char *revision, bs_hub_ref *out, bs_
 
 const char *bs_hub_yaml_revision(const char *repo, const char *revision) {
     if (revision) return revision;
+    if (strchr(repo, '@')) return NULL; /* repo: owner/name@rev names its revision (06 §3 R1) */
     return strchr(repo, '/') ? "main" : NULL;
 }
 

@@ -271,6 +271,13 @@ try:
     reset()
     r = pull(cache2, "acme/single@v0", env={"HF_HUB_OFFLINE": "1"})
     c.eq((r.returncode, requests()), (0, []), "offline: a tag resolves through refs/ with no request")
+    yml = os.path.join(tmp, "at-rev.yml")
+    with open(yml, "w") as f:
+        f.write("models:\n  - repo: acme/single@v0\n")
+    reset()
+    r = sh(BASAL, "pull", "--config", yml, env=cache_env(cache2, HF_HUB_OFFLINE="1"))
+    c.eq((r.returncode, r.stdout.decode().split(" ")[0]), (0, "acme/single@" + OLDER),
+         f"YAML repo: owner/name@tag without revision: is that tag, not main ({out(r)[-300:]})")
     r = pull(cache2, "acme/single@" + OLDER[:8], "--offline")
     c.eq(r.returncode, 0, f"--offline: a unique commit prefix resolves in the cache ({out(r)[-300:]})")
 
