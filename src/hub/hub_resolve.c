@@ -136,11 +136,21 @@ int bs_hub_resolve_begin(const char *ref, const char *revision, bs_hub_mode mode
         rc = not_available(&p->env, &r, why, e);
         goto fail;
     }
-    if (p->plan.bytes_missing == 0) { /* the blobs are all there: link, write the ref, done */
-        if ((rc = bs_hub_fetch(p->h, &p->plan, dir, e)) < 0) goto fail;
-        goto done;
+    if (p->plan.bytes_missing == 0) /* the blobs are all there: link, write the ref, done */
+        rc = bs_hub_fetch(p->h, &p->plan, dir, &ne);
+    else /* the served name, before the rest */
+        rc = bs_hub_fetch_blob(p->h, &p->plan, "basal.json", &p->name_file, &ne);
+    if (rc < 0) { /* 06 §3 R2's message and the reason, as bs_hub_resolve_finish gives it */
+        if (!strcmp(ne.msg, "cancelled")) {
+            rc = bs_fail(e, BS_EIO, "cancelled");
+            goto fail;
+        }
+        char why[sizeof ne.msg + 32];
+        snprintf(why, sizeof why, "Download failed: %s", ne.msg);
+        rc = not_available(&p->env, &r, why, e);
+        goto fail;
     }
-    if ((rc = bs_hub_fetch_blob(p->h, &p->plan, "basal.json", &p->name_file, e)) < 0) goto fail;
+    if (*dir) goto done;
     *pending = p;
     free(cached);
     free(commit);

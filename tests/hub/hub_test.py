@@ -359,6 +359,11 @@ try:
                                            "times": -1}])
     c.ok(r.returncode == 1 and "config.json: not found on the Hub" in r.stderr.decode(),
          f"a listed file the Hub then does not find: exit 1, named ({out(r)[-300:]})")
+    cache, r, dt, log = fresh_pull("f8", [{"kind": "status", "code": 404, "match": "/resolve/.*/basal.json",
+                                           "times": -1}])
+    c.ok(r.returncode == 1 and "basal.json: not found on the Hub" in r.stderr.decode() and
+         "is not available locally" in r.stderr.decode(),
+         f"basal.json (fetched first) not found: 06 §3 R2's message and the reason ({out(r)[-300:]})")
     cache, r, dt, log = fresh_pull("f6", [{"kind": "ignore_range", "match": "/lfs/", "times": -1},
                                           {"kind": "cut", "match": "/lfs/", "after": size // 2, "times": 1},
                                           {"kind": "drop", "match": "/resolve/", "method": "HEAD", "times": 1}])
