@@ -312,6 +312,9 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
     CURLcode cc = curl_easy_perform(c);
+    /* errbuf and hd are this frame's: curl must not keep them (it may write
+     * the error buffer until it is unset, curl_easy_cleanup included) */
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     for (struct curl_slist *l = hd; l; l = l->next) bs_hub_wipe(l->data); /* its copy of the Authorization line */
     curl_slist_free_all(hd);
