@@ -106,6 +106,12 @@ static void test_url_segment(void) {
         bs_buf_free(&a);
         bs_buf_free(&b);
     }
+    char *j = bs_hub_url_join("https://mirror.example:8443/hf/api/models/a/b/revision/main", "/hf/api/models/c/d");
+    CHECK_STR(j, "https://mirror.example:8443/hf/api/models/c/d"); /* the Location's path, not the endpoint's + it */
+    free(j);
+    j = bs_hub_url_join("https://huggingface.co", "/api/x?cursor=1");
+    CHECK_STR(j, "https://huggingface.co/api/x?cursor=1");
+    free(j);
     char shown[64];
     bs_hub_url_shown("https://cdn.example/lfs/abc?X-Amz-Signature=secret", shown, sizeof shown);
     CHECK_STR(shown, "https://cdn.example/lfs/abc?...");

@@ -122,6 +122,13 @@ void bs_hub_url_shown(const char *url, char *out, size_t cap) {
     snprintf(out, cap, "%.*s%s", (int)n, url, url[n] ? "?..." : "");
 }
 
+char *bs_hub_url_join(const char *base, const char *path) {
+    const char *sep = strstr(base, "://");
+    const char *host = sep ? sep + 3 : base;
+    size_t n = (size_t)(host - base) + strcspn(host, "/?#");
+    return bs_strfmt("%.*s%s", (int)n, base, path);
+}
+
 void bs_hub_url_segment(bs_buf *b, const char *s, int keep_slash) {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

@@ -111,6 +111,10 @@ int bs_hub_http_same_origin(const bs_hub_http *h, const char *url);
 /* url without its query (a CDN's signed URL carries credentials there),
  * for messages. */
 void bs_hub_url_shown(const char *url, char *out, size_t cap);
+/* A Location or Link that is an absolute path ('/'...), on the scheme, host
+ * and port of the request's url (huggingface_hub's relative redirects: the
+ * endpoint's own path, e.g. a mirror's /prefix, is not kept); malloc'd. */
+char *bs_hub_url_join(const char *url, const char *path);
 /* url percent-encoded as a path segment (safe=""), appended to b. */
 struct bs_buf;
 void bs_hub_url_segment(struct bs_buf *b, const char *s, int keep_slash);

@@ -194,7 +194,7 @@ static int api_get(bs_hub *h, const bs_hub_ref *r, const char *url0, json_t **ou
         bs_hub_req rq = { .method = "GET", .url = url, .auth = 1 };
         if ((rc = request(h, &rq, resp, e)) < 0) goto done;
         if (resp->status / 100 == 3 && resp->location[0] == '/' && hops < 5) {
-            char *next = bs_strfmt("%s%s", h->env->endpoint, resp->location);
+            char *next = bs_hub_url_join(url, resp->location);
             if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
             free(url);
             url = next;
@@ -313,7 +313,7 @@ static int list_files(bs_hub *h, const bs_hub_ref *r, const char *commit, bs_hub
         if (rc == BS_OK && resp.next[0]) {
             if (!bs_hub_http_same_origin(h->http, resp.next) && strncmp(resp.next, "/", 1))
                 rc = bs_fail(e, BS_EIO, "%s: the next page of the listing is on another site (%s)", r->repo, resp.next);
-            else if (!(url = resp.next[0] == '/' ? bs_strfmt("%s%s", h->env->endpoint, resp.next) : bs_strfmt("%s", resp.next)))
+            else if (!(url = resp.next[0] == '/' ? bs_hub_url_join(h->env->endpoint, resp.next) : bs_strfmt("%s", resp.next)))
                 rc = bs_fail(e, BS_ENOMEM, "out of memory");
         }
     }
@@ -601,7 +601,7 @@ static int locate(bs_hub *h, bs_hub_plan *p, const bs_hub_file *f, char **dl, in
         bs_hub_req rq = { .method = "HEAD", .url = url, .auth = 1 };
         if ((rc = request(h, &rq, &resp, e)) < 0) goto done;
         if (resp.status / 100 == 3 && resp.location[0] == '/' && hops < 5) { /* a renamed repository */
-            char *next = bs_strfmt("%s%s", h->env->endpoint, resp.location);
+            char *next = bs_hub_url_join(url, resp.location);
             if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
             free(url);
             url = next;

@@ -19,6 +19,7 @@ CONFIG.json
    "tokens": {"hf_good": ["owner/gated-or-private"], "hf_other": []},
    "page_size": 1000,
    "resolve_cache": false,
+   "path_prefix": "/mirror",                                      (optional)
    "faults": [...]}
   Revisions are listed oldest first and read as one linear history: the
   `lastCommit` of a path is the oldest commit of the run of consecutive
@@ -34,6 +35,9 @@ expand=&limit=&cursor= (paginated with a Link rel="next" header), POST
 /O/N/resolve/REV/PATH, and, with "resolve_cache": true, the Hub's relative
 307 of small files to GET|HEAD /api/resolve-cache/models/O/N/COMMIT/PATH.
 CDN: GET|HEAD /lfs/SHA256?repo=..&file=.. .
+With "path_prefix" P, every hub endpoint is also served under P (a mirror
+behind a reverse proxy, HF_ENDPOINT=http://host:port/P): the relative
+Locations and the Link URLs of such a request carry P.
 Control (hub only, not logged): POST /_control/faults (JSON list, replaces
 the faults), POST /_control/reset (clears faults and log), GET /_control/log.
 
@@ -215,6 +219,7 @@ class HubState:
         self.tokens = {t: set(ids) for t, ids in cfg.get("tokens", {}).items()}
         self.page_size = int(cfg.get("page_size", 1000))
         self.resolve_cache = bool(cfg.get("resolve_cache", False))
+        self.path_prefix = cfg.get("path_prefix", "")
         self.lock = threading.Lock()
         self.log = []
         self.log_file = open(log_path, "a", encoding="utf-8") if log_path else None
@@ -312,6 +317,9 @@ class Handler(BaseHTTPRequestHandler):
         self._t = time.time()
         n = int(self.headers.get("Content-Length") or 0)
         self.body = self.rfile.read(n) if n > 0 else b""  # always drained: keep-alive
+        pp = self.state.path_prefix
+        self.prefix = pp if self.role == "hub" and pp and self.path.startswith(pp + "/") else ""
+        self.path = self.path[len(self.prefix):]
         url = urlsplit(self.path)
         self.query = parse_qs(url.query, keep_blank_values=True)
         self.segs = url.path.split("/")[1:]
@@ -363,6 +371,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Request-Id", "Root=1-" + uuid.uuid4().hex[:24])
+        if getattr(self, "prefix", "") and headers.get("Location", "").startswith("/"):
+            headers = dict(headers, Location=self.prefix + headers["Location"])
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
@@ -498,7 +508,7 @@ class Handler(BaseHTTPRequestHandler):
         return repo
 
     def base(self):
-        return "http://" + self.headers.get("Host", self.state.hub_base[7:])
+        return "http://" + self.headers.get("Host", self.state.hub_base[7:]) + getattr(self, "prefix", "")
 
     def redirect_if_renamed(self, repo_id, prefix_segs):
         new = self.state.renamed.get(repo_id)

@@ -118,6 +118,7 @@ config = {
     "tokens": {"hf_good": ["acme/gated", "acme/private"], "hf_other": []},
     "page_size": 3,  # the listing comes in pages: Link rel="next" is followed
     "resolve_cache": True,
+    "path_prefix": "/mirror",  # HF_ENDPOINT with a path: a mirror behind a reverse proxy
 }
 cfg_path = os.path.join(tmp, "hub.json")
 with open(cfg_path, "w") as f:
@@ -265,6 +266,11 @@ try:
     c.eq(open(os.path.join(rd, "refs", "main")).read() if os.path.exists(os.path.join(rd, "refs", "main")) else None,
          OTHER, "refs/main holds the commit, no newline (huggingface_hub writes it so)")
     check_snapshot(cache2, "acme/old-single", OTHER, src_single, "pull renamed")
+    # an endpoint with a path (a mirror): relative redirects keep the host, take the Location's path
+    r = pull(os.path.join(tmp, "mirror"), "acme/old-single", env={"HF_ENDPOINT": HUB + "/mirror"})
+    c.eq(r.returncode, 0, f"HF_ENDPOINT with a path: the renamed repository's and resolve-cache's relative "
+                          f"redirects followed ({out(r)[-300:]})")
+    check_snapshot(os.path.join(tmp, "mirror"), "acme/old-single", OTHER, src_single, "pull from a mirror")
     r = pull(cache2, "acme/single@v0")
     c.eq(r.returncode, 0, "pull acme/single@v0")
     check_snapshot(cache2, "acme/single", OLDER, src_single2, "pull @v0")
