@@ -143,7 +143,9 @@ static int request(bs_hub *h, const bs_hub_req *rq, bs_hub_resp *resp, bs_err *e
         if (!again) return rc;
         if (attempt > h->opts.max_retries || h->quick || (transport == 2 && attempt > 1)) {
             if (rc == BS_OK) return BS_OK; /* the caller reports the status */
-            return bs_fail(e, BS_EIO, "%s (gave up after %d tries)", e ? e->msg : "transport error", attempt);
+            char why[sizeof e->msg]; /* (e->msg cannot be both bs_fail's argument and its output) */
+            snprintf(why, sizeof why, "%s", e ? e->msg : "transport error");
+            return bs_fail(e, BS_EIO, "%s (gave up after %d tries)", why, attempt);
         }
         double s = backoff(attempt, rc == BS_OK ? resp->retry_after : -1);
         if (rc == BS_OK)
@@ -712,10 +714,11 @@ static int download(bs_hub *h, const bs_hub_file *f, const char *url, int auth, 
         }
         /* cut, stalled, 5xx/429, or an answer that ended early: try again from where it stopped */
         if (++tries > h->opts.max_retries || attempt >= MAX_ATTEMPTS) {
+            char why[sizeof e->msg]; /* (e->msg cannot be both bs_fail's argument and its output) */
+            snprintf(why, sizeof why, "%s", rc < 0 ? e->msg : "the server ended the answer early");
             rc = bs_fail(e, BS_EIO,
                          "downloading %s failed after %d tries (%s); run the command again to resume from byte %llu",
-                         f->path, attempt, rc < 0 ? e->msg : "the server ended the answer early",
-                         (unsigned long long)s.off);
+                         f->path, attempt, why, (unsigned long long)s.off);
             goto done;
         }
         double wait = backoff(tries, rc == BS_OK ? resp.retry_after : -1);

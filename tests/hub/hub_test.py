@@ -310,6 +310,14 @@ try:
         c.ok(r.returncode == status and all(w in text for w in words),
              f"pull {args} {env}: exit {r.returncode} (want {status}), message {text.strip()[-500:]!r} should say {words}")
         c.ok("hf_" not in text, f"pull {args}: the token is never shown")
+    import socket
+    with socket.socket() as so:  # a port nothing listens on
+        so.bind(("127.0.0.1", 0))
+        closed = so.getsockname()[1]
+    r = pull(cache3, "acme/single", env={"HF_ENDPOINT": f"http://127.0.0.1:{closed}"})
+    c.ok(r.returncode == 1 and "gave up after 2 tries" in r.stderr.decode() and
+         "onnect" in r.stderr.decode().split("Download failed:")[-1],
+         f"a Hub that cannot be reached: the message keeps curl's reason ({out(r)[-300:]})")
     r = pull(cache3, "acme/gated", env={"HF_TOKEN": "hf_good"})
     c.eq(r.returncode, 0, "gated with an authorized token: pulled")
     r = pull(cache3, "acme/private", env={"HF_TOKEN_PATH": "", "HF_HOME": os.path.join(tmp, "hfhome")})
