@@ -216,6 +216,8 @@ done:
     return rc;
 }
 
+static int fill_unknown(bs_hub *h, bs_hub_plan *p, bs_hub_file *f, bs_err *e);
+
 /* ---- which files a Basal model needs (05 §1; issue 31 item 3) ---- */
 
 static int wanted_name(const char *p) {
@@ -244,6 +246,29 @@ void bs_hub_files_free(bs_hub_files *f) {
     memset(f, 0, sizeof *f);
 }
 
+static int files_push(bs_hub_files *f, const char *path, const char *etag, uint64_t size, int lfs, bs_err *e) {
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? f->cap * 2 : 16;
+        bs_hub_file *nv = realloc(f->v, nc * sizeof *nv);
+        if (!nv) return bs_fail(e, BS_ENOMEM, "out of memory");
+        f->v = nv;
+        f->cap = nc;
+    }
+    bs_hub_file *x = &f->v[f->n];
+    memset(x, 0, sizeof *x);
+    x->path = bs_strfmt("%s", path);
+    x->etag = etag ? bs_strfmt("%s", etag) : NULL;
+    x->size = size;
+    x->lfs = lfs;
+    if (!x->path || (etag && !x->etag)) {
+        free(x->path);
+        free(x->etag);
+        return bs_fail(e, BS_ENOMEM, "out of memory");
+    }
+    f->n++;
+    return BS_OK;
+}
+
 /* One entry of the listing: a top-level file, its etag checked to be what
  * the Hub gives (it becomes a file name in blobs/); folders and files in
  * folders are not a Basal model's. */
@@ -257,26 +282,40 @@ static int files_add(bs_hub_files *f, const json_t *entry, const char *url, bs_e
     const char *oid = json_string_value(json_object_get(lfs ? lfs : entry, "oid"));
     if (!json_is_integer(size) || json_integer_value(size) < 0 || !oid || !hex_of(oid, lfs ? 64 : 40))
         return bs_fail(e, BS_EIO, "%s: the entry of %s has no valid size or %s", url, path, lfs ? "LFS sha256" : "oid");
-    if (f->n == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 16;
-        bs_hub_file *nv = realloc(f->v, nc * sizeof *nv);
-        if (!nv) return bs_fail(e, BS_ENOMEM, "out of memory");
-        f->v = nv;
-        f->cap = nc;
+    return files_push(f, path, oid, (uint64_t)json_integer_value(size), lfs != NULL, e);
+}
+
+/* The files of /api/models/<repo>/revision/<commit>?blobs=true, for a Hub
+ * without the tree listing (huggingface_hub's older snapshot_download read
+ * these siblings): a sibling without a usable etag and size gets them from
+ * its headers later (fill_unknown). */
+static int siblings(bs_hub *h, const bs_hub_ref *r, const char *commit, bs_hub_files *f, bs_err *e) {
+    char *url = api_url(h, r->repo, "revision", commit, "?blobs=true");
+    json_t *info = NULL;
+    bs_hub_resp resp = { 0 };
+    if (!url) return bs_fail(e, BS_ENOMEM, "out of memory");
+    int rc = api_get(h, r, url, &info, &resp, e);
+    bs_hub_resp_free(&resp);
+    json_t *sib = json_object_get(info, "siblings");
+    if (rc == BS_OK && !json_is_array(sib)) rc = bs_fail(e, BS_EIO, "%s: the Hub lists no files (no siblings)", url);
+    for (size_t i = 0; rc == BS_OK && i < json_array_size(sib); i++) {
+        const json_t *s = json_array_get(sib, i), *lfs = json_object_get(s, "lfs");
+        const char *path = json_string_value(json_object_get(s, "rfilename"));
+        if (!path || strchr(path, '/')) continue;
+        const char *sha = json_string_value(json_object_get(lfs, "sha256"));
+        const char *blob = json_string_value(json_object_get(s, "blobId"));
+        const json_t *size = json_object_get(lfs && sha ? lfs : s, "size");
+        int ok_size = json_is_integer(size) && json_integer_value(size) >= 0;
+        if (sha && hex_of(sha, 64) && ok_size)
+            rc = files_push(f, path, sha, (uint64_t)json_integer_value(size), 1, e);
+        else if (!lfs && blob && hex_of(blob, 40) && ok_size)
+            rc = files_push(f, path, blob, (uint64_t)json_integer_value(size), 0, e);
+        else
+            rc = files_push(f, path, NULL, 0, 0, e);
     }
-    bs_hub_file *x = &f->v[f->n];
-    memset(x, 0, sizeof *x);
-    x->path = bs_strfmt("%s", path);
-    x->etag = bs_strfmt("%s", oid);
-    x->size = (uint64_t)json_integer_value(size);
-    x->lfs = lfs != NULL;
-    if (!x->path || !x->etag) {
-        free(x->path);
-        free(x->etag);
-        return bs_fail(e, BS_ENOMEM, "out of memory");
-    }
-    f->n++;
-    return BS_OK;
+    json_decref(info);
+    free(url);
+    return rc;
 }
 
 static int listing_page(bs_hub_files *f, const json_t *list, const char *url, bs_err *e) {
@@ -307,7 +346,15 @@ static int list_files(bs_hub *h, const bs_hub_ref *r, const char *commit, bs_hub
             rc = bs_fail(e, BS_EIO, "%s: the listing does not end", r->repo);
             break;
         }
-        if ((rc = api_get(h, r, url, &list, &resp, e)) < 0) break;
+        if ((rc = api_get(h, r, url, &list, &resp, e)) < 0) {
+            /* no such endpoint (a 404 that is not the Hub's own, 405, 501): the older listing */
+            if (page == 0 && ((resp.status == 404 && !resp.error_code[0]) || resp.status == 405 || resp.status == 501)) {
+                bs_log(BS_LOG_INFO, "hub", "%s: the Hub has no tree listing (HTTP %ld); using the revision's siblings",
+                       r->repo, resp.status);
+                rc = siblings(h, r, commit, f, e);
+            }
+            break;
+        }
         rc = listing_page(f, list, url, e);
         json_decref(list);
         free(url);
@@ -443,6 +490,8 @@ int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) 
         p->files[p->n_files++] = all.v[i];
         all.v[i].path = all.v[i].etag = NULL;
     }
+    for (size_t i = 0; i < p->n_files; i++)
+        if (!p->files[i].etag && (rc = fill_unknown(h, p, &p->files[i], e)) < 0) goto fail;
     const char *need[] = { "config.json", "basal.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja" };
     for (size_t i = 0; i < sizeof need / sizeof *need; i++)
         if (!find_file(p, need[i])) {
@@ -460,6 +509,8 @@ int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) 
         if (!grown) goto oom;
         p->files = grown;
         if ((rc = add_shards(h, p, &all, e)) < 0) goto fail;
+        for (size_t i = 0; i < p->n_files; i++)
+            if (!p->files[i].etag && (rc = fill_unknown(h, p, &p->files[i], e)) < 0) goto fail;
     }
     qsort(p->files, p->n_files, sizeof *p->files, by_size);
     for (size_t i = 0; i < p->n_files; i++) {
@@ -589,28 +640,66 @@ static int hash_existing(sink_t *s) {
     return rc;
 }
 
-/* Where the content of f comes from: the resolve URL, or for an LFS file
- * the CDN address its 302 names. The headers must agree with the listing. */
-static int locate(bs_hub *h, bs_hub_plan *p, const bs_hub_file *f, char **dl, int *auth, bs_err *e) {
-    char *url = resolve_url(h, p->ref.repo, p->commit, f->path), what[400];
-    bs_hub_resp resp = { 0 };
+/* HEAD <repo>/resolve/<commit>/<path>, following the Hub's relative
+ * redirects (a renamed repository, the resolve cache of small files); *url
+ * (malloc'd) is the address the last answer came from. */
+static int head(bs_hub *h, const bs_hub_plan *p, const char *path, bs_hub_resp *resp, char **url_out, bs_err *e) {
+    char *url = resolve_url(h, p->ref.repo, p->commit, path);
     int rc = BS_OK;
-    snprintf(what, sizeof what, "%s@%.8s: %s", p->ref.repo, p->commit, f->path);
-    *dl = NULL;
-    *auth = 1;
+    *url_out = NULL;
     if (!url) return bs_fail(e, BS_ENOMEM, "out of memory");
     for (int hops = 0;; hops++) {
         bs_hub_req rq = { .method = "HEAD", .url = url, .auth = 1 };
-        if ((rc = request(h, &rq, &resp, e)) < 0) goto done;
-        if (resp.status / 100 == 3 && resp.location[0] == '/' && hops < 5) { /* a renamed repository */
-            char *next = bs_hub_url_join(url, resp.location);
-            if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+        if ((rc = request(h, &rq, resp, e)) < 0) break;
+        if (resp->status / 100 == 3 && resp->location[0] == '/' && hops < 5) {
+            char *next = bs_hub_url_join(url, resp->location);
+            if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); break; }
             free(url);
             url = next;
             continue;
         }
         break;
     }
+    if (rc < 0) free(url);
+    else *url_out = url;
+    return rc;
+}
+
+/* A file the listing gave without its etag or size (an older Hub's
+ * siblings): both from its headers, as huggingface_hub learns them. */
+static int fill_unknown(bs_hub *h, bs_hub_plan *p, bs_hub_file *f, bs_err *e) {
+    bs_hub_resp resp = { 0 };
+    char *url = NULL, what[400];
+    snprintf(what, sizeof what, "%s@%.8s: %s", p->ref.repo, p->commit, f->path);
+    int rc = head(h, p, f->path, &resp, &url, e);
+    if (rc == BS_OK && resp.status / 100 != 2 && resp.status / 100 != 3) rc = hub_error(h, &p->ref, what, &resp, url, e);
+    if (rc == BS_OK) {
+        const char *etag = resp.linked_etag[0] ? resp.linked_etag : resp.etag;
+        long long size = resp.linked_size >= 0 ? resp.linked_size : resp.status == 200 ? resp.content_length : -1;
+        int lfs = hex_of(etag, 64);
+        if ((!lfs && !hex_of(etag, 40)) || size < 0)
+            rc = bs_fail(e, BS_EIO, "%s: the Hub gives neither a SHA-256 / git SHA-1 etag nor a size for it (etag '%s', "
+                         "size %lld); it cannot be checked", what, etag, size);
+        else if (!(f->etag = bs_strfmt("%s", etag)))
+            rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        else
+            f->size = (uint64_t)size, f->lfs = lfs;
+    }
+    free(url);
+    bs_hub_resp_free(&resp);
+    return rc;
+}
+
+/* Where the content of f comes from: the resolve URL, or for an LFS file
+ * the CDN address its 302 names. The headers must agree with the listing. */
+static int locate(bs_hub *h, bs_hub_plan *p, const bs_hub_file *f, char **dl, int *auth, bs_err *e) {
+    char *url = NULL, what[400];
+    bs_hub_resp resp = { 0 };
+    snprintf(what, sizeof what, "%s@%.8s: %s", p->ref.repo, p->commit, f->path);
+    *dl = NULL;
+    *auth = 1;
+    int rc = head(h, p, f->path, &resp, &url, e);
+    if (rc < 0) goto done;
     const char *etag = resp.linked_etag[0] ? resp.linked_etag : resp.etag;
     long long size = resp.linked_size >= 0 ? resp.linked_size : resp.status == 200 ? resp.content_length : -1;
     if (resp.status / 100 == 3 && resp.location[0]) {

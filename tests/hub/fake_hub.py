@@ -12,6 +12,7 @@ Runs until SIGTERM/SIGINT. Python 3 standard library only.
 CONFIG.json
   {"repos": [{"id": "owner/name", "gated": false | "manual", "private": false,
               "renamed_from": "Old/name",                        (optional)
+              "old_api": "no_tree" | "bare",                     (optional: an older Hub)
               "library_name": "transformers", "tags": [], "pipeline_tag": null,
               "revisions": [{"commit": "<40 hex>", "dir": "/abs/dir",
                              "refs": ["main", "v1.5"],
@@ -186,6 +187,9 @@ class Repo:
         self.gated = "manual" if g is True else (g or False)
         self.private = bool(cfg.get("private", False))
         self.renamed_from = cfg.get("renamed_from")
+        # an older Hub: "no_tree" has no tree listing (404 without X-Error-Code, an
+        # unknown route); "bare" also ignores blobs=true (siblings are names only)
+        self.old_api = cfg.get("old_api")
         self.extra = {k: cfg[k] for k in ("library_name", "tags", "pipeline_tag") if k in cfg}
         self.revisions = [Revision(r, blobs, i) for i, r in enumerate(cfg["revisions"])]
         self.by_name = {}
@@ -549,7 +553,10 @@ class Handler(BaseHTTPRequestHandler):
                 rev, _ = self.take_rev(s, 5) if op else ("main", 0)
                 return self.reply(200, {}, self.model_info(repo, self.revision(repo, rev)))
             if op == "tree" and m in ("GET", "HEAD"):
-                return self.tree(self.repo(repo_id, False), s)
+                repo = self.repo(repo_id, False)
+                if repo.old_api:
+                    raise HttpError(404, "Not Found")
+                return self.tree(repo, s)
             if op == "paths-info" and m == "POST":
                 return self.paths_info(self.repo(repo_id, False), s)
         elif len(s) >= 5 and s[:3] == ["api", "resolve-cache", "models"] and m in ("GET", "HEAD"):
@@ -578,7 +585,7 @@ class Handler(BaseHTTPRequestHandler):
         return e
 
     def model_info(self, repo, rev):
-        blobs = self.query.get("blobs", ["false"])[-1].lower() in ("1", "true")
+        blobs = self.query.get("blobs", ["false"])[-1].lower() in ("1", "true") and repo.old_api != "bare"
         siblings = []
         for p in rev.listing("", True):
             if p in rev.files:

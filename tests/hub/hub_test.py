@@ -113,6 +113,10 @@ config = {
         {"id": "acme/gated", "gated": "manual", "revisions": [{"commit": "3" * 40, "dir": src_single, "refs": ["main"]}]},
         {"id": "acme/private", "private": True, "revisions": [{"commit": "4" * 40, "dir": src_single, "refs": ["main"]}]},
         {"id": "acme/notbasal", "revisions": [{"commit": "5" * 40, "dir": src_notbasal, "refs": ["main"]}]},
+        {"id": "acme/oldhub", "old_api": "no_tree",
+         "revisions": [{"commit": "7" * 40, "dir": src_mini, "refs": ["main"]}]},
+        {"id": "acme/barehub", "old_api": "bare",
+         "revisions": [{"commit": "8" * 40, "dir": src_mini, "refs": ["main"]}]},
         {"id": "acme/noshard", "revisions": [{"commit": "6" * 40, "dir": src_noshard, "refs": ["main"]}]},
     ],
     "tokens": {"hf_good": ["acme/gated", "acme/private"], "hf_other": []},
@@ -286,6 +290,16 @@ try:
          f"YAML repo: owner/name@tag without revision: is that tag, not main ({out(r)[-300:]})")
     r = pull(cache2, "acme/single@" + OLDER[:8], "--offline")
     c.eq(r.returncode, 0, f"--offline: a unique commit prefix resolves in the cache ({out(r)[-300:]})")
+
+    # an older Hub: no tree listing (the revision's siblings with blobs=true), or bare siblings (each
+    # file's etag and size from its headers)
+    for repo, commit in (("acme/oldhub", "7" * 40), ("acme/barehub", "8" * 40)):
+        cache_old = os.path.join(tmp, "old-" + repo.split("/")[1])
+        reset()
+        r = pull(cache_old, repo)
+        c.eq(r.returncode, 0, f"pull {repo} from an older Hub ({out(r)[-300:]})")
+        check_snapshot(cache_old, repo, commit, src_mini, f"older Hub {repo}")
+        c.ok(any("blobs=true" in q["path"] for q in requests()), f"{repo}: the siblings were asked for with their blobs")
 
     # ---- 5. errors, each with what to do ----
     cache3 = os.path.join(tmp, "c3")
