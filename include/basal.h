@@ -1,6 +1,8 @@
-/* basal-c public definitions: error codes and the error record every API fills.
- * Library functions return 0 (BS_OK) or a negative BS_E* code and, when given a
- * bs_err, a human-readable message naming the file and the problem. */
+/* basal-c's public API: error codes, the error record every function fills,
+ * and the in-process decision session (libbasal.a / libbasal.so,
+ * `pkg-config --cflags --libs basal`). Functions return 0 (BS_OK) or a
+ * negative BS_E* code and, when given a bs_err, a human-readable message
+ * naming the file and the problem; none of them exits or aborts. */
 #ifndef BASAL_H
 #define BASAL_H
 
@@ -29,5 +31,71 @@ int bs_fail(bs_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 const char *bs_strerror(int code);
+
+/* ---- the in-process API: one model, one decision at a time ----
+ *
+ *   basal_session *s;
+ *   bs_err e;
+ *   basal_options o;
+ *   basal_options_init(&o);
+ *   if (basal_open(&s, "/models/basal-1.5-mini", &o, &e) < 0) { puts(e.msg); return 1; }
+ *   basal_result r;
+ *   if (basal_decide(s, body, strlen(body), &r, &e) == 0) printf("%d %s\n", r.status, r.json);
+ *   basal_result_free(&r);
+ *   basal_close(s);
+ *
+ * A decision is exactly what `basal serve` answers on POST /v1/systemone for
+ * the same body (spec 01/02): the same validation, prompts, packed forwards
+ * and decision math, byte for byte the same JSON except usage.latency_ms,
+ * which an in-process call leaves out. Link with -lbasal (pkg-config basal). */
+
+#define BASAL_VERSION_MAJOR 0
+#define BASAL_VERSION_MINOR 1
+#define BASAL_VERSION_PATCH 0
+
+/* A loaded model with its compute threads and caches. Not thread-safe: one
+ * basal_decide at a time per session (open several, or run `basal serve`,
+ * for concurrent requests). */
+typedef struct basal_session basal_session;
+
+typedef struct basal_options {
+    int threads;            /* CPU compute threads; 0 = the online CPUs */
+    const char *backend;    /* "auto" (NULL too: CUDA when built in and a GPU is present), "cpu", "cuda" */
+    const char *dtype;      /* "auto" (NULL too), "f32", "bf16", "f16" (CUDA only) */
+    const char *gemm_table; /* CUDA: a cuBLASLt table from `basal gemm-search`; NULL = none */
+    int no_prefix_cache;    /* 1: do not precompute the template prefixes (slower decisions) */
+    int tree_max_tokens;    /* the longest packed row; 0 = 32768 */
+    int readout_bf16;       /* 1: round each letter logit to bf16 first (diagnostic) */
+    int evidence_separate;  /* 1: evidence spans in forwards of their own (diagnostic) */
+} basal_options;
+
+/* The defaults (every field 0 / NULL). */
+void basal_options_init(basal_options *o);
+
+/* Loads the model: a model directory, or a reference (mini, 4.5B, max,
+ * owner/name[@revision]) from the Hugging Face cache, downloaded into it when
+ * missing unless HF_HUB_OFFLINE is set. o may be NULL (the defaults). On
+ * failure *out is NULL and e names the file and the problem. */
+int basal_open(basal_session **out, const char *model, const basal_options *o, bs_err *e);
+/* Frees everything the session holds; NULL is fine. */
+void basal_close(basal_session *s);
+/* The served model name (basal.json), valid until basal_close. */
+const char *basal_model_name(const basal_session *s);
+
+typedef struct basal_result {
+    int status;        /* 200: json is the answer; else the HTTP status /v1/systemone answers (400, 422, ...)
+                        * and json is its error body */
+    char *json;        /* NUL-terminated JSON, owned by the result */
+    size_t len;        /* bytes of json */
+    double plan_ms;    /* validation, prompts and tokens */
+    double forward_ms; /* forward passes and the decision math */
+} basal_result;
+
+/* Decides one /v1/systemone request body. 0: *r holds the answer or the
+ * endpoint's error body (r->status says which). Negative: a runtime failure
+ * (out of memory, a device error), message in e, r->json NULL. Free r with
+ * basal_result_free either way. */
+int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e);
+void basal_result_free(basal_result *r);
 
 #endif

@@ -10,7 +10,7 @@
  * transfers, so a slow producer never delays answers already in flight.
  *
  * With --local the same loop runs without HTTP: --jobs is 1 and each waiting
- * record is decided in-process on the model loaded at start (local_decide.h),
+ * record is decided in-process on the model loaded at start (a basal_session),
  * the way `basal decide` does, before the next record is read. */
 #include <curl/curl.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include "basal.h"
 #include "cli/cli.h"
 #include "cli/client.h"
-#include "cli/local_decide.h"
+#include "api/session.h"
 #include "core/request.h"
 #include "core/respjson.h"
 
@@ -76,7 +76,7 @@ typedef struct {
     CURLM *multi;
     cl_slot *slots;
     unsigned long long retries_done;
-    cli_local *local;   /* --local: the in-process model, else NULL */
+    basal_session *local; /* --local: the in-process model, else NULL */
 } cl_ctx;
 
 static volatile sig_atomic_t g_interrupted;
@@ -613,20 +613,21 @@ static void finish_transfer(cl_ctx *c, cl_slot *s, CURLcode rc) {
  * and the endpoint's error body as detail; a runtime failure with kind
  * "internal" and the 500 body the server would send. */
 static void local_decide(cl_ctx *c, cl_slot *s) {
-    bs_buf out;
-    bs_buf_init(&out);
+    basal_result r = {0};
     bs_reply rep;
     bs_reply_init(&rep);
     bs_err e = {0};
-    int rc = cli_local_decide(c->local, s->body.data, s->body.len, &out, &rep, NULL, &e);
+    int rc = basal_decide(c->local, s->body.data, s->body.len, &r, &e);
     s->state = SLOT_DONE;
-    if (rc == 0) {
+    if (rc == 0 && r.status == 200) {
         s->ok = 1;
-        s->response = out.data;
-        bs_buf_init(&out);
+        s->response = r.json;
+        r.json = NULL;
         goto done;
     }
-    if (rc > 0) {
+    if (rc == 0) {
+        rep.status = r.status;
+        bs_buf_put(&rep.body, r.json, r.len);
         const char *kind = "request";
         set_error(s, kind, refusal_message(rep.status, rep.body.data ? rep.body.data : "", rep.body.len, &kind));
         s->kind = kind;
@@ -639,7 +640,7 @@ static void local_decide(cl_ctx *c, cl_slot *s) {
         bs_buf_init(&rep.body);
     }
 done:
-    bs_buf_free(&out);
+    basal_result_free(&r);
     bs_reply_free(&rep);
 }
 
@@ -1064,7 +1065,7 @@ int cmd_client(int argc, char **argv) {
     cl_input in;
     memset(&in, 0, sizeof in);
     in.fd = -1;
-    cli_local *local = NULL;
+    basal_session *local = NULL;
     int rc = parse_args(argc, argv, &o), curl_ready = 0;
     if (rc) {
         rc = rc < 0 ? 0 : rc;
@@ -1087,11 +1088,19 @@ int cmd_client(int argc, char **argv) {
         const char *dir = NULL;
         if ((rc = cli_model_ref(&dir, "--model", model)) != 0) goto out;
         rc = 1;
-        if (!(local = calloc(1, sizeof *local))) goto out;
-        int opened = cli_local_open(local, "client", dir, o.threads, &o.dev, 1);
+        basal_options bo;
+        bs_err le = {0};
+        basal_options_init(&bo);
+        bo.threads = o.threads;
+        bo.backend = o.dev.device;
+        bo.dtype = o.dev.dtype;
+        bo.gemm_table = o.dev.gemm_table;
+        if (basal_open(&local, dir, &bo, &le) < 0) {
+            cli_error("client", "%s", le.msg);
+            goto out;
+        }
         c.local = local;
-        if (opened < 0) goto out;
-        model = local->m.name;
+        model = basal_model_name(local);
         rc = 0;
     }
     if (model && !(c.model = strdup(o.local ? model : cl_model_name(model)))) {
@@ -1151,10 +1160,7 @@ out:
     free(o.choice);
     free(o.level);
     free(o.label);
-    if (local) {
-        cli_local_close(local);
-        free(local);
-    }
+    basal_close(local);
     if (curl_ready) curl_global_cleanup();
     return rc;
 }

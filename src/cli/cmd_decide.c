@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/local_decide.h"
+#include "api/session.h"
 #include "core/respjson.h"
 #include "core/util.h"
 #include "engine/pack.h"
@@ -119,50 +119,55 @@ int cmd_decide(int argc, char **argv) {
     status = 1;
     double t0 = bs_now_ms();
     bs_err e = {0};
-    cli_local l;
-    bs_reply rep;
-    bs_reply_init(&rep);
-    bs_buf out;
-    bs_buf_init(&out);
+    basal_session *s = NULL;
+    basal_result r = {0};
     char *data = NULL;
     size_t len = 0;
-    int opened = 0;
     if (read_body(o.request, &data, &len) < 0) goto done;
-    opened = 1;
-    if (cli_local_open_ex(&l, "decide", o.model_dir, o.threads, &o.dev, !o.no_prefix_cache, o.tree_max_tokens) < 0)
+    basal_options bo;
+    basal_options_init(&bo);
+    bo.threads = o.threads;
+    bo.backend = o.dev.device;
+    bo.dtype = o.dev.dtype;
+    bo.gemm_table = o.dev.gemm_table;
+    bo.no_prefix_cache = o.no_prefix_cache;
+    bo.tree_max_tokens = o.tree_max_tokens;
+    bo.readout_bf16 = o.readout_bf16;
+    bo.evidence_separate = o.evidence_separate;
+    if (basal_open(&s, o.model_dir, &bo, &e) < 0) {
+        cli_error("decide", "%s", e.msg);
         goto done;
-    l.run.readout_bf16 = o.readout_bf16;
-    l.run.evidence_separate = o.evidence_separate;
+    }
+    bs_runner *run = bs_session_runner(s);
     cli_fwd_progress fwd_progress = {"decide", NULL, NULL};
-    l.run.watch = cli_fwd_progress_watch;
-    l.run.watch_ctx = &fwd_progress;
+    run->watch = cli_fwd_progress_watch;
+    run->watch_ctx = &fwd_progress;
     double t1 = bs_now_ms();
-    cli_local_times t = {0};
-    int rc = cli_local_decide(&l, data, len, &out, &rep, &t, &e);
+    int rc = basal_decide(s, data, len, &r, &e);
+    double t2 = bs_now_ms();
     cli_fwd_progress_end(&fwd_progress);
-    if (rc > 0) { /* the endpoint's error body */
-        fwrite(rep.body.data, 1, rep.body.len, stdout);
+    if (rc < 0) {
+        cli_error("decide", "%s", e.msg);
+        goto done;
+    }
+    if (r.status != 200) { /* the endpoint's error body */
+        fwrite(r.json, 1, r.len, stdout);
         fputc('\n', stdout);
         status = 2;
         goto done;
     }
-    if (rc < 0) {
-        fprintf(stderr, "basal decide: %s\n", e.msg);
-        goto done;
-    }
-    cli_print_pretty(stdout, out.data, out.len);
+    cli_print_pretty(stdout, r.json, r.len);
     if (o.timing)
         /* 06 §5.1's three times first (total: the request, not the model
          * load), then this runtime's own */
         fprintf(stderr, "timing: {\"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f, \"load_ms\": %.3f, "
                         "\"evidence_inline\": %lld, \"evidence_forwards\": %lld}\n",
-                t.planned - t1, t.answered - t.planned, t.answered - t1, t1 - t0, (long long)l.run.evidence_inline,
-                (long long)l.run.evidence_forwards);
+                r.plan_ms, r.forward_ms, t2 - t1, t1 - t0, (long long)run->evidence_inline,
+                (long long)run->evidence_forwards);
     status = 0;
 done:
-    if (opened) cli_local_close(&l);
-    bs_reply_free(&rep);
-    bs_buf_free(&out);
+    basal_result_free(&r);
+    basal_close(s);
     free(data);
     return status;
 }
