@@ -10,8 +10,9 @@ NODE_DIR = tests/oracle
 
 # No -ffast-math and no FP contraction anywhere: results must be reproducible
 # bit for bit (spec 05 §13.2 A5). Vector kernels use explicit FMA intrinsics.
+# -fPIC: the same objects make libbasal.a and libbasal.so
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
-                -ffp-contract=off -fno-fast-math -pthread -Iinclude -Isrc
+                -ffp-contract=off -fno-fast-math -pthread -fPIC -Iinclude -Isrc
 LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lcrypto -lm -lpthread -ldl
 
 LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/hub/*.c src/api/*.c src/server/*.c)
@@ -30,8 +31,8 @@ OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 
 .PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run
 
-all: build/basal $(addprefix build/tests/,$(TEST_NAMES))
-asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES))
+all: build/basal $(addprefix build/tests/,$(TEST_NAMES)) build/libbasal.so build/basal.pc build/examples/embed
+asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES)) build-asan/examples/embed
 
 # ---- CUDA backend (spec 05 §17; src/cuda/README.md) ----
 # With nvcc (at $(CUDA_HOME)/bin/nvcc, or NVCC=...) and without CUDA=0, the
@@ -51,7 +52,7 @@ endif
 LIB_SRC += $(wildcard src/cuda/host/*.c)
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=sm_89 \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(CUDA_ARCH)
+NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-fPIC $(CUDA_ARCH)
 # objects whose code depends on BS_HAVE_CUDA; they are rebuilt when CUDA changes
 CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o \
                build/obj/cli/cli_version.o
@@ -126,6 +127,28 @@ $(1):
 endef
 $(eval $(call variant,build))
 $(eval $(call variant,build-asan))
+
+# ---- the public API (include/basal.h) as a shared library, release build ----
+# Only the API's symbols are exported (src/api/libbasal.map); build/basal.pc
+# describes this build tree for pkg-config (PKG_CONFIG_PATH=build), and the
+# example in examples/ is built against it (and statically under the
+# sanitizers, where tests/t_embed.sh runs it too).
+SOVERSION = 0
+build/libbasal.so.$(SOVERSION): $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC)) $(CUDA_OBJ_build) src/api/libbasal.map
+	$(CC) -shared -Wl,-soname,libbasal.so.$(SOVERSION) -Wl,--version-script=src/api/libbasal.map \
+	    $(filter %.o,$^) $(LIBS) $(CUDA_LIBS_build) -o $@
+build/libbasal.so: build/libbasal.so.$(SOVERSION)
+	ln -sf libbasal.so.$(SOVERSION) $@
+build/basal.pc: src/api/basal.pc.in Makefile | build
+	sed -e 's|@PREFIX@|$(abspath .)|; s|@LIBDIR@|$${prefix}/build|; s|@INCLUDEDIR@|$${prefix}/include|' \
+	    -e 's|@VERSION@|$(shell sed -n 's/^#define BASAL_VERSION "\(.*\)"/\1/p' include/basal.h)|' \
+	    -e 's|@LIBS_PRIVATE@|$(LIBS) $(CUDA_LIBS_build)|' $< > $@
+build/examples/embed: examples/embed.c include/basal.h build/libbasal.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -O2 -Iinclude $< -Lbuild -lbasal -Wl,-rpath,'$$ORIGIN/..' -o $@
+build-asan/examples/embed: examples/embed.c include/basal.h build-asan/libbasal.a
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra $(OPT_build-asan) -Iinclude $< build-asan/libbasal.a $(LIBS) -o $@
 
 # ---- fuzzing (libFuzzer, Debian clang): tests/fuzz/fuzz_*.c ----
 # `make fuzz` builds every target with ASan+UBSan into build-fuzz/;

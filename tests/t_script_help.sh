@@ -14,7 +14,7 @@ set -u
 # imported by other scripts, never run: no command line to document
 modules=" tests/checks.py "
 scripts=()
-for f in bench/*.sh bench/*.py tools/*.sh tools/*.py tools/*.js tools/*.mjs tests/run.sh tests/*.py tests/hub/*.py tests/hub/*.mjs tests/hub/*.sh; do
+for f in bench/*.sh bench/*.py tools/*.sh tools/*.py tools/*.js tools/*.mjs tests/run.sh tests/*.py tests/hub/*.py tests/hub/*.mjs tests/hub/*.sh tests/api/*.py; do
     [ -f "$f" ] || continue
     case $modules in *" $f "*) continue ;; esac
     scripts+=("$f")
