@@ -21,6 +21,8 @@ struct basal_session {
     bs_letter_cache lc;
     bs_prefix_set pinned;
     bs_runner run;
+    bs_usage last;   /* of the last decision */
+    int last_ran;
 };
 
 void basal_options_init(basal_options *o) {
@@ -89,6 +91,26 @@ bs_runner *bs_session_runner(basal_session *s) {
     return &s->run;
 }
 
+bs_letter_cache *bs_session_letters(basal_session *s) {
+    return &s->lc;
+}
+
+int bs_session_threads(const basal_session *s) {
+    return bs_pool_size(s->pool);
+}
+
+void bs_session_set_batching(basal_session *s, int batching) {
+    s->run.batching = batching;
+}
+
+bs_usage bs_session_last_usage(const basal_session *s) {
+    return s->last;
+}
+
+int bs_session_last_ran(const basal_session *s) {
+    return s->last_ran;
+}
+
 void basal_result_free(basal_result *r) {
     if (!r) return;
     free(r->json);
@@ -112,6 +134,8 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     bs_reply rep;
     bs_buf out;
     memset(r, 0, sizeof *r);
+    memset(&s->last, 0, sizeof s->last);
+    s->last_ran = 0;
     bs_reply_init(&rep);
     bs_buf_init(&out);
     double t0 = bs_now_ms(), t1 = t0;
@@ -121,12 +145,16 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     t1 = bs_now_ms();
     r->plan_ms = t1 - t0;
     bs_plan *pp = &plan;
+    int64_t f0 = s->run.forward_tokens;
     /* both steps of a request with large choices (03 §5.4): round 1, then the
      * finalists; a finalist prompt over the model's limit fails only this
      * request (04 §3 P7) with rep filled */
     rc = bs_runner_run_all(&s->run, &pp, 1, &s->lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) goto refused;
     if (rc < 0) goto failed;
+    s->last = plan.usage;
+    s->last.computed_tokens = s->run.forward_tokens - f0;
+    s->last_ran = 1;
     bs_reply_free(&rep);
     bs_reply_init(&rep);
     /* 03 §2.5: an act refusal without a defer action is the request's error body */

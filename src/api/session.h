@@ -11,5 +11,15 @@
 
 const bs_basal_model *bs_session_model(const basal_session *s);
 bs_runner *bs_session_runner(basal_session *s);
+bs_letter_cache *bs_session_letters(basal_session *s);
+/* The CPU threads of the session's pool. */
+int bs_session_threads(const basal_session *s);
+/* How the forwards are packed (engine/runner.h bs_batching; tree by
+ * default): benchmarks compare the modes, the answers are the same. */
+void bs_session_set_batching(basal_session *s, int batching);
+/* The last basal_decide's usage (computed_tokens: what its forwards
+ * computed) and whether its forwards ran (0: refused while planning). */
+bs_usage bs_session_last_usage(const basal_session *s);
+int bs_session_last_ran(const basal_session *s);
 
 #endif

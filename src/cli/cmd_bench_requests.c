@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/session.h"
 #include "cli/cli.h"
 #include "core/progress.h"
 #include "core/respjson.h"
@@ -136,30 +137,19 @@ static int packed_sizes(const bs_basal_model *m, bs_letter_cache *lc, const req_
     return rc;
 }
 
-static int decide_once(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const req_line *r,
-                       bs_usage *usage, bs_buf *answer, bs_err *e) {
-    bs_reply rep;
-    bs_reply_init(&rep);
-    bs_plan plan = {0};
-    int rc = bs_plan_text(&plan, r->body, r->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
-    if (rc == BS_EINVAL && rep.body.len) {
-        bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
-    } else if (rc == 0) {
-        bs_plan *pp = &plan;
-        int64_t f0 = run->forward_tokens;
-        rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
-        if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "request %s rejected: %s", r->id, rep.body.data);
-        answer->len = 0;
-        /* an act refusal (03 §2.5) is that request's answer: its 422 body */
-        int rf = rc == 0 ? bs_plan_refusal(&plan, m, &rep, e) : 0;
-        if (rf < 0) rc = rf;
-        else if (rf > 0) bs_buf_put(answer, rep.body.data, rep.body.len);
-        else if (rc == 0) rc = bs_plan_answer(&plan, m, -1, answer, e);
-        *usage = plan.usage;
-        usage->computed_tokens = run->forward_tokens - f0;
-    }
-    bs_plan_free(&plan);
-    bs_reply_free(&rep);
+/* One whole decision through the session (include/basal.h): an act
+ * refusal (03 §2.5) is that request's answer, its 422 body; a request refused
+ * before its forwards ran is an error of the workload. */
+static int decide_once(basal_session *s, const req_line *r, bs_usage *usage, bs_buf *answer, bs_err *e) {
+    basal_result res;
+    int rc = basal_decide(s, r->body, r->len, &res, e);
+    answer->len = 0;
+    if (rc == 0 && res.status != 200 && !bs_session_last_ran(s))
+        rc = bs_fail(e, BS_EINVAL, "request %s rejected: %s", r->id, res.json);
+    else if (rc == 0)
+        bs_buf_put(answer, res.json, res.len);
+    *usage = bs_session_last_usage(s);
+    basal_result_free(&res);
     return rc;
 }
 
@@ -199,12 +189,7 @@ int cmd_bench_requests(int argc, char **argv) {
     int status = 1;
     char **first_answers = NULL;
     bs_err e = {0};
-    bs_pool *pool = bs_pool_create(threads);
-    bs_basal_model m;
-    int loaded = 0;
-    bs_letter_cache lc;
-    bs_letter_cache_init(&lc);
-    bs_prefix_set pinned = {0};
+    basal_session *ses = NULL;
     req_line *rq = NULL;
     size_t nrq = 0;
     bs_buf rep, ans;
@@ -214,23 +199,28 @@ int cmd_bench_requests(int argc, char **argv) {
     bs_buf_init(&ans);
     double *ms = malloc((size_t)reps * sizeof *ms);
     double t0 = bs_now_ms();
-    if (!pool || !ms) goto done;
-    if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench-requests: %s\n", e.msg); goto done; }
-    loaded = 1;
-    if (cli_device_attach("bench-requests", &m.model, &dev) < 0) goto done;
+    if (!ms) goto done;
+    basal_options bo;
+    basal_options_init(&bo);
+    bo.threads = threads;
+    bo.backend = dev.device;
+    bo.dtype = dev.dtype;
+    bo.gemm_table = dev.gemm_table;
+    bo.no_prefix_cache = no_prefix_cache;
+    if (basal_open(&ses, model_dir, &bo, &e) < 0) { cli_error("bench-requests", "%s", e.msg); goto done; }
+    const bs_basal_model *mp = bs_session_model(ses);
+    bs_letter_cache *lc = bs_session_letters(ses);
+    bs_runner *run = bs_session_runner(ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
         fprintf(stderr, "basal bench-requests: %s\n", e.msg);
         goto done;
     }
-    if (!no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
-    if (read_requests(requests, m.name, &rq, &nrq) < 0) goto done;
-    bs_engine_opts eo;
-    bs_engine_opts_default(&eo);
-    int bf16 = m.model.compute == BS_COMPUTE_BF16;
+    if (read_requests(requests, mp->name, &rq, &nrq) < 0) goto done;
+    int bf16 = mp->model.compute == BS_COMPUTE_BF16;
     bs_buf_printf(&rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", m.name, wsha.data,
-                  m.model.backend ? m.model.backend->name : "cpu", load_s, bs_pool_size(pool),
+                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
+                  mp->model.backend ? mp->model.backend->name : "cpu", load_s, bs_session_threads(ses),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
                   reps, no_prefix_cache ? "false" : "true");
     char modes[64];
@@ -248,10 +238,7 @@ int cmd_bench_requests(int argc, char **argv) {
             goto done;
         }
         if (nmode >= 3) break;
-        bs_runner run;
-        bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, no_prefix_cache ? NULL : &pinned, 0,
-                       NULL, 0);
-        run.batching = budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE;
+        bs_session_set_batching(ses, budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE);
         double total_ms = 0;
         size_t decisions = 0, total_input = 0;
         int64_t total_fwd = 0;
@@ -261,26 +248,24 @@ int cmd_bench_requests(int argc, char **argv) {
         snprintf(what, sizeof what, "bench-requests: %s batching", tok);
         bs_progress *pg = bs_progress_start(what, (uint64_t)nrq, "requests");
         cli_fwd_progress fwd_progress = {"bench-requests", pg, NULL};
-        run.watch = pg ? cli_fwd_progress_watch : NULL;
-        run.watch_ctx = &fwd_progress;
+        run->watch = pg ? cli_fwd_progress_watch : NULL;
+        run->watch_ctx = &fwd_progress;
         for (size_t i = 0; i < nrq; i++) {
             bs_progress_set(pg, i);
             bs_usage u = {0};
             int64_t packed[2] = {0, 0};
-            if (packed_sizes(&m, &lc, &rq[i], packed, &e) < 0 ||
-                (warmup && decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0)) { /* warm-up */
+            if (packed_sizes(mp, lc, &rq[i], packed, &e) < 0 ||
+                (warmup && decide_once(ses, &rq[i], &u, &ans, &e) < 0)) { /* warm-up */
                 bs_progress_end(pg);
-                fprintf(stderr, "basal bench-requests: %s\n", e.msg);
-                bs_runner_free(&run);
+                cli_error("bench-requests", "%s", e.msg);
                 goto done;
             }
             int64_t fwd_sum = 0;
             for (int r = 0; r < reps; r++) {
                 double s = bs_now_ms();
-                if (decide_once(&m, &lc, &run, &rq[i], &u, &ans, &e) < 0) {
+                if (decide_once(ses, &rq[i], &u, &ans, &e) < 0) {
                     bs_progress_end(pg);
-                    fprintf(stderr, "basal bench-requests: %s\n", e.msg);
-                    bs_runner_free(&run);
+                    cli_error("bench-requests", "%s", e.msg);
                     goto done;
                 }
                 ms[r] = bs_now_ms() - s;
@@ -292,7 +277,6 @@ int cmd_bench_requests(int argc, char **argv) {
             if (!nmode) {
                 if (!(first_answers[i] = bs_strfmt("%s", ans.data))) {
                     bs_progress_end(pg);
-                    bs_runner_free(&run);
                     goto done;
                 }
             } else if (strcmp(first_answers[i], ans.data)) {
@@ -328,7 +312,6 @@ int cmd_bench_requests(int argc, char **argv) {
                 (long long)total_fwd, total_fwd ? (double)total_input / (double)total_fwd : 0.0, dec_s);
         mode_dec_s[nmode] = dec_s;
         mode_fwd[nmode] = total_fwd;
-        bs_runner_free(&run);
     }
     bs_buf_putc(&rep, ']');
     bs_buf_printf(&rep, ",\"answers_identical\":%s", mismatches ? "false" : "true");
@@ -356,9 +339,6 @@ done:
     bs_buf_free(&rep);
     bs_buf_free(&wsha);
     bs_buf_free(&ans);
-    bs_prefix_set_free(&pinned);
-    if (loaded) bs_basal_free(&m);
-    bs_letter_cache_free(&lc);
-    bs_pool_destroy(pool);
+    basal_close(ses);
     return status;
 }
