@@ -95,6 +95,10 @@ bs_letter_cache *bs_session_letters(basal_session *s) {
     return &s->lc;
 }
 
+bs_pool *bs_session_pool(basal_session *s) {
+    return s->pool;
+}
+
 int bs_session_threads(const basal_session *s) {
     return bs_pool_size(s->pool);
 }

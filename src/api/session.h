@@ -12,7 +12,8 @@
 const bs_basal_model *bs_session_model(const basal_session *s);
 bs_runner *bs_session_runner(basal_session *s);
 bs_letter_cache *bs_session_letters(basal_session *s);
-/* The CPU threads of the session's pool. */
+/* The session's CPU thread pool, and its size. */
+bs_pool *bs_session_pool(basal_session *s);
 int bs_session_threads(const basal_session *s);
 /* How the forwards are packed (engine/runner.h bs_batching; tree by
  * default): benchmarks compare the modes, the answers are the same. */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli/bench_item.h"
+#include "api/session.h"
 #include "cli/cli.h"
 #include "cli/parity_stats.h"
 #include "core/progress.h"
@@ -322,17 +323,13 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "%s exists; choose a new output path\n", out_path);
         return 1;
     }
-    int status = 1, n = 0, nb = 0, n_ref = 0, loaded = 0;
+    int status = 1, n = 0, nb = 0, n_ref = 0;
     bs_err e = {0};
     ref_item *refs = NULL;
     int *argmax = NULL;
     double *prep = NULL, *fwd = NULL;
     int64_t *item_tokens = NULL;
-    bs_pool *pool = bs_pool_create(threads);
-    bs_basal_model m;
-    bs_letter_cache lc;
-    bs_letter_cache_init(&lc);
-    bs_prefix_set pinned = {0};
+    basal_session *ses = NULL;
     bs_buf rep;
     bs_buf_init(&rep);
     bs_buf wsha; /* the weights' SHA-256 (06 §7.6) */
@@ -340,18 +337,24 @@ int cmd_bench(int argc, char **argv) {
     bs_buf *bodies = NULL;
     double *lat1 = NULL, *lat2 = NULL;
     double t0 = bs_now_ms();
-    if (!pool) goto done;
-    if (bs_basal_load(&m, model_dir, pool, 1, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
-    loaded = 1;
-    if (cli_device_attach("bench", &m.model, &dev) < 0) goto done;
+    basal_options bo;
+    basal_options_init(&bo);
+    bo.threads = threads;
+    bo.backend = dev.device;
+    bo.dtype = dev.dtype;
+    bo.gemm_table = dev.gemm_table;
+    if (basal_open(&ses, model_dir, &bo, &e) < 0) { cli_error("bench", "%s", e.msg); goto done; }
+    const bs_basal_model *mp = bs_session_model(ses);
+    bs_letter_cache *lcp = bs_session_letters(ses);
+    bs_runner *runp = bs_session_runner(ses);
+    bs_pool *pool = bs_session_pool(ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
         fprintf(stderr, "basal bench: %s\n", e.msg);
         goto done;
     }
-    if (bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) { fprintf(stderr, "basal bench: %s\n", e.msg); goto done; }
     if (reference) {
-        if ((n_ref = read_reference(reference, m.name, &bodies, &refs)) < 0) goto done;
+        if ((n_ref = read_reference(reference, mp->name, &bodies, &refs)) < 0) goto done;
         if (lat_n > n_ref - 5) lat_n = n_ref - 5;
         if (tp_items < 0) tp_items = n_ref < 128 ? n_ref : 128;
         if (tp_items > n_ref) tp_items = n_ref;
@@ -362,7 +365,7 @@ int cmd_bench(int argc, char **argv) {
         n = lat_n + 5;
         nb = n > tp_items ? n : tp_items;
         if (!(bodies = calloc((size_t)nb, sizeof *bodies))) goto done;
-        for (int i = 0; i < nb; i++) make_body(&bodies[i], m.name, i, state_tokens);
+        for (int i = 0; i < nb; i++) make_body(&bodies[i], mp->name, i, state_tokens);
     }
     lat1 = calloc((size_t)n, sizeof *lat1);
     lat2 = calloc((size_t)n, sizeof *lat2);
@@ -371,21 +374,17 @@ int cmd_bench(int argc, char **argv) {
     item_tokens = calloc((size_t)n, sizeof *item_tokens);
     argmax = calloc((size_t)(n_ref ? n_ref : 1), sizeof *argmax);
     if (!lat1 || !lat2 || !prep || !fwd || !item_tokens || !argmax) { fprintf(stderr, "basal bench: out of memory\n"); goto done; }
-    bs_engine_opts eo;
-    bs_engine_opts_default(&eo);
-    bs_runner run;
     bs_fwd_profile prof = {0}, prof1 = {0};
-    bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, &pinned, 0, NULL, 0);
     /* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2) */
     int correct = 0, with_gold = 0;
     double all_items_s = 0;
     if (n_ref) {
-        run.batching = BS_BATCH_BUDGET;
+        runp->batching = BS_BATCH_BUDGET;
         double s = bs_now_ms();
         bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)n_ref, "items");
         for (int g0 = 0; g0 < n_ref; g0 += acc_group) {
             int k = n_ref - g0 < acc_group ? n_ref - g0 : acc_group;
-            if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
+            if (decide_items(mp, lcp, runp, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
                 bs_progress_end(pg);
                 goto fail_run;
             }
@@ -398,30 +397,30 @@ int cmd_bench(int argc, char **argv) {
                 with_gold++;
                 correct += argmax[i] == refs[i].gold;
             }
-        run.batching = BS_BATCH_TREE;
+        runp->batching = BS_BATCH_TREE;
     }
     for (int i = 0; i < n; i++) {
         /* warm-up once with one order and once with both, then the timed runs */
-        if (decide_one_order(&m, &lc, &bodies[i], NULL, &e) < 0 ||
-            decide_items(&m, &lc, &run, &bodies[i], 1, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0)
+        if (decide_one_order(mp, lcp, &bodies[i], NULL, &e) < 0 ||
+            decide_items(mp, lcp, runp, &bodies[i], 1, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0)
             goto fail_run;
         double s = bs_now_ms();
-        if (decide_one_order(&m, &lc, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
+        if (decide_one_order(mp, lcp, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
         lat1[i] = bs_now_ms() - s;
-        run.profile = i >= 5 ? &prof : NULL;
+        runp->profile = i >= 5 ? &prof : NULL;
         s = bs_now_ms();
         double count_ms = 0;
-        if (decide_items(&m, &lc, &run, &bodies[i], 1, &e, &prep[i], &fwd[i], &item_tokens[i], &count_ms, NULL,
+        if (decide_items(mp, lcp, runp, &bodies[i], 1, &e, &prep[i], &fwd[i], &item_tokens[i], &count_ms, NULL,
                          NULL) < 0)
             goto fail_run;
         lat2[i] = bs_now_ms() - s - count_ms;
-        run.profile = NULL;
+        runp->profile = NULL;
         fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, n, i < 5 ? " (discarded)" : "", lat1[i],
                 lat2[i]);
     }
     double dec_runs[3] = {0, 0, 0};
     /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
-    run.batching = strcmp(batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
+    runp->batching = strcmp(batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
     if (tp_items > 0) {
         int warm = group < tp_items ? group : tp_items;
         char what[96];
@@ -432,7 +431,7 @@ int cmd_bench(int argc, char **argv) {
             int items = pass < 0 ? warm : tp_items;
             for (int g0 = 0; g0 < items; g0 += group) {
                 int k = items - g0 < group ? items - g0 : group;
-                if (decide_items(&m, &lc, &run, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0) {
+                if (decide_items(mp, lcp, runp, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0) {
                     bs_progress_end(pg);
                     goto fail_run;
                 }
@@ -442,13 +441,12 @@ int cmd_bench(int argc, char **argv) {
         }
         bs_progress_end(pg);
     }
-    bs_runner_free(&run);
     /* sgemm peak on the model's gate/up shape at 300 rows, same threads (CPU
      * backend only: it says nothing about a GPU) */
-    int H = m.cfg.hidden, I = m.cfg.inter;
-    const bs_backend *be = m.model.backend;
+    int H = mp->cfg.hidden, I = mp->cfg.inter;
+    const bs_backend *be = mp->model.backend;
     double ours = be ? 0 : gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_F32), blas = 0;
-    int bf16 = !be && m.model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
+    int bf16 = !be && mp->model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
     double ours_bf16 = bf16 ? gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_BF16) : 0;
     void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib) {
@@ -494,7 +492,7 @@ int cmd_bench(int argc, char **argv) {
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
-                  m.name, wsha.data, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
+                  mp->name, wsha.data, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
                   bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n_ref ? n_ref : nb, L, l1,
                   l2, p95, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], tp_done, group,
                   batching_name, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
@@ -550,8 +548,7 @@ int cmd_bench(int argc, char **argv) {
     status = 0;
     goto done;
 fail_run:
-    fprintf(stderr, "basal bench: %s\n", e.msg);
-    bs_runner_free(&run);
+    cli_error("bench", "%s", e.msg);
 done:
     for (int i = 0; bodies && i < nb; i++) bs_buf_free(&bodies[i]);
     free(bodies);
@@ -564,9 +561,6 @@ done:
     free(lat2);
     bs_buf_free(&rep);
     bs_buf_free(&wsha);
-    bs_prefix_set_free(&pinned);
-    if (loaded) bs_basal_free(&m);
-    bs_letter_cache_free(&lc);
-    bs_pool_destroy(pool);
+    basal_close(ses);
     return status;
 }
