@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/bench_item.h"
+#include "api/session.h"
 #include "cli/cli.h"
 #include "core/pyjson.h"
 #include "core/respjson.h"
@@ -486,13 +487,8 @@ int cmd_export(int argc, char **argv) {
     bs_err e = {0};
     char *dir = NULL, *bench_path = path_in(o.inputs, "bench.jsonl"), *so_path = path_in(o.inputs, "systemone.jsonl");
     cli_jsonl bench = {0}, cases = {0};
-    bs_pool *pool = NULL;
-    bs_basal_model m;
-    int loaded = 0, runner = 0, created = 0;
-    bs_letter_cache lc;
-    bs_letter_cache_init(&lc);
-    bs_prefix_set pinned = {0};
-    bs_runner run;
+    basal_session *ses = NULL;
+    int created = 0;
     bs_buf bout, sout, man;
     bs_buf_init(&bout);
     bs_buf_init(&sout);
@@ -501,38 +497,41 @@ int cmd_export(int argc, char **argv) {
     if (!bench_path || !so_path) goto done;
     if (cli_hub_resolve("export", o.ref, NULL, &dir, &e) < 0) goto fail;
     if (cli_jsonl_read(bench_path, &bench, &e) < 0 || cli_jsonl_read(so_path, &cases, &e) < 0) goto fail;
-    if (!(pool = bs_pool_create(o.threads))) goto done;
-    if (bs_basal_load(&m, dir, pool, 1, &e) < 0) goto fail;
-    loaded = 1;
-    if (cli_device_attach("export", &m.model, &o.dev) < 0) goto done;
-    if (!o.no_prefix_cache && bs_prefix_set_build(&pinned, &m, NULL, &e) < 0) goto fail;
+    basal_options bo;
+    basal_options_init(&bo);
+    bo.threads = o.threads;
+    bo.backend = o.dev.device;
+    bo.dtype = o.dev.dtype;
+    bo.gemm_table = o.dev.gemm_table;
+    bo.no_prefix_cache = o.no_prefix_cache;
+    if (basal_open(&ses, dir, &bo, &e) < 0) goto fail;
+    const bs_basal_model *md = bs_session_model(ses);
+    bs_letter_cache *lcp = bs_session_letters(ses);
+    bs_runner *runp = bs_session_runner(ses);
     if (mkdir(o.out, 0777) < 0) {
         if (errno == EEXIST) fprintf(stderr, "%s exists; choose a new output path\n", o.out);
         else fprintf(stderr, "basal export: creating %s: %s\n", o.out, strerror(errno));
         goto done;
     }
     created = 1;
-    bs_engine_opts eo;
-    bs_engine_opts_default(&eo);
-    bs_runner_init(&run, &m, eo.tree_max_tokens, eo.forward_max_tokens, o.no_prefix_cache ? NULL : &pinned, 0, NULL, 0);
-    runner = 1;
-    run.batching = !strcmp(o.batching, "tree") ? BS_BATCH_TREE : !strcmp(o.batching, "budget") ? BS_BATCH_BUDGET
-                                                                                               : BS_BATCH_SINGLE;
-    if (export_bench(&bench, &m, &lc, &run, &bout, &e) < 0 || write_in(o.out, "bench.jsonl", &bout, &e) < 0) goto fail;
+    bs_session_set_batching(ses, !strcmp(o.batching, "tree")     ? BS_BATCH_TREE
+                                 : !strcmp(o.batching, "budget") ? BS_BATCH_BUDGET
+                                                                 : BS_BATCH_SINGLE);
+    if (export_bench(&bench, md, lcp, runp, &bout, &e) < 0 || write_in(o.out, "bench.jsonl", &bout, &e) < 0) goto fail;
     double bench_s = (bs_now_ms() - t0) / 1000.0;
     fprintf(stderr, "bench: %zu items (%s batching)\n", bench.n, o.batching);
     for (size_t i = 0; i < cases.n; i++) {
-        if (export_case(cases.v[i], &m, &lc, &run, &sout, &e) < 0) goto fail;
+        if (export_case(cases.v[i], md, lcp, runp, &sout, &e) < 0) goto fail;
         const bj_value *id = bj_get(cases.v[i], "id");
         fprintf(stderr, "systemone %s\n", id && id->type == BJ_STRING ? id->str : "?");
     }
     if (write_in(o.out, "systemone.jsonl", &sout, &e) < 0) goto fail;
     static const char *const tnames[BS_N_TYPES] = {"choice", "noul", "score", "multi", "act"};
-    const bs_backend *be = m.model.backend;
+    const bs_backend *be = md->model.backend;
     bs_buf_puts(&man, "{\"tool\":\"basal export\",\"inputs\":");
     bs_resp_cstr(&man, o.inputs);
     bs_buf_puts(&man, ",\"model\":");
-    bs_resp_cstr(&man, m.name);
+    bs_resp_cstr(&man, md->name);
     bs_buf_puts(&man, ",\"model_dir\":");
     bs_resp_cstr(&man, dir);
     bs_buf_puts(&man, ",\"backend\":");
@@ -541,7 +540,7 @@ int cmd_export(int argc, char **argv) {
     } else {
         char desc[160];
         snprintf(desc, sizeof desc, "cpu %s (%d threads, kernel %s)",
-                 m.model.compute == BS_COMPUTE_BF16 ? "bf16" : "f32", bs_pool_size(pool),
+                 md->model.compute == BS_COMPUTE_BF16 ? "bf16" : "f32", bs_session_threads(ses),
                  bs_gemm_kernel_name(bs_gemm_kernel()));
         bs_resp_cstr(&man, desc);
     }
@@ -552,9 +551,9 @@ int cmd_export(int argc, char **argv) {
                         "\"calibration\":{\"temperatures\":{",
                   o.no_prefix_cache ? "false" : "true");
     for (int t = 0, first = 1; t < BS_N_TYPES; t++) {
-        if (!m.calib.has_temp[t]) continue;
+        if (!md->calib.has_temp[t]) continue;
         bs_buf_printf(&man, "%s\"%s\":", first ? "" : ",", tnames[t]);
-        bj_fmt_pyfloat(m.calib.temp[t], &man);
+        bj_fmt_pyfloat(md->calib.temp[t], &man);
         first = 0;
     }
     bs_buf_puts(&man, "}},\"files_sha256\":{");
@@ -588,11 +587,7 @@ done:
         }
         rmdir(o.out);
     }
-    if (runner) bs_runner_free(&run);
-    bs_prefix_set_free(&pinned);
-    if (loaded) bs_basal_free(&m);
-    bs_letter_cache_free(&lc);
-    bs_pool_destroy(pool);
+    basal_close(ses);
     cli_jsonl_free(&bench);
     cli_jsonl_free(&cases);
     bs_buf_free(&bout);
