@@ -45,7 +45,7 @@ int bm_read_workload(const char *path, const char *model, bm_raw_file *f) {
     bs_err e = {0};
     memset(f, 0, sizeof *f);
     if (bs_read_file(path, &text, &len, &e) != 0) {
-        fprintf(stderr, "basal benchmark: %s\n", e.msg);
+        cli_error("benchmark", "%s", e.msg);
         return -1;
     }
     bs_sha256(text, len, f->file_sha);
@@ -60,14 +60,14 @@ int bm_read_workload(const char *path, const char *model, bm_raw_file *f) {
         if (blank < n) {
             bj_value *v = NULL;
             if (bj_parse(p, n, NULL, &v, &e) != 0) {
-                fprintf(stderr, "basal benchmark: %s:%zu: %s\n", path, lineno, e.msg);
+                cli_error("benchmark", "%s:%zu: %s", path, lineno, e.msg);
                 rc = -1;
                 break;
             }
             const bj_value *req = bj_get(v, "request"), *id = bj_get(v, "id"), *cl = bj_get(v, "class");
             const bj_value *qs = req ? bj_get(req, "questions") : NULL;
             if (!req || req->type != BJ_OBJECT || !qs || qs->type != BJ_OBJECT) {
-                fprintf(stderr, "basal benchmark: %s:%zu: a line needs \"request\" with \"questions\"\n", path, lineno);
+                cli_error("benchmark", "%s:%zu: a line needs \"request\" with \"questions\"", path, lineno);
                 bj_free(v);
                 rc = -1;
                 break;
@@ -113,7 +113,7 @@ int bm_read_workload(const char *path, const char *model, bm_raw_file *f) {
                 else oom = 1;
             }
             if (oom) {
-                fprintf(stderr, "basal benchmark: %s:%zu: out of memory\n", path, lineno);
+                cli_error("benchmark", "%s:%zu: out of memory", path, lineno);
                 bs_buf_free(&b);
                 free(r.id);
                 free(r.cls);
@@ -126,7 +126,7 @@ int bm_read_workload(const char *path, const char *model, bm_raw_file *f) {
     }
     free(text);
     if (!rc && (f->n == 0 || f->n > 100000)) {
-        fprintf(stderr, "basal benchmark: %s: needs 1..100000 requests, has %zu\n", path, f->n);
+        cli_error("benchmark", "%s: needs 1..100000 requests, has %zu", path, f->n);
         rc = -1;
     }
     if (rc) bm_raw_free(f);
@@ -166,19 +166,19 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     int rc = -1;
     bj_value *m = NULL;
     if (bs_read_file(mpath, &text, &len, &e) != 0 || bj_parse(text, len, NULL, &m, &e) != 0) {
-        fprintf(stderr, "basal benchmark: %s: %s\n", mpath, e.msg);
+        cli_error("benchmark", "%s: %s", mpath, e.msg);
         goto out;
     }
     const bj_value *ws = bj_get(m, "workloads"), *w = ws ? bj_get(ws, file) : NULL;
     if (!w || w->type != BJ_OBJECT) {
-        fprintf(stderr, "basal benchmark: %s does not describe %s\n", mpath, file);
+        cli_error("benchmark", "%s does not describe %s", mpath, file);
         goto out;
     }
     char hex[65], want[80];
     bs_sha256_hex(f->file_sha, hex);
     const bj_value *x = bj_get(w, "sha256");
     if (!x || x->type != BJ_STRING || x->len != 64 || memcmp(x->str, hex, 64)) {
-        fprintf(stderr, "basal benchmark: %s/%s: SHA-256 %s; %s expects %.*s\n", dir, file, hex, mpath,
+        cli_error("benchmark", "%s/%s: SHA-256 %s; %s expects %.*s", dir, file, hex, mpath,
                 x && x->type == BJ_STRING ? (int)x->len : 4, x && x->type == BJ_STRING ? x->str : "none");
         goto out;
     }
@@ -201,14 +201,14 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
         x = bj_get(w, names[i]);
         snprintf(want, sizeof want, "%zu", have[i]);
         if (!x || x->type != BJ_NUMBER || strlen(want) != x->len || memcmp(x->str, want, x->len)) {
-            fprintf(stderr, "basal benchmark: %s/%s: %s %zu; %s says %.*s\n", dir, file, names[i], have[i], mpath,
+            cli_error("benchmark", "%s/%s: %s %zu; %s says %.*s", dir, file, names[i], have[i], mpath,
                     x ? (int)x->len : 4, x ? x->str : "none");
             goto out;
         }
     }
     x = bj_get(w, "ordered_model_free_payloads_sha256");
     if (x && (x->type != BJ_STRING || x->len != 64 || memcmp(x->str, ordered, 64))) {
-        fprintf(stderr, "basal benchmark: %s/%s: ordered model-free payloads SHA-256 %s; %s says %.*s\n", dir, file,
+        cli_error("benchmark", "%s/%s: ordered model-free payloads SHA-256 %s; %s says %.*s", dir, file,
                 ordered, mpath, x->type == BJ_STRING ? (int)x->len : 1, x->type == BJ_STRING ? x->str : "?");
         goto out;
     }
@@ -216,7 +216,7 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     size_t in_manifest = 0;
     for (size_t k = 0; cl && cl->type == BJ_OBJECT && k < cl->n; k++) in_manifest += 1;
     if (!cl || cl->type != BJ_OBJECT) {
-        fprintf(stderr, "basal benchmark: %s: %s has no classes\n", mpath, file);
+        cli_error("benchmark", "%s: %s has no classes", mpath, file);
         goto out;
     }
     /* every class of the file with its count, and no other class in the manifest (sorted cnames:
@@ -233,7 +233,7 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
         const bj_value *cv = bj_get(cl, cnames[i]);
         snprintf(want, sizeof want, "%zu", count);
         if (!cv || cv->type != BJ_NUMBER || strlen(want) != cv->len || memcmp(cv->str, want, cv->len)) {
-            fprintf(stderr, "basal benchmark: %s/%s: class %s has %zu requests; %s says %.*s\n", dir, file, cnames[i],
+            cli_error("benchmark", "%s/%s: class %s has %zu requests; %s says %.*s", dir, file, cnames[i],
                     count, mpath, cv ? (int)cv->len : 4, cv ? cv->str : "none");
             free(cnames);
             goto out;
@@ -241,7 +241,7 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     }
     free(cnames);
     if (distinct != in_manifest) {
-        fprintf(stderr, "basal benchmark: %s/%s: %zu classes; %s lists %zu\n", dir, file, distinct, mpath, in_manifest);
+        cli_error("benchmark", "%s/%s: %zu classes; %s lists %zu", dir, file, distinct, mpath, in_manifest);
         goto out;
     }
     char **ids = malloc(f->n * sizeof *ids);
@@ -250,7 +250,7 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     qsort(ids, f->n, sizeof *ids, cmp_strp);
     for (size_t i = 1; i < f->n; i++)
         if (!strcmp(ids[i - 1], ids[i])) {
-            fprintf(stderr, "basal benchmark: %s/%s: request id %s appears more than once\n", dir, file, ids[i]);
+            cli_error("benchmark", "%s/%s: request id %s appears more than once", dir, file, ids[i]);
             free(ids);
             goto out;
         }
@@ -298,13 +298,13 @@ static int plan_body(const bs_basal_model *m, bs_letter_cache *lc, const bm_requ
             *too_long = b.oom ? (bs_buf_free(&b), strdup("null")) : b.data;
             rc = *too_long ? 0 : -1;
         } else {
-            fprintf(stderr, "basal benchmark: planning benchmark request %s: %.*s\n", r->id, (int)rep.body.len,
+            cli_error("benchmark", "planning benchmark request %s: %.*s", r->id, (int)rep.body.len,
                     rep.body.data);
             rc = -1;
         }
         bj_free(v);
     } else {
-        fprintf(stderr, "basal benchmark: planning benchmark request %s: %s\n", r->id, e.msg);
+        cli_error("benchmark", "planning benchmark request %s: %s", r->id, e.msg);
         rc = -1;
     }
     bs_plan_free(&p);
@@ -359,7 +359,7 @@ int bm_prepare_workload(const bm_raw_file *f, const char *name, int shuffle, con
         r->input_tokens = -1;
         r->cls = class_index(w, x->cls ? x->cls : size_class(x->len));
         if (r->cls < 0) {
-            fprintf(stderr, "basal benchmark: %s: more than %d classes\n", name, BM_MAX_CLASSES);
+            cli_error("benchmark", "%s: more than %d classes", name, BM_MAX_CLASSES);
             free(by_key);
             return -1;
         }

@@ -82,13 +82,13 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
     int rc = -1;
     size_t n = 0;
     if (!path || cli_jsonl_read(path, &recs, &e) < 0) {
-        fprintf(stderr, "basal bench: %s\n", path ? e.msg : "out of memory");
+        cli_error("bench", "%s", path ? e.msg : "out of memory");
         goto out;
     }
     *bodies = calloc(recs.n ? recs.n : 1, sizeof **bodies);
     *items = calloc(recs.n ? recs.n : 1, sizeof **items);
     if (!*bodies || !*items) {
-        fprintf(stderr, "basal bench: out of memory\n");
+        cli_error("bench", "out of memory");
         goto out;
     }
     for (; n < recs.n; n++) {
@@ -96,14 +96,14 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
         const bj_value *type = bj_get(v, "type");
         bs_buf_init(&(*bodies)[n]);
         if (cli_bench_item_body(v, model, &(*bodies)[n], &e) < 0) {
-            fprintf(stderr, "basal bench: %s line %zu: %s\n", path, recs.line[n], e.msg);
+            cli_error("bench", "%s line %zu: %s", path, recs.line[n], e.msg);
             n++;
             goto out;
         }
         char *gend = NULL;
         long g = gold && gold->type == BJ_NUMBER ? strtol(gold->str, &gend, 10) : -1;
         if (gold && gold->type != BJ_NULL && (gold->type != BJ_NUMBER || *gend || g < 0 || (size_t)g >= opts->n)) {
-            fprintf(stderr, "basal bench: %s line %zu: \"gold\" must be an option index\n", path, recs.line[n]);
+            cli_error("bench", "%s line %zu: \"gold\" must be an option index", path, recs.line[n]);
             n++;
             goto out;
         }
@@ -113,7 +113,7 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
         it->gold = gold && gold->type == BJ_NUMBER ? (int)g : -1;
     }
     if (n < 6) {
-        fprintf(stderr, "basal bench: %s has %zu items; the method needs at least 6 (5 warm-up)\n", path, n);
+        cli_error("bench", "%s has %zu items; the method needs at least 6 (5 warm-up)", path, n);
         goto out;
     }
     rc = (int)n;
@@ -350,7 +350,7 @@ int cmd_bench(int argc, char **argv) {
     bs_pool *pool = bs_session_pool(ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
-        fprintf(stderr, "basal bench: %s\n", e.msg);
+        cli_error("bench", "%s", e.msg);
         goto done;
     }
     if (reference) {
@@ -373,7 +373,7 @@ int cmd_bench(int argc, char **argv) {
     fwd = calloc((size_t)n, sizeof *fwd);
     item_tokens = calloc((size_t)n, sizeof *item_tokens);
     argmax = calloc((size_t)(n_ref ? n_ref : 1), sizeof *argmax);
-    if (!lat1 || !lat2 || !prep || !fwd || !item_tokens || !argmax) { fprintf(stderr, "basal bench: out of memory\n"); goto done; }
+    if (!lat1 || !lat2 || !prep || !fwd || !item_tokens || !argmax) { cli_error("bench", "out of memory"); goto done; }
     bs_fwd_profile prof = {0}, prof1 = {0};
     /* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2) */
     int correct = 0, with_gold = 0;
@@ -467,7 +467,7 @@ int cmd_bench(int argc, char **argv) {
                                  "\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f}",
                       i > 5 ? "," : "", i, (long long)item_tokens[i], lat1[i], lat2[i], prep[i], fwd[i]);
     double *tok = calloc((size_t)L, sizeof *tok);
-    if (!tok) { bs_buf_free(&per_item); fprintf(stderr, "basal bench: out of memory\n"); goto done; }
+    if (!tok) { bs_buf_free(&per_item); cli_error("bench", "out of memory"); goto done; }
     for (int i = 0; i < L; i++) tok[i] = (double)item_tokens[5 + i];
     qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
     qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
@@ -510,7 +510,7 @@ int cmd_bench(int argc, char **argv) {
     bs_buf_puts(&rep, ",\"lat2_packed_tokens\":");
     sum_fail |= put_summary(&rep, tok, L);
     free(tok);
-    if (sum_fail) { bs_buf_free(&per_item); fprintf(stderr, "basal bench: out of memory\n"); goto done; }
+    if (sum_fail) { bs_buf_free(&per_item); cli_error("bench", "out of memory"); goto done; }
     bs_buf_puts(&rep, ",\"per_item\":[");
     bs_buf_put(&rep, per_item.data ? per_item.data : "", per_item.len);
     bs_buf_puts(&rep, "],\"items\":");

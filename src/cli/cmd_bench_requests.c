@@ -40,7 +40,7 @@ static int read_requests(const char *path, const char *model, req_line **out, si
     char *text = NULL;
     size_t len = 0;
     bs_err e = {0};
-    if (bs_read_file(path, &text, &len, &e) < 0) { fprintf(stderr, "basal bench-requests: %s\n", e.msg); return -1; }
+    if (bs_read_file(path, &text, &len, &e) < 0) { cli_error("bench-requests", "%s", e.msg); return -1; }
     size_t cap = 16, k = 0;
     req_line *v = calloc(cap, sizeof *v);
     char *line = text;
@@ -52,7 +52,7 @@ static int read_requests(const char *path, const char *model, req_line **out, si
             bj_value *root = NULL;
             if (bj_parse(line, ll, NULL, &root, &e) < 0 || root->type != BJ_OBJECT || !bj_get(root, "request") ||
                 bj_get(root, "request")->type != BJ_OBJECT) {
-                fprintf(stderr, "basal bench-requests: %s: line %zu is not {\"id\", \"request\"}\n", path, k + 1);
+                cli_error("bench-requests", "%s: line %zu is not {\"id\", \"request\"}", path, k + 1);
                 bj_free(root);
                 rc = -1;
                 break;
@@ -213,7 +213,7 @@ int cmd_bench_requests(int argc, char **argv) {
     bs_runner *run = bs_session_runner(ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
     if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
-        fprintf(stderr, "basal bench-requests: %s\n", e.msg);
+        cli_error("bench-requests", "%s", e.msg);
         goto done;
     }
     if (read_requests(requests, mp->name, &rq, &nrq) < 0) goto done;
@@ -233,7 +233,7 @@ int cmd_bench_requests(int argc, char **argv) {
     for (char *tok = strtok(modes, ","); tok; tok = strtok(NULL, ","), nmode++) {
         int single = !strcmp(tok, "single"), budget = !strcmp(tok, "budget");
         if (!single && !budget && strcmp(tok, "tree")) {
-            fprintf(stderr, "basal bench-requests: --batching takes tree, single and budget\n");
+            cli_error("bench-requests", "--batching takes tree, single and budget");
             status = 2;
             goto done;
         }
@@ -280,7 +280,7 @@ int cmd_bench_requests(int argc, char **argv) {
                     goto done;
                 }
             } else if (strcmp(first_answers[i], ans.data)) {
-                fprintf(stderr, "basal bench-requests: %s: the %s answer differs from the first mode's\n", rq[i].id,
+                cli_error("bench-requests", "%s: the %s answer differs from the first mode's", rq[i].id,
                         tok);
                 mismatches++;
             }

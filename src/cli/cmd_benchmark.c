@@ -55,7 +55,7 @@ static void on_sigint(int sig) {
 }
 
 static int usage_error(const char *msg) {
-    fprintf(stderr, "basal benchmark: %s\n", msg);
+    cli_error("benchmark", "%s", msg);
     return 2;
 }
 
@@ -253,7 +253,7 @@ typedef struct {
 static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
     snprintf(s->log, sizeof s->log, "/tmp/basal-benchmark-XXXXXX");
     int fd = mkstemp(s->log);
-    if (fd < 0) return fprintf(stderr, "basal benchmark: temporary file: %s\n", strerror(errno)), -1;
+    if (fd < 0) return cli_error("benchmark", "temporary file: %s", strerror(errno)), -1;
     char nums[8][32];
     const char *argv[40];
     int n = 0, k = 0;
@@ -289,7 +289,7 @@ static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
     for (int i = 0; i < n; i++) bs_buf_printf(&t, "%s%s", i ? " " : "", argv[i]);
     *argv_text = t.data;
     s->pid = fork();
-    if (s->pid < 0) return close(fd), fprintf(stderr, "basal benchmark: fork: %s\n", strerror(errno)), -1;
+    if (s->pid < 0) return close(fd), cli_error("benchmark", "fork: %s", strerror(errno)), -1;
     if (s->pid == 0) {
         int null = open("/dev/null", O_RDWR);
         dup2(null, 0);
@@ -319,7 +319,7 @@ static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
         int status;
         if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
             s->pid = 0;
-            fprintf(stderr, "basal benchmark: the server exited before it was ready; its log (%s):\n", s->log);
+            cli_error("benchmark", "the server exited before it was ready; its log (%s):", s->log);
             if (bs_read_file(s->log, &text, &len, &e) == 0) {
                 fputs(text, stderr);
                 free(text);
@@ -328,7 +328,7 @@ static int start_server(const bm_opts *o, bm_server *s, char **argv_text) {
         }
         usleep(20000);
     }
-    fprintf(stderr, "basal benchmark: the server was not ready in time (log %s)\n", s->log);
+    cli_error("benchmark", "the server was not ready in time (log %s)", s->log);
     return -1;
 }
 
@@ -791,7 +791,7 @@ static int parse_args(int argc, char **argv, bm_opts *o) {
 static FILE *create_new(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); /* not inherited by serve */
     if (fd < 0) {
-        fprintf(stderr, "basal benchmark: creating %s (must not exist): %s\n", path, strerror(errno));
+        cli_error("benchmark", "creating %s (must not exist): %s", path, strerror(errno));
         return NULL;
     }
     FILE *f = fdopen(fd, "w");
@@ -871,7 +871,7 @@ int cmd_benchmark(int argc, char **argv) {
                      "(weights %.2f GiB + --ram-reserve-gib %.2f)", r.before.available_bytes / 1073741824.0,
                      need / 1073741824.0, r.checkpoint_bytes / 1073741824.0, o.ram_reserve_gib);
             r.status = "aborted";
-            fprintf(stderr, "basal benchmark: %s\n", r.reason);
+            cli_error("benchmark", "%s", r.reason);
             goto report;
         }
         bs_err e = {0};
@@ -881,19 +881,19 @@ int cmd_benchmark(int argc, char **argv) {
             snprintf(r.reason, sizeof r.reason, "%.299s", sha.oom ? "out of memory" : e.msg);
             bs_buf_free(&sha);
             r.status = "aborted";
-            fprintf(stderr, "basal benchmark: %s\n", r.reason);
+            cli_error("benchmark", "%s", r.reason);
             goto report;
         }
         r.weights_sha256 = sha.data; /* owned by r now */
         /* the tokenizer and manifests only: plans the workload as the server will */
         if (bs_basal_load(&model, o.model_dir, NULL, 0, &e) < 0) {
-            fprintf(stderr, "basal benchmark: %s\n", e.msg);
+            cli_error("benchmark", "%s", e.msg);
             goto out;
         }
         model_loaded = 1;
         r.model_name = strdup(model.name);
         if (o.model_name && strcmp(o.model_name, model.name)) {
-            fprintf(stderr, "basal benchmark: --model-name %s, but %s serves %s\n", o.model_name, o.model_dir, model.name);
+            cli_error("benchmark", "--model-name %s, but %s serves %s", o.model_name, o.model_dir, model.name);
             goto out;
         }
     } else {
@@ -919,7 +919,7 @@ int cmd_benchmark(int argc, char **argv) {
             bj_free(v);
             bs_buf_free(&b);
             if (!r.model_name) {
-                fprintf(stderr, "basal benchmark: %s/v1/models did not list exactly one model (HTTP %ld); use --model-name\n",
+                cli_error("benchmark", "%s/v1/models did not list exactly one model (HTTP %ld); use --model-name",
                         base, st);
                 goto out;
             }
@@ -977,11 +977,11 @@ int cmd_benchmark(int argc, char **argv) {
         r.n_workloads++;
         const bm_raw_file *f = o.requests ? &raws[0] : &raws[i];
         if (bm_prepare_workload(f, names[i], shuffle[i], model_loaded ? &model : NULL, &lc, &r.workloads[i], &rqs[i])) {
-            fprintf(stderr, "basal benchmark: workload %s could not be prepared\n", names[i]);
+            cli_error("benchmark", "workload %s could not be prepared", names[i]);
             goto out;
         }
         if (!rqs[i].n) {
-            fprintf(stderr, "basal benchmark: workload %s: no requests within the model context limit\n", names[i]);
+            cli_error("benchmark", "workload %s: no requests within the model context limit", names[i]);
             goto out;
         }
         if (r.workloads[i].n_skipped)

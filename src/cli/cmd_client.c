@@ -93,7 +93,7 @@ static void on_sigint(int sig) {
 }
 
 static int usage_error(const char *msg) {
-    fprintf(stderr, "basal client: %s\n", msg);
+    cli_error("client", "%s", msg);
     return 2;
 }
 
@@ -105,12 +105,12 @@ static int put_criteria(bs_buf *b, const char **opts, int n, const char *flag) {
     for (int i = 0; i < n; i++) {
         const char *eq = strchr(opts[i], '=');
         size_t klen = eq ? (size_t)(eq - opts[i]) : strlen(opts[i]);
-        if (klen == 0) return fprintf(stderr, "basal client: empty key in %s '%s'\n", flag, opts[i]), -1;
+        if (klen == 0) return cli_error("client", "empty key in %s '%s'", flag, opts[i]), -1;
         for (int j = 0; j < i; j++) {
             const char *eq2 = strchr(opts[j], '=');
             size_t k2 = eq2 ? (size_t)(eq2 - opts[j]) : strlen(opts[j]);
             if (k2 == klen && !memcmp(opts[i], opts[j], klen))
-                return fprintf(stderr, "basal client: duplicate %s key '%.*s'\n", flag, (int)klen, opts[i]), -1;
+                return cli_error("client", "duplicate %s key '%.*s'", flag, (int)klen, opts[i]), -1;
         }
         if (i) bs_buf_putc(b, ',');
         bj_put_string(b, opts[i], klen);
@@ -261,30 +261,30 @@ static int build_template(cl_ctx *c) {
         size_t len;
         bs_err e = {0};
         if (bs_read_file(o->template_path, &text, &len, &e) != 0) {
-            fprintf(stderr, "basal client: template: %s\n", e.msg);
+            cli_error("client", "template: %s", e.msg);
             goto out;
         }
         if (len > o->max_input_bytes) {
             free(text);
-            fprintf(stderr, "basal client: template exceeds --max-input-bytes\n");
+            cli_error("client", "template exceeds --max-input-bytes");
             goto out;
         }
         bs_buf_put(&b, text, len);
         free(text);
     }
     if (b.oom) {
-        fprintf(stderr, "basal client: out of memory\n");
+        cli_error("client", "out of memory");
         goto out;
     }
     bj_error je;
     bs_err e = {0};
     if (bj_parse_ex(b.data, b.len, NULL, &c->template, &je, &e) != 0) {
         c->template = NULL;
-        fprintf(stderr, "basal client: template: invalid JSON: %s\n", je.msg ? je.msg : e.msg);
+        cli_error("client", "template: invalid JSON: %s", je.msg ? je.msg : e.msg);
         goto out;
     }
     if (c->template->type != BJ_OBJECT) {
-        fprintf(stderr, "basal client: template must be a request object containing questions\n");
+        cli_error("client", "template must be a request object containing questions");
         goto out;
     }
     /* its questions are checked once, on an empty state (basal-rs: "invalid
@@ -300,14 +300,14 @@ static int build_template(cl_ctx *c) {
     if (vr != 0) {
         const char *kind;
         char *msg = vr > 0 ? refusal_message(status, body, strlen(body), &kind) : NULL;
-        fprintf(stderr, "basal client: %s%s\n", msg ? "invalid questions in template: " : "", msg ? msg : "out of memory");
+        cli_error("client", "%s%s", msg ? "invalid questions in template: " : "", msg ? msg : "out of memory");
         free(msg);
         free(body);
         goto out;
     }
     const bj_value *q = bj_get(c->template, "questions");
     if (o->value && (!q || q->n != 1)) {
-        fprintf(stderr, "basal client: --value requires exactly one question\n");
+        cli_error("client", "--value requires exactly one question");
         goto out;
     }
     rc = 0;
@@ -708,20 +708,20 @@ static int write_record(cl_ctx *c, const cl_slot *s, int stream) {
         if (s->ok) {
             const char *why = NULL;
             if (put_value(&b, s->response, &why) != 0) {
-                fprintf(stderr, "basal client: record %llu: %s\n", (unsigned long long)s->index, why);
+                cli_error("client", "record %llu: %s", (unsigned long long)s->index, why);
                 bs_buf_free(&b);
                 return 1;
             }
         } else {
             put_error_object(&b, s);
-            fprintf(stderr, "basal client: %s\n", b.data);
+            cli_error("client", "%s", b.data);
             bs_buf_free(&b);
             return 1;
         }
     } else if (!stream) {
         if (!s->ok) {
             put_error_object(&b, s);
-            fprintf(stderr, "basal client: %s\n", b.data);
+            cli_error("client", "%s", b.data);
             bs_buf_free(&b);
             return 1;
         }
@@ -781,7 +781,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             wrote = 1;
             if (w < 0) {
                 rc = errno == EPIPE ? 0 : 2;
-                if (rc) fprintf(stderr, "basal client: writing output: %s\n", strerror(errno));
+                if (rc) cli_error("client", "writing output: %s", strerror(errno));
                 goto out;
             }
             failed |= w;
@@ -792,7 +792,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
         }
         if (wrote && fflush(stdout) != 0) {
             rc = errno == EPIPE ? 0 : 2;
-            if (rc) fprintf(stderr, "basal client: writing output: %s\n", strerror(errno));
+            if (rc) cli_error("client", "writing output: %s", strerror(errno));
             goto out;
         }
         if (o->progress && (bs_now_ms() - last_progress > 200 || (input_done && next_out == next_index))) {
@@ -817,7 +817,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             } else if (r == -1) {
                 input_done = 1;
             } else {
-                fprintf(stderr, "basal client: %s\n", e.msg);
+                cli_error("client", "%s", e.msg);
                 rc = 2;
                 goto out;
             }
@@ -865,8 +865,8 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
 out:
     fflush(stdout);
     if (o->progress) progress_line(next_out, total, t0, 1);
-    if (rc == 130) fprintf(stderr, "basal client: interrupted after %llu records\n", (unsigned long long)next_out);
-    if (c->retries_done) fprintf(stderr, "basal client: %llu retries\n", c->retries_done);
+    if (rc == 130) cli_error("client", "interrupted after %llu records", (unsigned long long)next_out);
+    if (c->retries_done) cli_error("client", "%llu retries", c->retries_done);
     return rc;
 }
 
@@ -1041,7 +1041,7 @@ static int build_headers(cl_ctx *c) {
         for (const unsigned char *k = (const unsigned char *)key; *k; k++) bad |= (*k < 0x20 && *k != '\t') || *k == 0x7f;
         if (bad) {
             curl_slist_free_all(h);
-            fprintf(stderr, "basal client: %s contains an invalid bearer token\n", c->o->key_env);
+            cli_error("client", "%s contains an invalid bearer token", c->o->key_env);
             return 2;
         }
         char *line = bs_strfmt("Authorization: Bearer %s", key);
@@ -1110,7 +1110,7 @@ int cmd_client(int argc, char **argv) {
     const char *source = o.request ? o.request : o.state ? o.state : "-";
     bs_err e = {0};
     if (cl_input_open(&in, source, (cl_format)o.format, o.max_input_bytes, &e) != 0) {
-        fprintf(stderr, "basal client: %s\n", e.msg);
+        cli_error("client", "%s", e.msg);
         rc = 2;
         goto out;
     }

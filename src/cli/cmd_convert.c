@@ -607,14 +607,14 @@ int cmd_convert_llama2c(int argc, char **argv) {
     }
     struct stat st;
     if (stat(args[2], &st) == 0) {
-        fprintf(stderr, "basal: %s exists; choose a new output path\n", args[2]);
+        cli_error(NULL, "%s exists; choose a new output path", args[2]);
         return 1;
     }
     bs_err e = {0};
     if (convert(args[0], args[1], args[2], &e)) {
-        fprintf(stderr, "basal: convert-llama2c: %s\n", e.msg);
+        cli_error(NULL, "convert-llama2c: %s", e.msg);
         return 1;
     }
-    fprintf(stderr, "basal: wrote %s\n", args[2]);
+    cli_error(NULL, "wrote %s", args[2]);
     return 0;
 }

@@ -78,7 +78,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
 static int read_body(const char *path, char **data, size_t *len) {
     bs_err e = {0};
     if (strcmp(path, "-")) {
-        if (bs_read_file(path, data, len, &e) < 0) { fprintf(stderr, "basal: %s\n", e.msg); return -1; }
+        if (bs_read_file(path, data, len, &e) < 0) { cli_error(NULL, "%s", e.msg); return -1; }
         return 0;
     }
     bs_buf b;
@@ -105,7 +105,7 @@ static int plan_or_print(const bs_basal_model *m, bs_letter_cache *lc, const cha
         fputc('\n', stdout);
         status = 2;
     } else if (rc < 0) {
-        fprintf(stderr, "basal: %s\n", e.msg[0] ? e.msg : bs_strerror(rc));
+        cli_error(NULL, "%s", e.msg[0] ? e.msg : bs_strerror(rc));
         status = 1;
     }
     bs_reply_free(&rep);
@@ -244,7 +244,7 @@ int cmd_prepare(int argc, char **argv) {
     size_t len = 0;
     int loaded = 0;
     if (read_body(o.request, &data, &len) < 0) goto done;
-    if (bs_basal_load(&m, o.model_dir, NULL, 0, &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+    if (bs_basal_load(&m, o.model_dir, NULL, 0, &e) < 0) { cli_error("prepare", "%s", e.msg); goto done; }
     loaded = 1;
     if ((status = plan_or_print(&m, &lc, data, len, &plan)) != 0) goto done;
     status = 1;
@@ -254,7 +254,7 @@ int cmd_prepare(int argc, char **argv) {
         const bs_plan_lc *plc = NULL; /* the large choice the item is a group of */
         for (size_t k = 0; k < plan.n_lc && !plc; k++)
             if (plan.lcs[k].question == plan.items[i].question) plc = &plan.lcs[k];
-        if (put_item(&out, plan.req, &plan.items[i], plc, &e) < 0) { fprintf(stderr, "basal prepare: %s\n", e.msg); goto done; }
+        if (put_item(&out, plan.req, &plan.items[i], plc, &e) < 0) { cli_error("prepare", "%s", e.msg); goto done; }
     }
     bs_buf_putc(&out, ']');
     if (out.oom) goto done;

@@ -162,7 +162,7 @@ const cli_doc cli_doc_doctor = {
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     if (!(o->models = calloc((size_t)argc, sizeof *o->models))) {
-        fprintf(stderr, "basal doctor: out of memory\n");
+        cli_error("doctor", "out of memory");
         return 2;
     }
     cli_list models = {o->models, 0};
@@ -177,7 +177,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     o->n_models = models.n;
     if (rc) return rc;
     if (o->config && o->n_models) {
-        fprintf(stderr, "basal doctor: --config cannot be combined with --model\n");
+        cli_error("doctor", "--config cannot be combined with --model");
         return 2;
     }
     if (o->addr) {
@@ -185,7 +185,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         socklen_t sl;
         bs_err e = { 0 };
         if (bs_parse_addr(o->addr, &ss, &sl, &e) < 0) {
-            fprintf(stderr, "basal doctor: --addr: %s\n", e.msg);
+            cli_error("doctor", "--addr: %s", e.msg);
             return 2;
         }
     }
@@ -680,7 +680,7 @@ int cmd_doctor(int argc, char **argv) {
     int cfg_ok = 0;
     char *yaml_addr = NULL; /* the file's addr, before the environment and the flags */
     if (bs_serve_config_init(&c, &e) < 0) {
-        fprintf(stderr, "basal doctor: %s\n", e.msg);
+        cli_error("doctor", "%s", e.msg);
         free(o.models);
         return 1;
     }
@@ -710,11 +710,11 @@ int cmd_doctor(int argc, char **argv) {
     check_port(&r, &o, cfg_ok ? yaml_addr : NULL);
 out:
     if (r.oom) {
-        fprintf(stderr, "basal doctor: out of memory\n");
+        cli_error("doctor", "out of memory");
     } else {
         report_sort(&r);
         if (o.json) {
-            if (print_json(&r) < 0) fprintf(stderr, "basal doctor: out of memory\n");
+            if (print_json(&r) < 0) cli_error("doctor", "out of memory");
             else status = report_failed(&r);
         } else {
             print_text(&r);

@@ -69,7 +69,7 @@ int cmd_gemm_search(int argc, char **argv) {
     }
 #ifndef BS_HAVE_CUDA
     (void)invariant, (void)n_classes, (void)classes, (void)dtype;
-    fprintf(stderr, "basal gemm-search: this build has no CUDA backend (built without nvcc or with CUDA=0)\n");
+    cli_error("gemm-search", "this build has no CUDA backend (built without nvcc or with CUDA=0)");
     return 1;
 #else
     if (bs_file_exists(out_path)) {
@@ -80,7 +80,7 @@ int cmd_gemm_search(int argc, char **argv) {
     bs_config cfg;
     char *model_dir = NULL;
     if (cli_hub_resolve("gemm-search", model_ref, NULL, &model_dir, &e) < 0 || bs_config_load(&cfg, model_dir, &e) < 0) {
-        fprintf(stderr, "basal gemm-search: %s\n", e.msg);
+        cli_error("gemm-search", "%s", e.msg);
         free(model_dir);
         return 1;
     }
@@ -104,13 +104,13 @@ int cmd_gemm_search(int argc, char **argv) {
     o.source = "basal-c " BASAL_VERSION " gemm-search";
     bs_gemm_table t;
     if (bs_cuda_gemm_search(&cfg, &o, &t, &e) < 0) {
-        fprintf(stderr, "basal gemm-search: %s\n", e.msg);
+        cli_error("gemm-search", "%s", e.msg);
         return 1;
     }
     char *js = bs_gemm_table_dump(&t);
     int status = 1;
-    if (!js) fprintf(stderr, "basal gemm-search: out of memory\n");
-    else if (bs_write_file(out_path, js, strlen(js), &e) < 0) fprintf(stderr, "basal gemm-search: %s\n", e.msg);
+    if (!js) cli_error("gemm-search", "out of memory");
+    else if (bs_write_file(out_path, js, strlen(js), &e) < 0) cli_error("gemm-search", "%s", e.msg);
     else status = 0;
     free(js);
     bs_gemm_table_free(&t);

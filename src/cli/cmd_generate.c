@@ -63,11 +63,11 @@ int cmd_generate(int argc, char **argv) {
     float *lg = NULL;
     size_t np = 0;
     if (!pool || !tok_path) goto done;
-    if (bs_tokenizer_load(&tok, tok_path, &err) < 0) { fprintf(stderr, "basal generate: %s\n", err.msg); goto done; }
-    if (bs_model_load(&m, model_dir, pool, &err) < 0) { fprintf(stderr, "basal generate: %s\n", err.msg); goto done; }
+    if (bs_tokenizer_load(&tok, tok_path, &err) < 0) { cli_error("generate", "%s", err.msg); goto done; }
+    if (bs_model_load(&m, model_dir, pool, &err) < 0) { cli_error("generate", "%s", err.msg); goto done; }
     loaded = 1;
     if (prompt && bs_tokenizer_encode(tok, prompt, strlen(prompt), &pids, &np, NULL, &err) < 0) {
-        fprintf(stderr, "basal generate: %s\n", err.msg);
+        cli_error("generate", "%s", err.msg);
         goto done;
     }
     int32_t V = m.cfg.vocab, bos = find_bos(model_dir, tok);
@@ -88,7 +88,7 @@ int cmd_generate(int argc, char **argv) {
         int32_t ro = (int32_t)n - 1;
         bs_fwd_input in = {.n_tokens = (int32_t)n, .ids = seq, .pos = pos, .n_units = 1, .units = &u,
                            .n_readouts = 1, .readouts = &ro, .n_out_ids = V, .out_ids = all};
-        if (bs_forward(&m, &in, lg, &err) < 0) { fprintf(stderr, "basal generate: %s\n", err.msg); goto done; }
+        if (bs_forward(&m, &in, lg, &err) < 0) { cli_error("generate", "%s", err.msg); goto done; }
         int32_t best = 0;
         for (int32_t i = 1; i < V; i++)
             if (lg[i] > lg[best]) best = i;
@@ -99,7 +99,7 @@ int cmd_generate(int argc, char **argv) {
      * rule applies once, to the first piece after BOS. */
     size_t tl = 0;
     if (bs_tokenizer_decode(tok, seq + 1, n - 1, 1, &text, &tl, &err) < 0) {
-        fprintf(stderr, "basal generate: %s\n", err.msg);
+        cli_error("generate", "%s", err.msg);
         goto done;
     }
     fwrite(text, 1, tl, stdout);

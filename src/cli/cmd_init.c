@@ -279,7 +279,7 @@ int cmd_init(int argc, char **argv) {
         goto done;
     }
     if (!to_stdout)
-        fprintf(stderr, "basal init: wrote %s\ncheck it with: basal doctor --config %s\nserve it with: basal serve --config %s\n",
+        cli_error("init", "wrote %s\ncheck it with: basal doctor --config %s\nserve it with: basal serve --config %s",
                 path, path, path);
     {
         uint64_t total = 0;
@@ -290,7 +290,7 @@ int cmd_init(int argc, char **argv) {
             unknown += !b;
         }
         if (total)
-            fprintf(stderr, "basal init: the weights of the %s take %.1f GB%s\n", models.n > 1 ? "models" : "model",
+            cli_error("init", "the weights of the %s take %.1f GB%s", models.n > 1 ? "models" : "model",
                     (double)total / 1e9, unknown ? " (plus models of unknown size)" : "");
     }
     status = 0;

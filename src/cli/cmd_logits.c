@@ -19,7 +19,7 @@ static int read_input(const char *path, json_t **out) {
     json_error_t je;
     json_t *root = !strcmp(path, "-") ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
     if (!root) {
-        fprintf(stderr, "basal logits: %s: %s (line %d)\n", path, je.text, je.line);
+        cli_error("logits", "%s: %s (line %d)", path, je.text, je.line);
         return -1;
     }
     *out = root;
@@ -98,21 +98,21 @@ int cmd_logits(int argc, char **argv) {
     const char *mode = json_string_value(json_object_get(root, "mode"));
     if (!mode) mode = "tree";
     if (!json_is_array(jp) || json_array_size(jp) == 0 || (strcmp(mode, "tree") && strcmp(mode, "separate"))) {
-        fprintf(stderr, "basal logits: input needs a non-empty \"prompts\" array and mode tree|separate\n");
+        cli_error("logits", "input needs a non-empty \"prompts\" array and mode tree|separate");
         status = 2;
         goto done;
     }
     pool = bs_pool_create(threads);
-    if (!pool) { fprintf(stderr, "basal logits: cannot start threads\n"); goto done; }
+    if (!pool) { cli_error("logits", "cannot start threads"); goto done; }
     if (bs_model_load(&m, model_dir, pool, &err) < 0) {
-        fprintf(stderr, "basal logits: %s\n", err.msg);
+        cli_error("logits", "%s", err.msg);
         goto done;
     }
     model_loaded = 1;
     if (cli_device_attach("logits", &m, &dev) < 0) goto done;
     if (ji && !json_is_null(ji)) {
         if (!json_is_array(ji) || !(ids = int_array(ji, &nids)) || nids == 0) {
-            fprintf(stderr, "basal logits: \"ids\" must be a non-empty array of integers\n");
+            cli_error("logits", "\"ids\" must be a non-empty array of integers");
             status = 2;
             goto done;
         }
@@ -129,20 +129,20 @@ int cmd_logits(int argc, char **argv) {
     for (int32_t p = 0; p < np; p++) {
         json_t *a = json_array_get(jp, (size_t)p);
         if (!json_is_array(a) || !(prompts[p] = int_array(a, &lens[p])) || lens[p] == 0) {
-            fprintf(stderr, "basal logits: prompt %d must be a non-empty array of integers\n", p);
+            cli_error("logits", "prompt %d must be a non-empty array of integers", p);
             status = 2;
             goto done;
         }
     }
     if (!strcmp(mode, "tree")) {
         if (run_packed(&m, prompts, lens, np, ids, nids, out, &err) < 0) {
-            fprintf(stderr, "basal logits: %s\n", err.msg);
+            cli_error("logits", "%s", err.msg);
             goto done;
         }
     } else {
         for (int32_t p = 0; p < np; p++)
             if (run_packed(&m, &prompts[p], &lens[p], 1, ids, nids, out + (size_t)p * nids, &err) < 0) {
-                fprintf(stderr, "basal logits: %s\n", err.msg);
+                cli_error("logits", "%s", err.msg);
                 goto done;
             }
     }

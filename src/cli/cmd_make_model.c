@@ -600,7 +600,7 @@ int cmd_make_model(int argc, char **argv) {
     if (max_pos) o.p.Pmax = (int)max_pos;
     if (kvh) {
         if (o.p.Nh % kvh) {
-            fprintf(stderr, "basal: make-model: --kv-heads %lld does not divide the %d attention heads\n",
+            cli_error(NULL, "make-model: --kv-heads %lld does not divide the %d attention heads",
                     kvh, o.p.Nh);
             return 2;
         }
@@ -610,7 +610,7 @@ int cmd_make_model(int argc, char **argv) {
     if (!o.name) o.name = o.p.model_name;
     struct stat st;
     if (stat(o.outdir, &st) == 0) {
-        fprintf(stderr, "basal: %s exists; choose a new output path\n", o.outdir);
+        cli_error(NULL, "%s exists; choose a new output path", o.outdir);
         return 1;
     }
     if (!o.tokenizer) {
@@ -625,9 +625,9 @@ int cmd_make_model(int argc, char **argv) {
     }
     bs_err e = {0};
     if (make_model(&o, &e)) {
-        fprintf(stderr, "basal: make-model: %s\n", e.msg);
+        cli_error(NULL, "make-model: %s", e.msg);
         return 1;
     }
-    fprintf(stderr, "basal: wrote %s\n", o.outdir);
+    cli_error(NULL, "wrote %s", o.outdir);
     return 0;
 }

@@ -510,7 +510,7 @@ int cmd_export(int argc, char **argv) {
     bs_runner *runp = bs_session_runner(ses);
     if (mkdir(o.out, 0777) < 0) {
         if (errno == EEXIST) fprintf(stderr, "%s exists; choose a new output path\n", o.out);
-        else fprintf(stderr, "basal export: creating %s: %s\n", o.out, strerror(errno));
+        else cli_error("export", "creating %s: %s", o.out, strerror(errno));
         goto done;
     }
     created = 1;
@@ -572,11 +572,11 @@ int cmd_export(int argc, char **argv) {
         cli_print_pretty(mf, man.data, man.len);
         if (fclose(mf) == 0) status = 0;
     }
-    if (status) fprintf(stderr, "basal export: writing %s failed\n", mp ? mp : "manifest.json");
+    if (status) cli_error("export", "writing %s failed", mp ? mp : "manifest.json");
     free(mp);
     goto done;
 fail:
-    fprintf(stderr, "basal export: %s\n", e.msg);
+    cli_error("export", "%s", e.msg);
 done:
     if (status && created) { /* a failed export leaves no half-written directory behind */
         static const char *const files[] = {"bench.jsonl", "systemone.jsonl", "manifest.json"};
@@ -882,16 +882,16 @@ int cmd_check_prompts(int argc, char **argv) {
     fprintf(stderr, "orders compared: %zu, mismatches: %zu, known deviations: %zu\n", tc.orders, tc.n_mis, tc.n_dev);
     if (out_path) {
         FILE *f = fopen(out_path, "w");
-        if (!f) { fprintf(stderr, "basal check-prompts: %s: %s\n", out_path, strerror(errno)); goto done; }
+        if (!f) { cli_error("check-prompts", "%s: %s", out_path, strerror(errno)); goto done; }
         cli_print_pretty(f, rep.data, rep.len);
-        if (fclose(f) != 0) { fprintf(stderr, "basal check-prompts: writing %s failed\n", out_path); goto done; }
+        if (fclose(f) != 0) { cli_error("check-prompts", "writing %s failed", out_path); goto done; }
     } else {
         cli_print_pretty(stdout, rep.data, rep.len);
     }
     status = tc.n_mis ? 1 : 0;
     goto done;
 fail:
-    fprintf(stderr, "basal check-prompts: %s\n", e.msg);
+    cli_error("check-prompts", "%s", e.msg);
 done:
     if (loaded) bs_basal_free(&m);
     bs_letter_cache_free(&lc);

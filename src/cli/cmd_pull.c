@@ -54,7 +54,7 @@ static int config_refs(const char *config, const char **refs, const char **revs,
     for (size_t i = 0; i < c->n_models && *n < cap; i++) {
         const bs_serve_model *m = &c->models[i];
         if (m->path) {
-            fprintf(stderr, "basal pull: %s: a local directory, nothing to download\n", m->path);
+            cli_error("pull", "%s: a local directory, nothing to download", m->path);
             continue;
         }
         refs[*n] = m->repo;

@@ -182,11 +182,11 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
     free(dm.gemm_table);
     if (rc) return rc;
     if (f->config && (f->n_models || f->gemm_table)) {
-        fprintf(stderr, "basal serve: --config cannot be combined with %s\n", f->n_models ? "--model" : "--gemm-table");
+        cli_error("serve", "--config cannot be combined with %s", f->n_models ? "--model" : "--gemm-table");
         return 2;
     }
     if (f->kernels && strcmp(f->kernels, "fused")) {
-        fprintf(stderr, "basal serve: --kernels %s is not supported (the only value is fused)\n", f->kernels);
+        cli_error("serve", "--kernels %s is not supported (the only value is fused)", f->kernels);
         return 2;
     }
     if (f->addr) { /* a bad flag value is a usage error (06 §2), found before any model loads */
@@ -194,18 +194,18 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         socklen_t sl;
         bs_err ae = {0};
         if (bs_parse_addr(f->addr, &ss, &sl, &ae) < 0) {
-            fprintf(stderr, "basal serve: --addr: %s\n", ae.msg);
+            cli_error("serve", "--addr: %s", ae.msg);
             return 2;
         }
     }
     bs_log_format lf;
     if (f->log_format && bs_log_format_parse(f->log_format, &lf) < 0) {
-        fprintf(stderr, "basal serve: --log-format must be text or json\n");
+        cli_error("serve", "--log-format must be text or json");
         return 2;
     }
     if (f->access_log && strcmp(f->access_log, "on") && strcmp(f->access_log, "off") && strcmp(f->access_log, "true") &&
         strcmp(f->access_log, "false")) {
-        fprintf(stderr, "basal serve: --access-log must be on or off\n");
+        cli_error("serve", "--access-log must be on or off");
         return 2;
     }
     return 0;
