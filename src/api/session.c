@@ -145,7 +145,7 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     double t0 = bs_now_ms(), t1 = t0;
     int rc = bs_plan_text(&plan, request ? request : "", request ? len : 0, BS_DIALECT_SYSTEMONE, &s->m, &s->lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) goto refused;
-    if (rc < 0) goto failed;
+    if (rc < 0) goto fail;
     t1 = bs_now_ms();
     r->plan_ms = t1 - t0;
     bs_plan *pp = &plan;
@@ -155,7 +155,7 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
      * request (04 §3 P7) with rep filled */
     rc = bs_runner_run_all(&s->run, &pp, 1, &s->lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) goto refused;
-    if (rc < 0) goto failed;
+    if (rc < 0) goto fail;
     s->last = plan.usage;
     s->last.computed_tokens = s->run.forward_tokens - f0;
     s->last_ran = 1;
@@ -163,10 +163,10 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     bs_reply_init(&rep);
     /* 03 §2.5: an act refusal without a defer action is the request's error body */
     if ((rc = bs_plan_refusal(&plan, &s->m, &rep, e)) > 0) goto refused;
-    if (rc < 0) goto failed;
-    if ((rc = bs_plan_answer(&plan, &s->m, -1, &out, e)) < 0) goto failed;
+    if (rc < 0) goto fail;
+    if ((rc = bs_plan_answer(&plan, &s->m, -1, &out, e)) < 0) goto fail;
     r->forward_ms = bs_now_ms() - t1;
-    if ((rc = take(r, 200, &out, e)) < 0) goto failed;
+    if ((rc = take(r, 200, &out, e)) < 0) goto fail;
     bs_plan_free(&plan);
     bs_reply_free(&rep);
     return BS_OK;
@@ -176,7 +176,7 @@ refused:
     bs_plan_free(&plan);
     bs_reply_free(&rep);
     return rc;
-failed:
+fail:
     if (e && !e->msg[0]) bs_fail(e, rc, "%s", bs_strerror(rc));
     basal_result_free(r);
     bs_buf_free(&out);

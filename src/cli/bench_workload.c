@@ -167,12 +167,12 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     bj_value *m = NULL;
     if (bs_read_file(mpath, &text, &len, &e) != 0 || bj_parse(text, len, NULL, &m, &e) != 0) {
         cli_error("benchmark", "%s: %s", mpath, e.msg);
-        goto out;
+        goto done;
     }
     const bj_value *ws = bj_get(m, "workloads"), *w = ws ? bj_get(ws, file) : NULL;
     if (!w || w->type != BJ_OBJECT) {
         cli_error("benchmark", "%s does not describe %s", mpath, file);
-        goto out;
+        goto done;
     }
     char hex[65], want[80];
     bs_sha256_hex(f->file_sha, hex);
@@ -180,11 +180,11 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
     if (!x || x->type != BJ_STRING || x->len != 64 || memcmp(x->str, hex, 64)) {
         cli_error("benchmark", "%s/%s: SHA-256 %s; %s expects %.*s", dir, file, hex, mpath,
                 x && x->type == BJ_STRING ? (int)x->len : 4, x && x->type == BJ_STRING ? x->str : "none");
-        goto out;
+        goto done;
     }
     size_t questions = 0;
     uint8_t(*keys)[32] = malloc(f->n * 32);
-    if (!keys) goto out;
+    if (!keys) goto done;
     for (size_t i = 0; i < f->n; i++) {
         questions += (size_t)f->r[i].questions;
         memcpy(keys[i], f->r[i].free_key, 32);
@@ -203,27 +203,27 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
         if (!x || x->type != BJ_NUMBER || strlen(want) != x->len || memcmp(x->str, want, x->len)) {
             cli_error("benchmark", "%s/%s: %s %zu; %s says %.*s", dir, file, names[i], have[i], mpath,
                     x ? (int)x->len : 4, x ? x->str : "none");
-            goto out;
+            goto done;
         }
     }
     x = bj_get(w, "ordered_model_free_payloads_sha256");
     if (x && (x->type != BJ_STRING || x->len != 64 || memcmp(x->str, ordered, 64))) {
         cli_error("benchmark", "%s/%s: ordered model-free payloads SHA-256 %s; %s says %.*s", dir, file,
                 ordered, mpath, x->type == BJ_STRING ? (int)x->len : 1, x->type == BJ_STRING ? x->str : "?");
-        goto out;
+        goto done;
     }
     const bj_value *cl = bj_get(w, "classes");
     size_t in_manifest = 0;
     for (size_t k = 0; cl && cl->type == BJ_OBJECT && k < cl->n; k++) in_manifest += 1;
     if (!cl || cl->type != BJ_OBJECT) {
         cli_error("benchmark", "%s: %s has no classes", mpath, file);
-        goto out;
+        goto done;
     }
     /* every class of the file with its count, and no other class in the manifest (sorted cnames:
      * equal classes are runs; a 100,000-line file stays linear-logarithmic) */
     size_t distinct = 0;
     char **cnames = malloc((f->n ? f->n : 1) * sizeof *cnames);
-    if (!cnames) goto out;
+    if (!cnames) goto done;
     for (size_t i = 0; i < f->n; i++) cnames[i] = f->r[i].cls ? f->r[i].cls : (char *)"auto-payload-size";
     qsort(cnames, f->n, sizeof *cnames, cmp_strp);
     for (size_t i = 0, j; i < f->n; i = j) {
@@ -236,28 +236,28 @@ int bm_check_manifest(const char *dir, const char *file, const bm_raw_file *f, i
             cli_error("benchmark", "%s/%s: class %s has %zu requests; %s says %.*s", dir, file, cnames[i],
                     count, mpath, cv ? (int)cv->len : 4, cv ? cv->str : "none");
             free(cnames);
-            goto out;
+            goto done;
         }
     }
     free(cnames);
     if (distinct != in_manifest) {
         cli_error("benchmark", "%s/%s: %zu classes; %s lists %zu", dir, file, distinct, mpath, in_manifest);
-        goto out;
+        goto done;
     }
     char **ids = malloc(f->n * sizeof *ids);
-    if (!ids) goto out;
+    if (!ids) goto done;
     for (size_t i = 0; i < f->n; i++) ids[i] = f->r[i].id;
     qsort(ids, f->n, sizeof *ids, cmp_strp);
     for (size_t i = 1; i < f->n; i++)
         if (!strcmp(ids[i - 1], ids[i])) {
             cli_error("benchmark", "%s/%s: request id %s appears more than once", dir, file, ids[i]);
             free(ids);
-            goto out;
+            goto done;
         }
     free(ids);
     *checked = 1;
     rc = 0;
-out:
+done:
     bj_free(m);
     free(text);
     free(mpath);

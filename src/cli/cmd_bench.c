@@ -83,13 +83,13 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
     size_t n = 0;
     if (!path || cli_jsonl_read(path, &recs, &e) < 0) {
         cli_error("bench", "%s", path ? e.msg : "out of memory");
-        goto out;
+        goto done;
     }
     *bodies = calloc(recs.n ? recs.n : 1, sizeof **bodies);
     *items = calloc(recs.n ? recs.n : 1, sizeof **items);
     if (!*bodies || !*items) {
         cli_error("bench", "out of memory");
-        goto out;
+        goto done;
     }
     for (; n < recs.n; n++) {
         const bj_value *v = recs.v[n], *opts = bj_get(v, "options"), *gold = bj_get(v, "gold");
@@ -98,14 +98,14 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
         if (cli_bench_item_body(v, model, &(*bodies)[n], &e) < 0) {
             cli_error("bench", "%s line %zu: %s", path, recs.line[n], e.msg);
             n++;
-            goto out;
+            goto done;
         }
         char *gend = NULL;
         long g = gold && gold->type == BJ_NUMBER ? strtol(gold->str, &gend, 10) : -1;
         if (gold && gold->type != BJ_NULL && (gold->type != BJ_NUMBER || *gend || g < 0 || (size_t)g >= opts->n)) {
             cli_error("bench", "%s line %zu: \"gold\" must be an option index", path, recs.line[n]);
             n++;
-            goto out;
+            goto done;
         }
         ref_item *it = &(*items)[n];
         it->k = opts->n;
@@ -114,10 +114,10 @@ static int read_reference(const char *dir, const char *model, bs_buf **bodies, r
     }
     if (n < 6) {
         cli_error("bench", "%s has %zu items; the method needs at least 6 (5 warm-up)", path, n);
-        goto out;
+        goto done;
     }
     rc = (int)n;
-out:
+done:
     if (rc < 0) {
         for (size_t i = 0; *bodies && i < n; i++) bs_buf_free(&(*bodies)[i]);
         free(*bodies);

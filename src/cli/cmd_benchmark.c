@@ -517,7 +517,7 @@ static int run_phase(const bm_opts *o, const char *base, bm_monitor *mon, bm_wor
     if (!url || !hd || !multi || !conns) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
         failed = 1;
-        goto out;
+        goto done;
     }
     double tok_in0 = 0, tok_fw0 = 0, tok_in1, tok_fw1;
     p->tokens_known = scrape_tokens(base, &tok_in0, &tok_fw0) == 0;
@@ -600,7 +600,7 @@ static int run_phase(const bm_opts *o, const char *base, bm_monitor *mon, bm_wor
         failed = 1;
     }
     p->ended = 1;
-out:
+done:
     if (conns) {
         for (int i = 0; i < p->concurrency; i++) {
             if (conns[i].h) {
@@ -888,13 +888,13 @@ int cmd_benchmark(int argc, char **argv) {
         /* the tokenizer and manifests only: plans the workload as the server will */
         if (bs_basal_load(&model, o.model_dir, NULL, 0, &e) < 0) {
             cli_error("benchmark", "%s", e.msg);
-            goto out;
+            goto done;
         }
         model_loaded = 1;
         r.model_name = strdup(model.name);
         if (o.model_name && strcmp(o.model_name, model.name)) {
             cli_error("benchmark", "--model-name %s, but %s serves %s", o.model_name, o.model_dir, model.name);
-            goto out;
+            goto done;
         }
     } else {
         size_t n = strlen(o.url);
@@ -921,13 +921,13 @@ int cmd_benchmark(int argc, char **argv) {
             if (!r.model_name) {
                 cli_error("benchmark", "%s/v1/models did not list exactly one model (HTTP %ld); use --model-name",
                         base, st);
-                goto out;
+                goto done;
             }
         }
     }
     /* workloads: read, checked against manifest.json, planned, before any load */
     if (o.requests) {
-        if (bm_read_workload(o.requests, r.model_name, &raws[0]) != 0) goto out;
+        if (bm_read_workload(o.requests, r.model_name, &raws[0]) != 0) goto done;
         char hex[65];
         bs_sha256_hex(raws[0].file_sha, hex);
         bs_buf sb;
@@ -956,7 +956,7 @@ int cmd_benchmark(int argc, char **argv) {
                 bm_check_manifest(o.workload_dir, file, &raws[k], &checked) != 0) {
                 free(path);
                 bs_buf_free(&sb);
-                goto out;
+                goto done;
             }
             free(path);
             char hex[65];
@@ -972,33 +972,33 @@ int cmd_benchmark(int argc, char **argv) {
     }
     r.workloads = calloc((size_t)nw, sizeof *r.workloads);
     rqs = calloc((size_t)nw, sizeof *rqs);
-    if (!r.workloads || !rqs) goto out;
+    if (!r.workloads || !rqs) goto done;
     for (int i = 0; i < nw; i++) {
         r.n_workloads++;
         const bm_raw_file *f = o.requests ? &raws[0] : &raws[i];
         if (bm_prepare_workload(f, names[i], shuffle[i], model_loaded ? &model : NULL, &lc, &r.workloads[i], &rqs[i])) {
             cli_error("benchmark", "workload %s could not be prepared", names[i]);
-            goto out;
+            goto done;
         }
         if (!rqs[i].n) {
             cli_error("benchmark", "workload %s: no requests within the model context limit", names[i]);
-            goto out;
+            goto done;
         }
         if (r.workloads[i].n_skipped)
             fprintf(stderr, "benchmark: %s: %zu requests over the model's context limit skipped\n", names[i],
                     r.workloads[i].n_skipped);
     }
-    if (bm_link_answers(rqs, nw)) goto out;
+    if (bm_link_answers(rqs, nw)) goto done;
     if (o.model_dir) {
         fprintf(stderr, "benchmark: starting basal serve --model %s\n", o.model_dir);
-        if (start_server(&o, &srv, &r.server_argv) != 0) goto out;
+        if (start_server(&o, &srv, &r.server_argv) != 0) goto done;
         base = bs_strfmt("http://127.0.0.1:%d", srv.port);
         r.url = base;
         r.started_server = 1;
         server_describe(&srv, r.model_name, &r);
     }
     r.phases = calloc((size_t)(nw * o.n_conc), sizeof *r.phases);
-    if (!r.phases) goto out;
+    if (!r.phases) goto done;
     r.status = "running";
     int progress = isatty(2), failed = 0;
     bm_monitor mon = {.r = &r, .pid = srv.pid};
@@ -1060,7 +1060,7 @@ report:;
         if (b.oom || fwrite(b.data, 1, b.len, html_f) != b.len) rc = 1;
         bs_buf_free(&b);
     }
-out:
+done:
     if (out_f && fclose(out_f) != 0) rc = 1;
     if (html_f && fclose(html_f) != 0) rc = 1;
     if (!reported && out_f) unlink(o.out);

@@ -234,7 +234,7 @@ static int build_template(cl_ctx *c) {
             bs_buf_puts(&b, "\"choice\",\"instructions\":");
             bj_put_string(&b, o->ask, strlen(o->ask));
             bs_buf_puts(&b, ",\"criteria\":");
-            if (put_criteria(&b, o->choice, o->n_choice, "--choice")) goto out;
+            if (put_criteria(&b, o->choice, o->n_choice, "--choice")) goto done;
         } else if (o->n_level) {
             bs_buf_puts(&b, "\"score\",\"instructions\":");
             bj_put_string(&b, o->ask, strlen(o->ask));
@@ -248,7 +248,7 @@ static int build_template(cl_ctx *c) {
             bs_buf_puts(&b, "\"multi\",\"instructions\":");
             bj_put_string(&b, o->ask, strlen(o->ask));
             bs_buf_puts(&b, ",\"criteria\":");
-            if (put_criteria(&b, o->label, o->n_label, "--label")) goto out;
+            if (put_criteria(&b, o->label, o->n_label, "--label")) goto done;
             bs_buf_puts(&b, ",\"threshold\":");
             bj_fmt_pyfloat(o->threshold, &b);
         } else {
@@ -262,30 +262,30 @@ static int build_template(cl_ctx *c) {
         bs_err e = {0};
         if (bs_read_file(o->template_path, &text, &len, &e) != 0) {
             cli_error("client", "template: %s", e.msg);
-            goto out;
+            goto done;
         }
         if (len > o->max_input_bytes) {
             free(text);
             cli_error("client", "template exceeds --max-input-bytes");
-            goto out;
+            goto done;
         }
         bs_buf_put(&b, text, len);
         free(text);
     }
     if (b.oom) {
         cli_error("client", "out of memory");
-        goto out;
+        goto done;
     }
     bj_error je;
     bs_err e = {0};
     if (bj_parse_ex(b.data, b.len, NULL, &c->template, &je, &e) != 0) {
         c->template = NULL;
         cli_error("client", "template: invalid JSON: %s", je.msg ? je.msg : e.msg);
-        goto out;
+        goto done;
     }
     if (c->template->type != BJ_OBJECT) {
         cli_error("client", "template must be a request object containing questions");
-        goto out;
+        goto done;
     }
     /* its questions are checked once, on an empty state (basal-rs: "invalid
      * questions in template"), rather than failing every record */
@@ -303,15 +303,15 @@ static int build_template(cl_ctx *c) {
         cli_error("client", "%s%s", msg ? "invalid questions in template: " : "", msg ? msg : "out of memory");
         free(msg);
         free(body);
-        goto out;
+        goto done;
     }
     const bj_value *q = bj_get(c->template, "questions");
     if (o->value && (!q || q->n != 1)) {
         cli_error("client", "--value requires exactly one question");
-        goto out;
+        goto done;
     }
     rc = 0;
-out:
+done:
     bs_buf_free(&b);
     return rc;
 }
@@ -658,7 +658,7 @@ static int put_value(bs_buf *b, const char *response, const char **why) {
     const bj_value *a = bj_get(v, "answers");
     if (!a || a->type != BJ_OBJECT || a->n != 1) {
         *why = "--value requires exactly one answer";
-        goto out;
+        goto done;
     }
     const bj_value *ans = a->items[0], *type = bj_get(ans, "type");
     const char *field = NULL;
@@ -671,17 +671,17 @@ static int put_value(bs_buf *b, const char *response, const char **why) {
     }
     if (!field) {
         *why = "unknown answer type";
-        goto out;
+        goto done;
     }
     const bj_value *f = bj_get(ans, field);
     if (!f) {
         *why = "missing answer field";
-        goto out;
+        goto done;
     }
     if (f->type == BJ_STRING) bs_buf_put(b, f->str, f->len);
     else bs_resp_value(b, f);
     rc = 0;
-out:
+done:
     bj_free(v);
     return rc;
 }
@@ -782,18 +782,18 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             if (w < 0) {
                 rc = errno == EPIPE ? 0 : 2;
                 if (rc) cli_error("client", "writing output: %s", strerror(errno));
-                goto out;
+                goto done;
             }
             failed |= w;
             if (w && !o->keep_going) {
                 rc = 1;
-                goto out;
+                goto done;
             }
         }
         if (wrote && fflush(stdout) != 0) {
             rc = errno == EPIPE ? 0 : 2;
             if (rc) cli_error("client", "writing output: %s", strerror(errno));
-            goto out;
+            goto done;
         }
         if (o->progress && (bs_now_ms() - last_progress > 200 || (input_done && next_out == next_index))) {
             progress_line(next_out, total, t0, 0);
@@ -819,7 +819,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
             } else {
                 cli_error("client", "%s", e.msg);
                 rc = 2;
-                goto out;
+                goto done;
             }
         }
         double now = bs_now_ms(), next_due = INFINITY;
@@ -862,7 +862,7 @@ static int run(cl_ctx *c, cl_input *in, int stream, long long total) {
         if (want_input) extra[n_extra++] = (struct curl_waitfd){.fd = in->fd, .events = CURL_WAIT_POLLIN};
         curl_multi_poll(c->multi, extra, n_extra, timeout, NULL);
     }
-out:
+done:
     fflush(stdout);
     if (o->progress) progress_line(next_out, total, t0, 1);
     if (rc == 130) cli_error("client", "interrupted after %llu records", (unsigned long long)next_out);
@@ -1069,15 +1069,15 @@ int cmd_client(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o), curl_ready = 0;
     if (rc) {
         rc = rc < 0 ? 0 : rc;
-        goto out;
+        goto done;
     }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         rc = usage_error("libcurl initialisation failed");
-        goto out;
+        goto done;
     }
     curl_ready = 1;
-    if (!o.local && ((rc = build_urls(&c)) || (rc = build_headers(&c)))) goto out;
-    if (!o.request && (rc = build_template(&c))) goto out;
+    if (!o.local && ((rc = build_urls(&c)) || (rc = build_headers(&c)))) goto done;
+    if (!o.request && (rc = build_template(&c))) goto done;
     const char *model = o.model;
     if (!model) {
         const char *env = getenv("BASAL_MODEL");
@@ -1086,7 +1086,7 @@ int cmd_client(int argc, char **argv) {
     if (o.local) {
         /* every request names the loaded model: its served name */
         const char *dir = NULL;
-        if ((rc = cli_model_ref(&dir, "--model", model)) != 0) goto out;
+        if ((rc = cli_model_ref(&dir, "--model", model)) != 0) goto done;
         rc = 1;
         basal_options bo;
         bs_err le = {0};
@@ -1097,7 +1097,7 @@ int cmd_client(int argc, char **argv) {
         bo.gemm_table = o.dev.gemm_table;
         if (basal_open(&local, dir, &bo, &le) < 0) {
             cli_error("client", "%s", le.msg);
-            goto out;
+            goto done;
         }
         c.local = local;
         model = basal_model_name(local);
@@ -1105,14 +1105,14 @@ int cmd_client(int argc, char **argv) {
     }
     if (model && !(c.model = strdup(o.local ? model : cl_model_name(model)))) {
         rc = usage_error("out of memory");
-        goto out;
+        goto done;
     }
     const char *source = o.request ? o.request : o.state ? o.state : "-";
     bs_err e = {0};
     if (cl_input_open(&in, source, (cl_format)o.format, o.max_input_bytes, &e) != 0) {
         cli_error("client", "%s", e.msg);
         rc = 2;
-        goto out;
+        goto done;
     }
     int stream = (o.format == CL_LINES || o.format == CL_JSONL) && !o.value;
     if (o.progress < 0) o.progress = isatty(2);
@@ -1121,7 +1121,7 @@ int cmd_client(int argc, char **argv) {
     c.multi = curl_multi_init();
     if (!c.slots || !c.multi || pipe(g_sigpipe) != 0) {
         rc = usage_error("out of memory");
-        goto out;
+        goto done;
     }
     /* SIGINT stops the loop between steps (the pipe wakes its poll); a closed
      * stdout shows up as EPIPE on write instead of killing the process. */
@@ -1136,7 +1136,7 @@ int cmd_client(int argc, char **argv) {
     rc = run(&c, &in, stream, total);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
-out:
+done:
     if (c.slots) {
         for (int i = 0; i < o.jobs; i++) {
             if (c.slots[i].h && c.slots[i].state == SLOT_RUNNING) curl_multi_remove_handle(c.multi, c.slots[i].h);

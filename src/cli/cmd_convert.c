@@ -137,18 +137,18 @@ static int read_pieces(const char *path, int vocab, piece **out, bs_err *e) {
     p = calloc((size_t)vocab, sizeof *p);
     if (!p) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto cleanup;
+        goto done;
     }
     size_t o = 4;
     int32_t maxlen;
     if (len < 4) {
         rc = bs_fail(e, BS_EFORMAT, "%s: too short for a llama2.c tokenizer", path);
-        goto cleanup;
+        goto done;
     }
     memcpy(&maxlen, buf, 4);
     if (maxlen <= 0) {
         rc = bs_fail(e, BS_EFORMAT, "%s: max_token_length %d", path, maxlen);
-        goto cleanup;
+        goto done;
     }
     static const char *special[3] = {"<unk>", "<s>", "</s>"};
     for (int i = 0; i < vocab; i++) {
@@ -157,7 +157,7 @@ static int read_pieces(const char *path, int vocab, piece **out, bs_err *e) {
         if (len - o < 8) {
             rc = bs_fail(e, BS_EFORMAT, "%s: truncated at token %d of %d (the checkpoint's vocab_size)",
                          path, i, vocab);
-            goto cleanup;
+            goto done;
         }
         memcpy(&score, buf + o, 4);
         memcpy(&n, buf + o + 4, 4);
@@ -165,7 +165,7 @@ static int read_pieces(const char *path, int vocab, piece **out, bs_err *e) {
         if (n < 0 || n > maxlen || (size_t)n > len - o) {
             rc = bs_fail(e, BS_EFORMAT, "%s: token %d: bad length %d (max_token_length %d)", path, i,
                          n, maxlen);
-            goto cleanup;
+            goto done;
         }
         const char *raw = buf + o;
         o += (size_t)n;
@@ -180,7 +180,7 @@ static int read_pieces(const char *path, int vocab, piece **out, bs_err *e) {
         } else {
             if (n == 0 || utf8_count((const unsigned char *)raw, (size_t)n) < 0) {
                 rc = bs_fail(e, BS_EFORMAT, "%s: token %d is empty or not valid UTF-8", path, i);
-                goto cleanup;
+                goto done;
             }
             bs_buf b;
             bs_buf_init(&b);
@@ -193,17 +193,17 @@ static int read_pieces(const char *path, int vocab, piece **out, bs_err *e) {
         }
         if (!p[i].s) {
             rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-            goto cleanup;
+            goto done;
         }
     }
     if (o != len) {
         rc = bs_fail(e, BS_EFORMAT, "%s: %zu bytes after the %d tokens the checkpoint declares", path,
                      len - o, vocab);
-        goto cleanup;
+        goto done;
     }
     *out = p;
     p = NULL;
-cleanup:
+done:
     if (p)
         for (int i = 0; i < vocab; i++) free(p[i].s);
     free(p);
@@ -250,7 +250,7 @@ static int build_tokenizer_json(const piece *p, int vocab, json_t **out, const c
     for (int i = 0; i < vocab; i++) {
         if (json_object_get(vocab_obj, p[i].s)) {
             rc = bs_fail(e, BS_EFORMAT, "%s: token %d \"%s\" appears twice", path, i, p[i].s);
-            goto cleanup;
+            goto done;
         }
         if (json_object_set_new(vocab_obj, p[i].s, json_integer(i))) goto oom;
     }
@@ -338,10 +338,10 @@ static int build_tokenizer_json(const piece *p, int vocab, json_t **out, const c
         goto oom;
     *out = root;
     root = NULL;
-    goto cleanup;
+    goto done;
 oom:
     rc = bs_fail(e, BS_ENOMEM, "%s: out of memory building tokenizer.json", path);
-cleanup:
+done:
     json_decref(root);
     json_decref(vocab_obj);
     json_decref(merges);
@@ -414,12 +414,12 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
     buf = malloc((size_t)(bufn > D ? bufn : D) * sizeof *buf);
     if (!buf) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
+        goto done;
     }
 #define ADD(nm, nd, ...) do { \
         int64_t shp_[] = {__VA_ARGS__}; \
         rc = bs_st_add(w, nm, BS_F32, nd, shp_, e); \
-        if (rc) goto cleanup; \
+        if (rc) goto done; \
     } while (0)
     ADD("model.embed_tokens.weight", 2, V, D);
     ADD("lm_head.weight", 2, V, D);
@@ -440,7 +440,7 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
     }
 #undef ADD
     rc = bs_st_begin(w, outdir, 1, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     {
         uint64_t total = 0;
         for (int i = 0; i < bs_st_count(w); i++) total += (uint64_t)bs_st_numel(w, i) * 4;
@@ -451,7 +451,7 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
 #define IDX(...) (snprintf(name, sizeof name, __VA_ARGS__), bs_st_find(w, name))
 #define COPY(i, src, n) do { \
         rc = copy_floats(fd, ckpt, w, (i), 0, (src), (n), buf, bufn, e); \
-        if (rc) goto cleanup; \
+        if (rc) goto done; \
     } while (0)
     COPY(IDX("model.embed_tokens.weight"), lay->emb, V * D);
     COPY(IDX("lm_head.weight"), h->shared ? lay->emb : lay->wcls, V * D);
@@ -463,10 +463,10 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
         COPY(IDX("%s.%d.post_attention_layernorm.weight", pre, li), lay->rms_ffn + l * D, D);
         rc = copy_permuted(fd, ckpt, w, IDX("%s.%d.self_attn.q_proj.weight", pre, li),
                            lay->wq + l * D * D, h->heads, h->head_dim, h->dim, buf, e);
-        if (rc) goto cleanup;
+        if (rc) goto done;
         rc = copy_permuted(fd, ckpt, w, IDX("%s.%d.self_attn.k_proj.weight", pre, li),
                            lay->wk + l * KV * D, h->kv_heads, h->head_dim, h->dim, buf, e);
-        if (rc) goto cleanup;
+        if (rc) goto done;
         COPY(IDX("%s.%d.self_attn.v_proj.weight", pre, li), lay->wv + l * KV * D, KV * D);
         COPY(IDX("%s.%d.self_attn.o_proj.weight", pre, li), lay->wo + l * D * D, D * D);
         COPY(IDX("%s.%d.mlp.gate_proj.weight", pre, li), lay->w1 + l * F * D, F * D);
@@ -476,7 +476,7 @@ static int write_weights(int fd, const char *ckpt, const l2c_header *h, const l2
 #undef COPY
 #undef IDX
     rc = bs_st_finish(w, e);
-cleanup:
+done:
     bs_progress_end(g_progress);
     g_progress = NULL;
     bs_st_free(w);
@@ -510,31 +510,31 @@ static int convert(const char *ckpt, const char *tokpath, const char *outdir, bs
     if (fd < 0) return bs_fail(e, BS_EIO, "%s: %s", ckpt, strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         rc = bs_fail(e, BS_EIO, "%s: not a regular file", ckpt);
-        goto cleanup;
+        goto done;
     }
     if ((uint64_t)st.st_size < sizeof hb) {
         rc = bs_fail(e, BS_EFORMAT, "%s: file is %lld bytes, shorter than the 28-byte llama2.c header",
                      ckpt, (long long)st.st_size);
-        goto cleanup;
+        goto done;
     }
     if (pread_all(fd, hb, sizeof hb, 0)) {
         rc = bs_fail(e, BS_EIO, "%s: read error", ckpt);
-        goto cleanup;
+        goto done;
     }
     rc = parse_header(ckpt, hb, (uint64_t)st.st_size, &h, &lay, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     rc = read_pieces(tokpath, h.vocab, &pieces, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     rc = build_tokenizer_json(pieces, h.vocab, &tok, tokpath, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
 
     rc = bs_mkdir_parents(outdir, &made_top, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     if (mkdir(outdir, 0755) != 0) {
         rc = bs_fail(e, BS_EIO, "%s%s%s", outdir,
                      errno == EEXIST ? " exists; choose a new output path" : ": ",
                      errno == EEXIST ? "" : strerror(errno));
-        goto cleanup;
+        goto done;
     }
     made_dir = 1;
     /* θ and ε are not in a llama2.c header: llama2.c hard-codes both */
@@ -548,23 +548,23 @@ static int convert(const char *ckpt, const char *tokpath, const char *outdir, bs
         h.dim, h.hidden, h.layers, h.heads, h.kv_heads, h.head_dim, h.vocab, h.seq_len);
     if (!cfg) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
+        goto done;
     }
     rc = write_text(outdir, "config.json", cfg, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     rc = write_text(outdir, "tokenizer_config.json", "{\"bos_token\":\"<s>\"}", e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     path = bs_path_join(outdir, "tokenizer.json");
     if (!path) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
+        goto done;
     }
     char *text = json_dumps(tok, JSON_INDENT(2));
     rc = text ? bs_write_file(path, text, strlen(text), e) : bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
     free(text);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     rc = write_weights(fd, ckpt, &h, &lay, outdir, e);
-cleanup:
+done:
     if (rc && made_dir) {
         /* leave nothing half-made: the directory was created by this run */
         for (size_t i = 0; i < sizeof out_files / sizeof *out_files; i++) {

@@ -690,14 +690,14 @@ int cmd_doctor(int argc, char **argv) {
     check_cpu(&r);
     if (load_config(&r, &o, &c) == 0) {
         cfg_ok = 1;
-        if (!(mods = calloc(c.n_models ? c.n_models : 1, sizeof *mods))) { r.oom = 1; goto out; }
+        if (!(mods = calloc(c.n_models ? c.n_models : 1, sizeof *mods))) { r.oom = 1; goto done; }
         int cuda = check_backend(&r, &c, gpus);
         for (size_t i = 0; i < c.n_models; i++) {
             check_model(&r, &c.models[i], cuda, &mods[i]);
             if (mods[i].name) n_ok++, weights += mods[i].wbytes;
         }
         check_names(&r, &c, mods, n_ok);
-        if (c.addr && !(yaml_addr = strdup(c.addr))) { r.oom = 1; goto out; }
+        if (c.addr && !(yaml_addr = strdup(c.addr))) { r.oom = 1; goto done; }
         check_serve_accepts(&r, &c, &o);
     } else {
         add(&r, A_MODELS, L_INFO, NULL, "not checked (the configuration did not load)");
@@ -708,7 +708,7 @@ int cmd_doctor(int argc, char **argv) {
     for (size_t i = 0; cfg_ok && i < c.n_models && !first_dir; i++) first_dir = mods[i].dir;
     check_disk(&r, first_dir);
     check_port(&r, &o, cfg_ok ? yaml_addr : NULL);
-out:
+done:
     if (r.oom) {
         cli_error("doctor", "out of memory");
     } else {

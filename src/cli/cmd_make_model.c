@@ -221,18 +221,18 @@ static int write_weights(const opts *o, bs_err *e) {
     bs_progress *prog = NULL;
     if ((rc = weight_specs(o, &sp, &nsp, e)) < 0) return rc;
     rc = bs_st_new(&w, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     if (!(ts = calloc((size_t)nsp, sizeof *ts))) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
+        goto done;
     }
     for (int i = 0; i < nsp; i++) {
         int64_t shape[2] = {sp[i].s0, sp[i].s1};
         rc = bs_st_add(w, sp[i].name, o->dtype, sp[i].nd, shape, e);
-        if (rc) goto cleanup;
+        if (rc) goto done;
     }
     rc = bs_st_begin(w, o->outdir, o->shards, e);
-    if (rc) goto cleanup;
+    if (rc) goto done;
     uint64_t seed_mix = o->seed;
     splitmix64(&seed_mix);
     for (int i = 0; i < nsp; i++) {
@@ -271,10 +271,10 @@ static int write_weights(const opts *o, bs_err *e) {
     if (atomic_load(&job.failed)) {
         *e = job.err;
         rc = e->code ? e->code : BS_EINTERNAL;
-        goto cleanup;
+        goto done;
     }
     rc = bs_st_finish(w, e);
-cleanup:
+done:
     bs_progress_end(prog);
     bs_st_free(w);
     free(sp);
@@ -310,7 +310,7 @@ static int write_tokenizer(const opts *o, json_int_t *eos, bs_err *e) {
         strcmp(json_string_value(json_object_get(model, "type")), "BPE")) {
         rc = bs_fail(e, BS_EFORMAT, "%s: not a BPE tokenizer.json with model.vocab and added_tokens",
                      o->tokenizer);
-        goto cleanup;
+        goto done;
     }
     /* the ChatML tokens take the first free ids (32000, 32001 for Mistral) */
     json_int_t max_id = -1;
@@ -320,7 +320,7 @@ static int write_tokenizer(const opts *o, json_int_t *eos, bs_err *e) {
     json_object_foreach(vocab, k, v) {
         if (!json_is_integer(v)) {
             rc = bs_fail(e, BS_EFORMAT, "%s: vocab entry \"%s\" is not an integer id", o->tokenizer, k);
-            goto cleanup;
+            goto done;
         }
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
@@ -328,18 +328,18 @@ static int write_tokenizer(const opts *o, json_int_t *eos, bs_err *e) {
         json_t *c = json_object_get(v, "content"), *id = json_object_get(v, "id");
         if (!json_is_integer(id) || !json_is_string(c)) {
             rc = bs_fail(e, BS_EFORMAT, "%s: added_tokens[%zu] lacks id or content", o->tokenizer, i);
-            goto cleanup;
+            goto done;
         }
         if (!strcmp(json_string_value(c), "<|im_start|>") || !strcmp(json_string_value(c), "<|im_end|>")) {
             rc = bs_fail(e, BS_EFORMAT, "%s: already has %s", o->tokenizer, json_string_value(c));
-            goto cleanup;
+            goto done;
         }
         if (json_integer_value(id) > max_id) max_id = json_integer_value(id);
     }
     if (max_id + 2 >= o->p.V) {
         rc = bs_fail(e, BS_EINVAL, "%s: ids up to %lld with the ChatML tokens, but vocab_size is %d",
                      o->tokenizer, (long long)(max_id + 2), o->p.V);
-        goto cleanup;
+        goto done;
     }
     *eos = max_id + 2;
     const char *scheme = o->always ? "always" : "first";
@@ -362,17 +362,17 @@ static int write_tokenizer(const opts *o, json_int_t *eos, bs_err *e) {
                                          "pad_type_id", 0, "pad_token", "<unk>"));
     if (bad) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", o->tokenizer);
-        goto cleanup;
+        goto done;
     }
     path = bs_path_join(o->outdir, "tokenizer.json");
     if (!path) {
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
-        goto cleanup;
+        goto done;
     }
     char *text = json_dumps(root, JSON_INDENT(2));
     rc = text ? bs_write_file(path, text, strlen(text), e) : bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
     free(text);
-cleanup:
+done:
     free(path);
     json_decref(root);
     return rc;

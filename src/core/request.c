@@ -174,11 +174,11 @@ static int named_options(bs_question *q, const bj_value *const *descs) {
     if (!raw) return -1;
     for (size_t i = 0; i < n; i++) {
         int r1 = is_null(descs[i]) ? text_dup(&raw[i], q->keys[i].s, q->keys[i].len) : text_of(&raw[i], descs[i]);
-        if (r1 < 0) goto cleanup;
+        if (r1 < 0) goto done;
     }
     /* n is at most 255 here (10 on /v1/basal), so pairwise comparison is cheap. */
     dup = calloc(n ? n : 1, 1);
-    if (!dup) goto cleanup;
+    if (!dup) goto done;
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
             if (text_eq(&raw[i], &raw[j])) dup[i] = dup[j] = 1;
@@ -194,11 +194,11 @@ static int named_options(bs_question *q, const bj_value *const *descs) {
             bs_buf_put(&b, raw[i].s, raw[i].len);
             int r2 = text_from_buf(&q->options[i], &b);
             bs_buf_free(&b);
-            if (r2 < 0) goto cleanup;
+            if (r2 < 0) goto done;
         }
     }
     rc = 0;
-cleanup:
+done:
     for (size_t i = 0; i < n; i++) free(raw[i].s);
     free(raw);
     free(dup);
@@ -1072,21 +1072,21 @@ int bs_request_validate(bj_value *body, bs_dialect d, const bs_request_opts *opt
     c.r->body = body;
     if (!body) {
         rc = bs_fail(e, BS_EINVAL, "request: no body");
-        goto cleanup;
+        goto done;
     }
     if (text_dup(&c.r->state, "", 0) < 0 || validate(&c, opts) < 0 || c.oom || c.errs.oom) {
         rc = bs_fail(e, BS_ENOMEM, "request: out of memory");
-        goto cleanup;
+        goto done;
     }
     if (c.errs.n) {
         verrs_reply(&c.errs, d, rep);
         rc = rep->body.oom ? bs_fail(e, BS_ENOMEM, "request: out of memory")
                            : bs_fail(e, BS_EINVAL, "request: %zu validation error(s)", c.errs.n);
-        goto cleanup;
+        goto done;
     }
     *out = c.r;
     c.r = NULL;
-cleanup:
+done:
     verrs_free(&c.errs);
     bs_request_free(c.r);
     return rc;

@@ -32,28 +32,28 @@ int bs_sha256_file(const char *path, uint8_t out[32], bs_progress *p, bs_err *e)
     unsigned int len = 0;
     if (fd < 0) {
         rc = bs_fail(e, BS_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
+        goto done;
     }
     if (!buf || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory for its SHA-256", path);
-        goto out;
+        goto done;
     }
     for (;;) {
         ssize_t r = read(fd, buf, BLOCK);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = bs_fail(e, BS_EIO, "%s: read error: %s", path, strerror(errno));
-            goto out;
+            goto done;
         }
         if (r == 0) break;
         if (!EVP_DigestUpdate(ctx, buf, (size_t)r)) {
             rc = bs_fail(e, BS_ENOMEM, "%s: SHA-256 failed", path);
-            goto out;
+            goto done;
         }
         bs_progress_add(p, (uint64_t)r);
     }
     if (!EVP_DigestFinal_ex(ctx, out, &len) || len != 32) rc = bs_fail(e, BS_ENOMEM, "%s: SHA-256 failed", path);
-out:
+done:
     EVP_MD_CTX_free(ctx);
     free(buf);
     if (fd >= 0) close(fd);

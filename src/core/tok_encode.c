@@ -174,24 +174,24 @@ static int norm_unicode(tk_nstr *s, int kind, tk_nstr *tmp) {
     uint32_t *whole = NULL, *part = NULL;
     size_t nw = 0, cw = 0, np = 0, cpart = 0;
     int rc = nf_full(s->cp, s->n, opts, &whole, &nw, &cw);
-    if (rc != BS_OK) goto cleanup;
+    if (rc != BS_OK) goto done;
     tmp->n = 0;
     for (size_t a = 0; a < s->n;) {
         size_t b = a + 1;
         while (b < s->n && ccc(s->cp[b]) != 0) b++;
         size_t before = np;
-        if ((rc = nf_full(s->cp + a, b - a, opts, &part, &np, &cpart)) != BS_OK) goto cleanup;
+        if ((rc = nf_full(s->cp + a, b - a, opts, &part, &np, &cpart)) != BS_OK) goto done;
         for (size_t k = before; k < np; k++) tk_nstr_push(tmp, part[k], s->os[a], s->oe[b - 1]);
         a = b;
     }
-    if (tmp->oom) { rc = BS_ENOMEM; goto cleanup; }
+    if (tmp->oom) { rc = BS_ENOMEM; goto done; }
     if (np != nw || (nw && memcmp(part, whole, nw * sizeof *whole) != 0)) {
         tmp->n = 0;
         for (size_t k = 0; k < nw; k++) tk_nstr_push(tmp, whole[k], s->os[0], s->oe[s->n - 1]);
-        if (tmp->oom) { rc = BS_ENOMEM; goto cleanup; }
+        if (tmp->oom) { rc = BS_ENOMEM; goto done; }
     }
     nstr_swap(s, tmp);
-cleanup:
+done:
     free(whole);
     free(part);
     return rc;
@@ -347,7 +347,7 @@ int bs_tokenizer_encode(const bs_tokenizer *t, const char *text, size_t len,
     int rc = bs_utf8_decode(text, len, &cp, &ncp, &bad);
     if (rc == BS_EINVAL) {
         rc = bs_fail(e, BS_EINVAL, "tokenizer: text is not valid UTF-8 (byte %zu)", bad);
-        goto cleanup;
+        goto done;
     }
     if (rc != BS_OK) goto oom;
     if (!(c.bpe = tk_bpe_scratch_new())) goto oom;
@@ -371,15 +371,15 @@ int bs_tokenizer_encode(const bs_tokenizer *t, const char *text, size_t len,
         out.offs = NULL;
     }
     rc = BS_OK;
-    goto cleanup;
+    goto done;
 fail:
     if (rc != BS_ENOMEM) {
         rc = bs_fail(e, rc, "%s: encoding failed (%s)", t->fname, bs_strerror(rc));
-        goto cleanup;
+        goto done;
     }
 oom:
     rc = bs_fail(e, BS_ENOMEM, "tokenizer: out of memory while encoding %zu bytes", len);
-cleanup:
+done:
     free(cp);
     free(out.ids);
     free(out.offs);

@@ -631,25 +631,25 @@ int bs_tokenizer_load_mem(bs_tokenizer **out, const char *json, size_t len, cons
     bs_tokenizer *t = calloc(1, sizeof *t);
     if (!t || !(t->fname = strdup(fname))) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", fname);
-        goto cleanup;
+        goto done;
     }
     json_error_t je;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
     if (!root) {
         rc = bs_fail(e, BS_EFORMAT, "%s: invalid JSON at line %d column %d: %s", fname, je.line, je.column, je.text);
-        goto cleanup;
+        goto done;
     }
     if (!json_is_object(root)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: top level is not an object", fname);
-        goto cleanup;
+        goto done;
     }
-    if ((rc = parse_model(t, json_object_get(root, "model"), e)) != BS_OK) goto cleanup;
-    if ((rc = parse_added(t, json_object_get(root, "added_tokens"), e)) != BS_OK) goto cleanup;
+    if ((rc = parse_model(t, json_object_get(root, "model"), e)) != BS_OK) goto done;
+    if ((rc = parse_added(t, json_object_get(root, "added_tokens"), e)) != BS_OK) goto done;
     json_t *norm = json_object_get(root, "normalizer");
     t->has_normalizer = norm && !json_is_null(norm);
-    if (t->has_normalizer && (rc = parse_norm(t, norm, 0, e)) != BS_OK) goto cleanup;
-    if ((rc = prepare_added(t, e)) != BS_OK) goto cleanup;
-    if ((rc = parse_pretok(t, json_object_get(root, "pre_tokenizer"), e)) != BS_OK) goto cleanup;
+    if (t->has_normalizer && (rc = parse_norm(t, norm, 0, e)) != BS_OK) goto done;
+    if ((rc = prepare_added(t, e)) != BS_OK) goto done;
+    if ((rc = parse_pretok(t, json_object_get(root, "pre_tokenizer"), e)) != BS_OK) goto done;
     json_t *dec = json_object_get(root, "decoder");
     t->has_decoder = dec && !json_is_null(dec);
     if (t->has_decoder) {
@@ -657,18 +657,18 @@ int bs_tokenizer_load_mem(bs_tokenizer **out, const char *json, size_t len, cons
         int drc = parse_dec(t, dec, 0, &de);
         if (drc == BS_ENOMEM) {
             rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", fname);
-            goto cleanup;
+            goto done;
         }
         if (drc != BS_OK && !(t->dec_err = strdup(de.msg))) {
             rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", fname);
-            goto cleanup;
+            goto done;
         }
     }
     /* truncation, padding and post_processor are ignored (spec 01 §1.4 rules 4-5) */
     *out = t;
     t = NULL;
     rc = BS_OK;
-cleanup:
+done:
     if (root) json_decref(root);
     bs_tokenizer_free(t);
     return rc;

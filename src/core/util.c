@@ -83,30 +83,30 @@ int bs_read_regular_file(const char *path, char **out, size_t *len, size_t max_b
     size_t n = 0;
     if (fstat(fd, &st) != 0) {
         rc = bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
-        goto out;
+        goto done;
     }
     if (!S_ISREG(st.st_mode)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: not a regular file", path);
-        goto out;
+        goto done;
     }
     if ((uint64_t)st.st_size > max_bytes) {
         rc = bs_fail(e, BS_EFORMAT, "%s: %llu bytes, more than such a file can be (%zu)", path,
                      (unsigned long long)st.st_size, max_bytes);
-        goto out;
+        goto done;
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     size_t want = (size_t)st.st_size;
     if (!(buf = malloc(want + 1))) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto out;
+        goto done;
     }
     while (n < want) { /* a file that grows meanwhile is read as its size was */
         ssize_t r = read(fd, buf + n, want - n);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = bs_fail(e, BS_EIO, "%s: read error: %s", path, strerror(errno));
-            goto out;
+            goto done;
         }
         if (r == 0) break;
         n += (size_t)r;
@@ -115,7 +115,7 @@ int bs_read_regular_file(const char *path, char **out, size_t *len, size_t max_b
     *out = buf;
     buf = NULL;
     if (len) *len = n;
-out:
+done:
     free(buf);
     close(fd);
     return rc;

@@ -393,7 +393,7 @@ static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
     size_t *at = calloc((size_t)in->n_units + 1, sizeof *at);
     int n_seen = 0;
     size_t floats = 0;
-    if (!seen || !at) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto out; }
+    if (!seen || !at) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     for (int u = 0; u < in->n_units; u++) {
         const bs_kv *px = in->units[u].prefix;
         if (!px || !px->n_tokens) continue;
@@ -410,7 +410,7 @@ static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
         if ((rc = grow_dev(&p, &bytes, floats * sizeof(float), "cached prefixes", e)) < 0) {
             w->prefix = NULL;
             w->prefix_floats = 0;
-            goto out;
+            goto done;
         }
         w->prefix = p;
         w->prefix_floats = bytes / sizeof(float);
@@ -420,14 +420,14 @@ static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
         cudaError_t ce = cudaMemcpyAsync(w->prefix + at[j], seen[j]->k, n * sizeof(float), cudaMemcpyHostToDevice, s);
         if (ce == cudaSuccess)
             ce = cudaMemcpyAsync(w->prefix + at[j] + n, seen[j]->v, n * sizeof(float), cudaMemcpyHostToDevice, s);
-        if (ce != cudaSuccess) { rc = cuda_fail(e, ce, "prefix upload"); goto out; }
+        if (ce != cudaSuccess) { rc = cuda_fail(e, ce, "prefix upload"); goto done; }
     }
 
     /* units of the layers before the last, and of the last (readouts only) */
     bs_cu_unit *ua = (bs_cu_unit *)(mh + m_units), *ul = (bs_cu_unit *)(mh + m_last);
     int32_t *qtl = (int32_t *)(mh + m_qtl), *qol = (int32_t *)(mh + m_qol);
     int *first = calloc((size_t)in->n_units + 1, sizeof *first);
-    if (!first) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto out; }
+    if (!first) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     f->blocks_all = 0;
     f->blocks_last = 0;
     int li = 0, qo = 0;
@@ -465,10 +465,10 @@ static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
         cnt[u]++;
     }
     free(first);
-    if (U && (rc = lm_rows(c, s, in->out_ids, U, (const float **)(mh + m_lm), e)) < 0) goto out;
+    if (U && (rc = lm_rows(c, s, in->out_ids, U, (const float **)(mh + m_lm), e)) < 0) goto done;
 
     cudaError_t ce = cudaMemcpyAsync(md, mh, off, cudaMemcpyHostToDevice, s);
-    if (ce != cudaSuccess) { rc = cuda_fail(e, ce, "forward tables upload"); goto out; }
+    if (ce != cudaSuccess) { rc = cuda_fail(e, ce, "forward tables upload"); goto done; }
     f->ids = (int32_t *)(md + m_ids);
     f->pos = (int32_t *)(md + m_pos);
     f->ident = (int32_t *)(md + m_ident);
@@ -479,7 +479,7 @@ static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
     f->units_last = (bs_cu_unit *)(md + m_last);
     f->lmrows = (const float **)(md + m_lm);
     rc = BS_OK;
-out:
+done:
     free(cnt);
     free(seen);
     free(at);

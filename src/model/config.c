@@ -188,10 +188,10 @@ int bs_config_parse(bs_config *c, const char *text, size_t len, const char *fnam
     int rc;
     if (!json_is_object(root)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: must be a JSON object", fname);
-        goto out;
+        goto done;
     }
     rc = check_config(c, root, fname, e);
-out:
+done:
     json_decref(root);
     if (rc) memset(c, 0, sizeof *c);
     return rc;

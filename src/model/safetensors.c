@@ -44,11 +44,11 @@ static int map_file(bs_weights *w, const char *path, bs_err *e) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
         rc = bs_fail(e, BS_EIO, "%s: %s", path, strerror(errno));
-        goto out;
+        goto done;
     }
     if (!S_ISREG(st.st_mode)) {
         rc = bs_fail(e, BS_EIO, "%s: not a regular file", path);
-        goto out;
+        goto done;
     }
     size = (uint64_t)st.st_size;
     /* Checked before mapping: a zero-length mapping is invalid, and this is
@@ -56,23 +56,23 @@ static int map_file(bs_weights *w, const char *path, bs_err *e) {
     if (size < 8) {
         rc = bs_fail(e, BS_EFORMAT, "%s: file has %llu bytes, fewer than the 8-byte header length: truncated header",
                      path, (unsigned long long)size);
-        goto out;
+        goto done;
     }
     if (size > SIZE_MAX) {
         rc = bs_fail(e, BS_ERANGE, "%s: file too large to map (%llu bytes)", path, (unsigned long long)size);
-        goto out;
+        goto done;
     }
     base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (base == MAP_FAILED) {
         rc = bs_fail(e, BS_EIO, "%s: mmap: %s", path, strerror(errno));
-        goto out;
+        goto done;
     }
     pcopy = strdup(path);
     bs_mapped_file *nf = realloc(w->files, (size_t)(w->n_files + 1) * sizeof *nf);
     if (!pcopy || !nf) {
         if (nf) w->files = nf;
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto out;
+        goto done;
     }
     w->files = nf;
     nf[w->n_files].path = pcopy;
@@ -81,7 +81,7 @@ static int map_file(bs_weights *w, const char *path, bs_err *e) {
     w->n_files++;
     pcopy = NULL;
     base = MAP_FAILED;
-out:
+done:
     free(pcopy);
     if (base != MAP_FAILED) munmap(base, (size_t)size);
     close(fd);
@@ -226,14 +226,14 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
     }
     if (!json_is_object(root)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: header must be a JSON object", path);
-        goto out;
+        goto done;
     }
     size_t cap = json_object_size(root);
     loc = calloc(cap ? cap : 1, sizeof *loc);
     rg = calloc(cap ? cap : 1, sizeof *rg);
     if (!loc || !rg) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto out;
+        goto done;
     }
     const char *key;
     json_t *val;
@@ -245,16 +245,16 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
             if (ok) json_object_foreach(val, mk, mv) if (!json_is_string(mv)) ok = 0;
             if (!ok) {
                 rc = bs_fail(e, BS_EFORMAT, "%s: __metadata__ must be an object mapping strings to strings", path);
-                goto out;
+                goto done;
             }
             continue;
         }
         bs_tensor *t = &loc[nt];
-        if ((rc = parse_entry(path, key, val, data_len, t, &rg[nt], e))) goto out;
+        if ((rc = parse_entry(path, key, val, data_len, t, &rg[nt], e))) goto done;
         t->name = strdup(key);
         if (!t->name) {
             rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-            goto out;
+            goto done;
         }
         t->file = fi;
         t->data = data + rg[nt].b;
@@ -275,7 +275,7 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
                          "%s: tensor \"%s\" data_offsets [%llu, %llu] overlap tensor \"%s\" which ends at byte %llu",
                          path, nm, (unsigned long long)rg[i].b, (unsigned long long)rg[i].end, prev,
                          (unsigned long long)pos);
-            goto out;
+            goto done;
         }
         if (rg[i].b > pos) {
             if (prev)
@@ -287,7 +287,7 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
                 rc = bs_fail(e, BS_EFORMAT,
                              "%s: tensor data not contiguous: first tensor \"%s\" begins at byte %llu, not 0", path,
                              nm, (unsigned long long)rg[i].b);
-            goto out;
+            goto done;
         }
         pos = rg[i].end;
         prev = nm;
@@ -296,23 +296,23 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
         rc = bs_fail(e, BS_EFORMAT,
                      "%s: tensor data not contiguous: tensors end at byte %llu but the data buffer has %llu bytes",
                      path, (unsigned long long)pos, (unsigned long long)data_len);
-        goto out;
+        goto done;
     }
 
     if (nt > (size_t)(INT_MAX - w->n_tensors)) {
         rc = bs_fail(e, BS_ERANGE, "%s: too many tensors", path);
-        goto out;
+        goto done;
     }
     bs_tensor *all = realloc(w->tensors, ((size_t)w->n_tensors + nt + 1) * sizeof *all);
     if (!all) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto out;
+        goto done;
     }
     w->tensors = all;
     memcpy(all + w->n_tensors, loc, nt * sizeof *loc);
     w->n_tensors += (int)nt;
     nt = 0; /* names now owned by w */
-out:
+done:
     for (size_t i = 0; i < nt; i++) free(loc[i].name);
     free(loc);
     free(rg);
@@ -374,7 +374,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
     json_t *root = NULL;
     size_t len = 0, ns = 0;
 
-    if ((rc = bs_read_regular_file(ipath, &text, &len, BS_MODEL_FILE_MAX, e))) goto out;
+    if ((rc = bs_read_regular_file(ipath, &text, &len, BS_MODEL_FILE_MAX, e))) goto done;
     json_error_t je;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!root) {
@@ -383,26 +383,26 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         else
             rc = bs_fail(e, BS_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", ipath, je.text, je.line,
                          je.column);
-        goto out;
+        goto done;
     }
     const json_t *wm = json_object_get(root, "weight_map"), *md = json_object_get(root, "metadata");
     if (!json_is_object(root) || !json_is_object(wm)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: must be a JSON object with an object weight_map", ipath);
-        goto out;
+        goto done;
     }
     if (md && !json_is_object(md)) {
         rc = bs_fail(e, BS_EFORMAT, "%s: metadata must be an object", ipath);
-        goto out;
+        goto done;
     }
     size_t nw = json_object_size(wm);
     if (nw == 0) {
         rc = bs_fail(e, BS_EFORMAT, "%s: weight_map is empty", ipath);
-        goto out;
+        goto done;
     }
     shards = calloc(nw, sizeof *shards);
     if (!shards) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
-        goto out;
+        goto done;
     }
     const char *key;
     json_t *val;
@@ -411,7 +411,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
             char got[160];
             bs_json_show(val, got, sizeof got);
             rc = bs_fail(e, BS_EFORMAT, "%s: weight_map[\"%s\"] must be a shard file name, got %s", ipath, key, got);
-            goto out;
+            goto done;
         }
         const char *s = json_string_value(val);
         /* Only plain names: the index must not reach outside the model directory. */
@@ -420,7 +420,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
                          "%s: weight_map[\"%s\"]: shard name \"%s\" must be a plain file name in the model "
                          "directory (no '/' or '..')",
                          ipath, key, s);
-            goto out;
+            goto done;
         }
         shards[ns++] = s;
     }
@@ -435,15 +435,15 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         spath = bs_path_join(dir, shards[i]);
         if (!spath) {
             rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
-            goto out;
+            goto done;
         }
         if (!bs_file_exists(spath)) {
             rc = bs_fail(e, BS_EIO, "%s: missing shard: \"%s\" is listed in weight_map but %s does not exist", ipath,
                          shards[i], spath);
-            goto out;
+            goto done;
         }
-        if ((rc = map_file(w, spath, e))) goto out;
-        if ((rc = parse_header(w, w->n_files - 1, e))) goto out;
+        if ((rc = map_file(w, spath, e))) goto done;
+        if ((rc = parse_header(w, w->n_files - 1, e))) goto done;
         free(spath);
         spath = NULL;
     }
@@ -453,7 +453,7 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0) {
             rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" is in two shards: \"%s\" and \"%s\"", ipath,
                          w->tensors[i].name, shards[w->tensors[i - 1].file], shards[w->tensors[i].file]);
-            goto out;
+            goto done;
         }
     }
     for (int i = 0; i < w->n_tensors; i++) {
@@ -462,17 +462,17 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         if (!v) {
             rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" of shard \"%s\" is not listed in weight_map", ipath,
                          t->name, shards[t->file]);
-            goto out;
+            goto done;
         }
         if (strcmp(json_string_value(v), shards[t->file]) != 0) {
             rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" is in the wrong shard: found in \"%s\", weight_map says \"%s\"",
                          ipath, t->name, shards[t->file], json_string_value(v));
-            goto out;
+            goto done;
         }
     }
     if (!(w->index_path = bs_strfmt("%s", ipath))) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
-        goto out;
+        goto done;
     }
     /* Every tensor found is listed with its own shard and names are unique, so
      * a listed entry that resolves by name is in the right shard. */
@@ -480,10 +480,10 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         if (!bs_weights_get(w, key)) {
             rc = bs_fail(e, BS_EFORMAT, "%s: weight_map lists tensor \"%s\" in shard \"%s\" but that shard does not have it",
                          ipath, key, json_string_value(val));
-            goto out;
+            goto done;
         }
     }
-out:
+done:
     free(spath);
     free(shards);
     json_decref(root);
@@ -498,7 +498,7 @@ int bs_weights_open(bs_weights *w, const char *model_dir, bs_err *e) {
     char *index = bs_path_join(model_dir, "model.safetensors.index.json");
     if (!single || !index) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", model_dir);
-        goto out;
+        goto done;
     }
     int hs = bs_file_exists(single), hi = bs_file_exists(index);
     if (hs && hi) {
@@ -513,7 +513,7 @@ int bs_weights_open(bs_weights *w, const char *model_dir, bs_err *e) {
         rc = open_sharded(w, model_dir, index, e);
         if (rc) bs_weights_close(w);
     }
-out:
+done:
     free(single);
     free(index);
     return rc;
@@ -679,13 +679,13 @@ int bs_weights_check_llama(const bs_weights *w, const bs_config *c, bs_err *e) {
         const bs_mapped_file *f = &w->files[bad_bias->file];
         rc = bs_fail(e, BS_EUNSUP, "%s: tensor %s is present but config.json sets %s false", f->path, bad_bias->name,
                      strstr(bad_bias->name, "mlp.") ? "mlp_bias" : "attention_bias");
-        goto out;
+        goto done;
     }
     if (n_unknown) {
         if (n_unknown > LIST_MAX) bs_buf_printf(&unknown, " (and %d more)", n_unknown - LIST_MAX);
         rc = bs_fail(e, BS_EUNSUP, "%s: checkpoint has tensors this runtime does not implement: %s", desc,
                      unknown.oom ? "(out of memory)" : unknown.data);
-        goto out;
+        goto done;
     }
 
     int64_t per_layer = 9 + (c->attn_bias ? 4 : 0) + (c->mlp_bias ? 3 : 0);
@@ -714,7 +714,7 @@ int bs_weights_check_llama(const bs_weights *w, const bs_config *c, bs_err *e) {
                      missing.oom ? "(out of memory)" : missing.data ? missing.data : "",
                      bias_missing ? " (biases are required because config.json sets attention_bias/mlp_bias true)"
                                   : "");
-        goto out;
+        goto done;
     }
     if (bad_shape) {
         int nd = spec_shape(bad_shape_spec, c, shape);
@@ -722,9 +722,9 @@ int bs_weights_check_llama(const bs_weights *w, const bs_config *c, bs_err *e) {
         fmt_shape(shape, nd, want, sizeof want);
         rc = bs_fail(e, BS_EFORMAT, "%s: tensor %s has wrong shape %s, expected %s from config.json",
                      w->files[bad_shape->file].path, bad_shape->name, got, want);
-        goto out;
+        goto done;
     }
-out:
+done:
     bs_buf_free(&unknown);
     bs_buf_free(&missing);
     return rc;

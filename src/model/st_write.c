@@ -187,13 +187,13 @@ static int write_header(bs_st_writer *w, int s, bs_err *e) {
     int rc = BS_OK;
     if (b.oom) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory building the header", sh->path);
-        goto cleanup;
+        goto done;
     }
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)b.len >> (8 * k));
     if (write_all_at(sh->fd, len8, 8, 0) || write_all_at(sh->fd, b.data, b.len, 8)) {
         rc = bs_fail(e, BS_EIO, "%s: write error: %s", sh->path, strerror(errno));
-        goto cleanup;
+        goto done;
     }
     sh->data_start = 8 + (uint64_t)b.len;
     sh->data_len = off;
@@ -201,9 +201,9 @@ static int write_header(bs_st_writer *w, int s, bs_err *e) {
      * fill, and a full disk shows up early */
     if (ftruncate(sh->fd, (off_t)(sh->data_start + off)) != 0) {
         rc = bs_fail(e, BS_EIO, "%s: cannot size file: %s", sh->path, strerror(errno));
-        goto cleanup;
+        goto done;
     }
-cleanup:
+done:
     bs_buf_free(&b);
     return rc;
 }

@@ -307,7 +307,7 @@ long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
             if (ch != '\n') goto bad;
             src++;
             ret = (long)(len - src);
-            goto out;
+            goto done;
         }
         src++;
         if (d->state == CK_SIZE || d->state == CK_BWS || d->state == CK_EXT || d->state == CK_SIZE_LF) {
@@ -316,7 +316,7 @@ long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
             goto bad;
         }
     }
-out:
+done:
     *n = dst;
     return ret;
 bad:
