@@ -15,7 +15,7 @@ CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
                 -ffp-contract=off -fno-fast-math -pthread -fPIC -Iinclude -Isrc
 LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lcrypto -lm -lpthread -ldl
 
-LIB_SRC = $(wildcard src/core/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/hub/*.c src/api/*.c src/server/*.c)
+LIB_SRC = $(wildcard src/base/*.c src/tokenizer/*.c src/facts/*.c src/protocol/*.c src/decision/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/hub/*.c src/api/*.c src/server/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/attention.h"
 #include "cpu/attention_bf16.h"
 #include "cpu/gemm.h"

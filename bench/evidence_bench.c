@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "model/evidence.h"
 
 static int cmp_d(const void *a, const void *b) {

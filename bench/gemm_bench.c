@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_impl.h" /* bs_gemm_amx_available, bs_amx_configure (--phases) */
 #if defined(__x86_64__)

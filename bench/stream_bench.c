@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm.h"
 
 static void usage(FILE *f) {

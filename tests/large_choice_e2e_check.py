@@ -282,7 +282,7 @@ def part_a(d, results, temp):
         rc = subprocess.run([os.path.join(BUILD, "tests", "test_large_choice"), "--stdin"], stdin=fi, stdout=fo,
                             timeout=300).returncode
     if check(rc == 0, f"(a) test_large_choice --stdin exit {rc}"):
-        print(f"(a) {label}: the C fit (src/core/large_choice) on the {len(lines)} large choices' real logits:")
+        print(f"(a) {label}: the C fit (src/decision/large_choice) on the {len(lines)} large choices' real logits:")
         check(lcr.compare(inst, outp, tol=1e-9, min_compared=len(lines) // 2) == 0,
               "(a) the C fit differs from large_choice_ref on real-model logits")
     # round 2 matters: a uniform final group gives another answer

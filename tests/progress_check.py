@@ -71,7 +71,7 @@ def progress_lines(err, what):
 
 
 def si(v):
-    """The decimal kB/MB/GB form of core/progress.c, written again here."""
+    """The decimal kB/MB/GB form of base/progress.c, written again here."""
     if v < 1000:
         return f"{v} B"
     for i, u in enumerate(["kB", "MB", "GB", "TB"]):

@@ -4,7 +4,7 @@
 #  1. the round-1 groups of every n in 11..255 are identical;
 #  2. live differential runs: random instances (n in 11..255, float32 letter
 #     logits of several regimes, random temperatures) go through both steps of
-#     src/core/large_choice (test binary in --stdin mode) and the reference;
+#     src/decision/large_choice (test binary in --stdin mode) and the reference;
 #     finalists, the round-1 fit and the final calibrated distribution must
 #     agree (max |dp| <= 1e-9, same argmax) on every instance whose fits
 #     converge (see compare() in the reference for the rest), at least 200 per

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "core/pyjson.h"
+#include "protocol/pyjson.h"
 #include "device/device.h"
 #include "engine/engine.h"
 #include "engine/plan.h"

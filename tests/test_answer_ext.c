@@ -5,10 +5,10 @@
  * max_error key as Python str(), validated vs unvalidated. Questions are built
  * by the request validator from JSON bodies, as the server does. */
 #include "check.h"
-#include "core/answer_ext.h"
-#include "core/decide.h"
-#include "core/pyjson.h"
-#include "core/request.h"
+#include "decision/answer_ext.h"
+#include "decision/decide.h"
+#include "protocol/pyjson.h"
+#include "protocol/request.h"
 
 static bs_request *parse(const char *question) {
     bs_buf b;

@@ -1,6 +1,6 @@
 /* The option-table parser of src/cli/cli_opts.c (compiled in here: the CLI
  * is not part of libbasal) and the edit distance behind "did you mean"
- * (core/suggest.c). Distances are the textbook values of the optimal string
+ * (base/suggest.c). Distances are the textbook values of the optimal string
  * alignment distance (e.g. kitten/sitting 3; ca/abc 3, where unrestricted
  * Damerau-Levenshtein gives 2). */
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "cli/cli_opts.c"
-#include "core/suggest.h"
+#include "base/suggest.h"
 
 /* stderr of one parse, read back from a temporary file */
 static char captured[4096];

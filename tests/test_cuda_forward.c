@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include "fwd_prompts.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "engine/pack.h"
 #include "device/device.h"
 #include "model/forward.h"

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "cuda/convert.h"
 #include "cuda/gemm_table.h"
 #include "engine/pack.h"

@@ -1,8 +1,8 @@
 /* Decision math against the numeric vectors of spec 01 §10 and the confidence
  * examples of spec 02 §4.6 (values printed in the response number format). */
 #include "check.h"
-#include "core/decide.h"
-#include "core/pyjson.h"
+#include "decision/decide.h"
+#include "protocol/pyjson.h"
 
 static char buf_[64];
 static const char *fmt(double x) {

@@ -19,13 +19,13 @@
 #include <string.h>
 
 #include "check.h"
-#include "core/facts.h"
-#include "core/facts_num.h"
-#include "core/facts_re.h"
-#include "core/pyjson.h"
-#include "core/tokenizer.h"
-#include "core/utf8.h"
-#include "core/util.h"
+#include "facts/facts.h"
+#include "facts/facts_num.h"
+#include "facts/facts_re.h"
+#include "protocol/pyjson.h"
+#include "tokenizer/tokenizer.h"
+#include "base/utf8.h"
+#include "base/util.h"
 #include "engine/plan.h"
 #include "model/basal_model.h"
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "hub/hub.h"
 #include "hub/hub_int.h"
 

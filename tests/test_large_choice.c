@@ -13,9 +13,9 @@
  * compared there with tools/large_choice_ref.py. `--groups LO HI` prints the
  * round-1 groups of LO..HI options, one a line (`n k: members`). */
 #include "check.h"
-#include "core/decide.h"
-#include "core/large_choice.h"
-#include "core/pyjson.h"
+#include "decision/decide.h"
+#include "decision/large_choice.h"
+#include "protocol/pyjson.h"
 
 static char buf_[64];
 static const char *fmt(double x) {

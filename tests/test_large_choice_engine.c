@@ -21,9 +21,9 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "core/decide.h"
-#include "core/large_choice.h"
-#include "core/pyjson.h"
+#include "decision/decide.h"
+#include "decision/large_choice.h"
+#include "protocol/pyjson.h"
 #include "engine/engine.h"
 #include "engine/pack.h"
 #include "engine/plan.h"

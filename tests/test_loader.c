@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 

@@ -1,4 +1,4 @@
-/* core/log.c: the line layout of both forms (timestamp, level, component,
+/* base/log.c: the line layout of both forms (timestamp, level, component,
  * message, fields), the escaping that keeps a line one line and valid JSON
  * whatever bytes it carries (expected strings written by hand from RFC 8259:
  * control characters as \uXXXX or the short escapes, an invalid UTF-8 byte as
@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 static char dir[] = "/tmp/basal-test-log-XXXXXX";
 

@@ -6,9 +6,9 @@
  * order with the system text, the user text and the whole prompt. */
 #include <stdint.h>
 #include "check.h"
-#include "core/prompt.h"
-#include "core/request.h"
-#include "core/respjson.h"
+#include "protocol/prompt.h"
+#include "protocol/request.h"
+#include "protocol/respjson.h"
 
 /* ---- SHA-256 (FIPS 180-4), only to compare with the spec's digests ---- */
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "core/pyjson.h"
+#include "protocol/pyjson.h"
 
 #define INPUTS "tests/data/pyjson-inputs.json"
 #define GOLDENS "tests/data/pyjson-goldens.json"

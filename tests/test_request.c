@@ -6,10 +6,10 @@
  * Test mode for tests/t_prompt_jinja.sh: `test_request --reply systemone|basal`
  * answers a stream of bodies on stdin with their statuses and reply bodies. */
 #include "check.h"
-#include "core/pyjson.h"
-#include "core/request.h"
-#include "core/request_err.h"
-#include "core/respjson.h"
+#include "protocol/pyjson.h"
+#include "protocol/request.h"
+#include "protocol/request_err.h"
+#include "protocol/respjson.h"
 
 #include <utf8proc.h>
 

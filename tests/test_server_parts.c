@@ -1,5 +1,5 @@
 /* Pieces of the HTTP server that need no socket: the Bearer check of spec 02
- * §2, the error bodies of core/reply.h, request ids, and the Prometheus
+ * §2, the error bodies of protocol/reply.h, request ids, and the Prometheus
  * registry of §9 (series, histograms, batch counting). */
 #include "check.h"
 #include "server/config.h"
@@ -21,7 +21,7 @@ static void test_auth(void) {
     }
 }
 
-/* Every error body of core/reply.h against the texts of spec 02 (§2, §4.5,
+/* Every error body of protocol/reply.h against the texts of spec 02 (§2, §4.5,
  * §5.2, §6, §10), with its status. */
 #define REPLY(call, want_status, want_body) \
     do { \

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/safetensors.h"
 #include "model/st_write.h"
 

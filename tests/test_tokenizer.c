@@ -6,8 +6,8 @@
  * cannot show (checked against hand-derived expectations); decoding; and a
  * throughput figure. Runs from the repository root. */
 #include "check.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "tokenizer/tokenizer.h"
+#include "base/util.h"
 
 #include <jansson.h>
 #include <stdint.h>

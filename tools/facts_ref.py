@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference of `facts: "auto"` (spec 03 §3), written from the spec with Python's own `re`, `decimal`
-and `datetime`, which define the semantics the C implementation (src/core/facts.c) must reproduce.
+and `datetime`, which define the semantics the C implementation (src/facts/facts.c) must reproduce.
 
   facts_ref.py lines TEXT        print the facts lines of TEXT (or the error as "ERROR: msg")
   facts_ref.py gen SEED N        N generated test states, one JSON string a line

@@ -5,7 +5,7 @@ softmax of the letter logits), the Luce maximum-likelihood fit of §5.3
 (Newton's method, Cholesky by LAPACK through numpy, backtracking), the
 finalists and the round-2 group of §5.4 in both orders, the refit and the
 calibration of 01 §8. It shares no code and no operation order with
-src/core/large_choice.c beyond what the spec prescribes.
+src/decision/large_choice.c beyond what the spec prescribes.
 
   large_choice_ref.py gen SEED COUNT          random instances, one a line
   large_choice_ref.py groups LO HI            the round-1 groups of LO..HI options

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/reply.h"
-#include "core/util.h"
+#include "protocol/reply.h"
+#include "base/util.h"
 #include "cpu/pool.h"
 #include "device/device.h"
 #include "engine/engine.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/respjson.h"
+#include "protocol/respjson.h"
 #include "engine/plan.h"
 
 static void put_field(bs_buf *b, const bj_value *rec, const char *key) {

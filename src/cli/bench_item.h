@@ -10,8 +10,8 @@
 #ifndef BS_CLI_BENCH_ITEM_H
 #define BS_CLI_BENCH_ITEM_H
 
-#include "core/pyjson.h"
-#include "core/util.h"
+#include "protocol/pyjson.h"
+#include "base/util.h"
 
 /* The non-blank lines of a JSONL file (a reference export's bench.jsonl or
  * systemone.jsonl) as parsed values, with their line numbers. */

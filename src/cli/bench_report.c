@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cli/bench_report.h"
-#include "core/pyjson.h"
-#include "core/respjson.h"
-#include "core/utf8.h"
+#include "protocol/pyjson.h"
+#include "protocol/respjson.h"
+#include "base/utf8.h"
 
 const char *const bm_error_names[BM_N_ERR] = {"", "timeout", "transport", "response_body", "http_status",
                                               "invalid_response"};

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 #define BM_MAX_CLASSES 16
 

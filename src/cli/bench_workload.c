@@ -10,9 +10,9 @@
 #include "basal.h"
 #include "cli/bench_workload.h"
 #include "cli/cli.h"
-#include "core/reply.h"
-#include "core/respjson.h"
-#include "core/sha256.h"
+#include "protocol/reply.h"
+#include "protocol/respjson.h"
+#include "base/sha256.h"
 
 static int class_index(bm_workload *w, const char *name) {
     for (int i = 0; i < w->n_classes; i++)

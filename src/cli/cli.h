@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "cli/cli_opts.h"
-#include "core/util.h"
+#include "base/util.h"
 
 int cmd_init(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);

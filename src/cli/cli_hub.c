@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/progress.h"
+#include "base/progress.h"
 #include "hub/hub.h"
 
 static int on_progress(void *ud, const bs_hub_progress *hp) {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli_opts.h"
-#include "core/suggest.h"
+#include "base/suggest.h"
 
 /* ---- colour ---- */
 

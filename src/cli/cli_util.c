@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/progress.h"
-#include "core/respjson.h"
-#include "core/sha256.h"
+#include "base/progress.h"
+#include "protocol/respjson.h"
+#include "base/sha256.h"
 #include "engine/plan.h"
 #include "model/safetensors.h"
 

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/pyjson.h"
-#include "core/util.h"
+#include "protocol/pyjson.h"
+#include "base/util.h"
 
 typedef enum { CL_TEXT, CL_JSON, CL_LINES, CL_JSONL } cl_format;
 

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli/client.h"
-#include "core/respjson.h"
-#include "core/utf8.h"
+#include "protocol/respjson.h"
+#include "base/utf8.h"
 
 int cl_input_open(cl_input *in, const char *source, cl_format format, size_t limit, bs_err *e) {
     memset(in, 0, sizeof *in);

@@ -16,9 +16,9 @@
 
 #include "api/session.h"
 #include "cli/cli.h"
-#include "core/progress.h"
-#include "core/respjson.h"
-#include "core/util.h"
+#include "base/progress.h"
+#include "protocol/respjson.h"
+#include "base/util.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
 #include "engine/runner.h"

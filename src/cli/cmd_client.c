@@ -27,8 +27,8 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "api/session.h"
-#include "core/request.h"
-#include "core/respjson.h"
+#include "protocol/request.h"
+#include "protocol/respjson.h"
 
 #define CL_MAX_RESPONSE (16u << 20)
 #define CL_DEFAULT_URL "http://127.0.0.1:8000"

@@ -25,8 +25,8 @@
 
 #include "cli/cli.h"
 #include "cli/parity_stats.h"
-#include "core/pyjson.h"
-#include "core/util.h"
+#include "protocol/pyjson.h"
+#include "base/util.h"
 
 #define CMD "compare"
 

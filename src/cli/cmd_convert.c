@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/progress.h"
+#include "base/progress.h"
 #include "basal.h"
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/st_write.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -10,8 +10,8 @@
 
 #include "cli/cli.h"
 #include "api/session.h"
-#include "core/respjson.h"
-#include "core/util.h"
+#include "protocol/respjson.h"
+#include "base/util.h"
 #include "engine/pack.h"
 #include "engine/engine.h"
 #include "engine/plan.h"

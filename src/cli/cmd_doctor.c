@@ -21,7 +21,7 @@
 
 #include "basal.h"
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm.h"
 #include "model/basal_model.h"
 #include "device/device.h"

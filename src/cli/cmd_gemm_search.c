@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/config.h"
 
 #ifdef BS_HAVE_CUDA

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "tokenizer/tokenizer.h"
+#include "base/util.h"
 #include "model/forward.h"
 
 /* BOS from tokenizer_config.json's bos_token (string or {"content": ...}) when

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "server/config.h"
 #include "hub/hub.h"
 #include "server/modelref.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "engine/pack.h"
 #include "model/forward.h"
 

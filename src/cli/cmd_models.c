@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "hub/hub.h"
 
 const cli_doc cli_doc_models = {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "hub/hub.h"
 #include "server/config.h"
 #include "server/modelref.h"

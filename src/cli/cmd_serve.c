@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/log.h"
-#include "core/progress.h"
-#include "core/respjson.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "protocol/respjson.h"
+#include "base/util.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
 #include "engine/engine.h"

@@ -6,7 +6,7 @@
 #include "basal.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
-#include "core/suggest.h"
+#include "base/suggest.h"
 
 typedef struct {
     const cli_doc *doc;

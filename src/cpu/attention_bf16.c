@@ -43,7 +43,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/attention_bf16.h"
 #include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"

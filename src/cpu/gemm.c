@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"
 

@@ -9,7 +9,7 @@
 #define BS_GEMM_H
 
 #include "cpu/pool.h"
-#include "core/util.h"
+#include "base/util.h"
 
 /* Layouts of prepacked weights (bs_gemm_prepack). */
 /* AMX: 32-column strips of tile rows (gemm_amx.c). PAIRS: the avx512-bf16

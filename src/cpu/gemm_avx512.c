@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/vmath.h"
 
 enum { MR = 14, NR = 32, KC = 512, MC = 140, NC_MAX = 1024, LDA = KC + 16 };

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"
 

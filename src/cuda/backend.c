@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "cuda/convert.h"
 #include "cuda/kernels.h"
 #include "cuda/lt_gemm.h"

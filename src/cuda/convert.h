@@ -1,7 +1,7 @@
 /* Weight conversion for the CUDA backend (spec 05 §5, §17 "Host side"): a
  * checkpoint tensor (F32, F16 or BF16) is converted once at load into the
  * resident dtype of the mode, on the CPU. Narrowing goes through f32 with
- * round-to-nearest-even (bs_f32_to_f16 / bs_f32_to_bf16 of core/util.h), so
+ * round-to-nearest-even (bs_f32_to_f16 / bs_f32_to_bf16 of base/util.h), so
  * bf16 -> f16 is one correctly rounded step from the exact bf16 value.
  *
  * Plain C, no CUDA headers: part of every build, so the host tests run on

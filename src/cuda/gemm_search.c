@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/progress.h"
-#include "core/util.h"
+#include "base/progress.h"
+#include "base/util.h"
 
 #include "cuda/backend.h"
 #include "cuda/convert.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 #ifdef BS_HAVE_CUDA
 #include "cuda/backend.h"

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/progress.h"
-#include "core/respjson.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "protocol/respjson.h"
+#include "base/util.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
 

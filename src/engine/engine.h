@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/pyjson.h"
-#include "core/request.h"
+#include "protocol/pyjson.h"
+#include "protocol/request.h"
 #include "engine/gate.h"
 #include "engine/plan.h"
 #include "model/basal_model.h"

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 struct bs_gate {
     pthread_mutex_t mu;

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/answer_ext.h"
-#include "core/decide.h"
-#include "core/facts.h"
-#include "core/respjson.h"
+#include "decision/answer_ext.h"
+#include "decision/decide.h"
+#include "facts/facts.h"
+#include "protocol/respjson.h"
 #include "engine/evidence_run.h"
 #include "engine/triesize.h"
 

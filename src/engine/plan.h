@@ -16,8 +16,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "core/large_choice.h"
-#include "core/request.h"
+#include "decision/large_choice.h"
+#include "protocol/request.h"
 #include "model/basal_model.h"
 
 #define BS_N_ORDERS 2
@@ -57,7 +57,7 @@ typedef struct bs_item {
 typedef struct bs_plan_lc {
     size_t question;         /* index into the request's questions */
     size_t first_item;       /* its round-1 groups are items[first_item .. first_item + lc.n_round1) */
-    bs_large_choice lc;      /* groups, targets, fits: plain data (core/large_choice.h) */
+    bs_large_choice lc;      /* groups, targets, fits: plain data (decision/large_choice.h) */
     double p[BS_LC_MAX_OPTIONS]; /* the final calibrated distribution, criteria order (after round 2) */
 } bs_plan_lc;
 

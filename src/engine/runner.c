@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "engine/evidence_run.h"
 #include "engine/pack.h"
 #include "engine/triesize.h"

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 /* mkdir -p that another process may be running at the same moment. */
 int bs_hub_mkdir_p(const char *path, bs_err *e) {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 /* An API answer larger than this is refused (a listing of a model's files
  * is kilobytes). */

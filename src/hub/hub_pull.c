@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #define DEFAULT_RETRIES 5
 /* a connection cut after bytes arrived resets the retry count (as

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 static const char *env(const char *name) {
     const char *v = getenv(name);

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 struct bs_hub_pending {
     bs_hub_env env;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/prompt.h"
-#include "core/util.h"
+#include "protocol/prompt.h"
+#include "base/util.h"
 
 #define BASAL_15_TEMPLATES "basal-1.0 (unchanged prompt contract)"
 

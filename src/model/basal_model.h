@@ -6,8 +6,8 @@
 #ifndef BS_BASAL_MODEL_H
 #define BS_BASAL_MODEL_H
 
-#include "core/decide.h"
-#include "core/tokenizer.h"
+#include "decision/decide.h"
+#include "tokenizer/tokenizer.h"
 #include "model/evidence.h"
 #include "model/model.h"
 

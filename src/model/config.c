@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 void bs_json_show(const json_t *v, char *buf, size_t size) {
     if (!v) {

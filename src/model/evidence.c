@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/respjson.h"
+#include "protocol/respjson.h"
 
 /* ---- the head file (03 §4.2) ---- */
 

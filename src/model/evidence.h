@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "basal.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/torchfile.h"
 
 #define BS_EVIDENCE_FILE "evidence_head.pt"

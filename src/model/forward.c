@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cpu/attention.h"
 #include "cpu/attention_bf16.h"
 #include "cpu/elementwise.h"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/progress.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "base/util.h"
 
 static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
     *out = NULL;

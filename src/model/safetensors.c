@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/progress.h"
-#include "core/util.h"
+#include "base/progress.h"
+#include "base/util.h"
 
 /* The reference library's limit; a larger header is either hostile or corrupt. */
 #define ST_MAX_HEADER 100000000ull

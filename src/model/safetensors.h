@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 #include "basal.h"
-#include "core/util.h"
+#include "base/util.h"
 #include "model/config.h"
 
 #define BS_MAX_DIMS 8
@@ -54,7 +54,7 @@ float bs_tensor_get_f32(const bs_tensor *t, int64_t i);
 void bs_tensor_read_f32(const bs_tensor *t, int64_t off, int64_t n, float *out);
 
 /* Reads every page of the mapped files once (in 64 MiB steps, with a
- * progress line titled `what` for a large model, core/progress.h), so that a
+ * progress line titled `what` for a large model, base/progress.h), so that a
  * model is in memory when its loading ends rather than at its first
  * requests. Never fails: it only reads what is mapped already. */
 void bs_weights_prefetch(const bs_weights *w, const char *what);

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 typedef struct st_entry {
     char *name;

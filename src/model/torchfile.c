@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 /* ---- little-endian reads (bounds are checked by the callers) ---- */
 

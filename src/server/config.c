@@ -12,8 +12,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "core/suggest.h"
-#include "core/util.h"
+#include "base/suggest.h"
+#include "base/util.h"
 #include "server/server.h"
 
 static char *dupstr(const char *s) {

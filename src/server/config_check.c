@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "device/device.h"
 #include "model/basal_model.h"
 

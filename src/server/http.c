@@ -6,7 +6,7 @@
  * Content-Length, has one idle timeout and no deadline for the header block
  * or the body, and leaves a socket whose FIN came with the data in
  * CLOSE-WAIT until that timeout (issue 15). Here every byte the server writes
- * is ours, so every error has the JSON body of spec 02 (core/reply.h).
+ * is ours, so every error has the JSON body of spec 02 (protocol/reply.h).
  *
  * One thread runs the libuv loop: it accepts, reads, parses, runs steps 1–7 of
  * spec 02 §3, submits decision requests to their engine and writes answers.
@@ -148,7 +148,7 @@ static void reply_init(reply_t *r, int status) {
     bs_buf_init(&r->body);
 }
 
-/* Starts r as the error reply built in e (core/reply.h), taking its body. */
+/* Starts r as the error reply built in e (protocol/reply.h), taking its body. */
 static void reply_take(reply_t *r, bs_reply *e) {
     reply_init(r, e->status);
     r->body = e->body;
@@ -518,7 +518,7 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- writing an answer ---- */
 
-/* One access-log line (core/log.h): the message "METHOD PATH STATUS", then
+/* One access-log line (base/log.h): the message "METHOD PATH STATUS", then
  * the fields; what a request did not get to (no model routed, no batch) is
  * - in text and null in JSON. */
 static void access_log(const conn *c, const reply_t *r, double ms) {

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "server/metrics.h"
 #include "server/server.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/pyjson.h"
+#include "protocol/pyjson.h"
 
 static const double SECONDS[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
                                   0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10,

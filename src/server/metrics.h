@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 enum { BS_EP_SYSTEMONE = 0, BS_EP_BASAL = 1, BS_N_ENDPOINTS = 2 };
 /* The model label of a request not (yet) routed: "". */

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 int bs_cache_dir(char **dir, const char **source, bs_err *e) {
     const char *bh = getenv("BASAL_HOME"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -1,5 +1,5 @@
 /* Paths, methods, authentication and request ids (spec 02 §1.2, §2); the error
- * bodies themselves are in core/reply.c. */
+ * bodies themselves are in protocol/reply.c. */
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>

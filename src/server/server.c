@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "core/respjson.h"
+#include "protocol/respjson.h"
 #include "server/http_int.h"
 #include "server/metrics.h"
 #include "server/server.h"

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "basal.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "engine/engine.h"
 
 /* The release_date of GET /v1/models unless the configuration sets one. */
@@ -41,7 +41,7 @@ typedef struct bs_server_opts {
     const char *release_date;      /* GET /v1/models; NULL = BS_DEFAULT_RELEASE_DATE */
     int metrics;                   /* serve GET /metrics */
     int no_ui;                     /* GET / is a 404 instead of the playground page */
-    bs_log_sink *access_log;       /* one line per request (core/log.h), or NULL; borrowed */
+    bs_log_sink *access_log;       /* one line per request (base/log.h), or NULL; borrowed */
     /* HTTP deadlines and connection limits; 0 = the default below */
     long header_timeout_s;         /* request line + headers, from their first byte */
     long body_timeout_s;           /* the body, from the end of the headers; also for taking an answer */

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "core/request.h"
-#include "core/util.h"
+#include "protocol/request.h"
+#include "base/util.h"
 
 /* R_HEALTH: readiness (503 while the models load, 200 when ready); R_LIVE
  * (/health/live, this project's): liveness, 200 whenever the server answers. */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 /* The fixture directory: $FUZZ_FIXTURES, else build/fixtures. */
 static inline const char *fuzz_fixtures(void) {

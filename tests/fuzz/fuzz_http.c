@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/pyjson.h"
+#include "protocol/pyjson.h"
 #include "fuzz_common.h"
 #include "server/server_int.h"
 

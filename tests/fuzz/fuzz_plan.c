@@ -4,7 +4,7 @@
  * JSON error reply, never a crash or a leak. */
 #include <stdint.h>
 
-#include "core/pyjson.h"
+#include "protocol/pyjson.h"
 #include "engine/plan.h"
 #include "fuzz_common.h"
 

@@ -1,4 +1,4 @@
-/* pyjson (src/core/pyjson.c): any bytes parse or fail cleanly; what parses
+/* pyjson (src/protocol/pyjson.c): any bytes parse or fail cleanly; what parses
  * writes back (json.dumps form) to a text that parses to the same text again,
  * and the compact response writer's output parses too. (A number literal that
  * overflows a double is written as Infinity, as CPython does (01 §9); such a
@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/pyjson.h"
-#include "core/respjson.h"
+#include "protocol/pyjson.h"
+#include "protocol/respjson.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,11 +1,11 @@
-/* Request decoding and validation of both dialects (src/core/request.c), the
+/* Request decoding and validation of both dialects (src/protocol/request.c), the
  * capability check and the error replies: every input is a request or a
  * reply with a status and a JSON body; nothing leaks. The first byte picks
  * the dialect. */
 #include <stdint.h>
 
-#include "core/pyjson.h"
-#include "core/request.h"
+#include "protocol/pyjson.h"
+#include "protocol/request.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

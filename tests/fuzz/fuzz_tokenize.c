@@ -1,11 +1,11 @@
-/* Encoding arbitrary text (src/core/tok_*.c) with the fixture tokenizers (the
+/* Encoding arbitrary text (src/tokenizer/tok_*.c) with the fixture tokenizers (the
  * Mistral tokenizer.json of tiny-bias and the converted stories260K one; the
  * first byte picks): valid UTF-8 encodes, invalid is refused, every id is in
  * the vocabulary and the offsets are ordered spans of the text's characters. */
 #include <stdint.h>
 
-#include "core/tokenizer.h"
-#include "core/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "base/utf8.h"
 #include "fuzz_common.h"
 
 static bs_tokenizer *tok[2];

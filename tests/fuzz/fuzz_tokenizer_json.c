@@ -1,9 +1,9 @@
-/* Loading tokenizer.json text (src/core/tokenizer.c): a tokenizer or an error
+/* Loading tokenizer.json text (src/tokenizer/tokenizer.c): a tokenizer or an error
  * naming the file; what loads also encodes a fixed text without crashing. */
 #include <stdint.h>
 #include <string.h>
 
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

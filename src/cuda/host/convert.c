@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 
 int bs_cuda_dtype_parse(const char *s, bs_dtype *out) {
     if (!s || !strcmp(s, "auto") || !strcmp(s, "f16")) *out = BS_F16;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "base/util.h"
 #include "cuda/convert.h"
 
 const int bs_gemm_invariant_classes[25] = {16,  32,  48,  64,   96,   128,  160,  192,  224,  256,  320,   384,  448,
