@@ -16,7 +16,7 @@ CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wno-unused-parameter \
 LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lcrypto -lm -lpthread -ldl
 
 LIB_SRC = $(wildcard src/base/*.c src/tokenizer/*.c src/facts/*.c src/protocol/*.c src/decision/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/hub/*.c src/api/*.c src/server/*.c)
-CLI_SRC = $(wildcard src/cli/*.c)
+CLI_SRC = $(wildcard src/cli/*.c src/cli/*/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
 
@@ -54,7 +54,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=s
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS = -std=c++17 -O3 -lineinfo -Iinclude -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-fPIC $(CUDA_ARCH)
 # objects whose code depends on BS_HAVE_CUDA; they are rebuilt when CUDA changes
-CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/cmd_gemm_search.o \
+CUDA_DEP_OBJ = build/obj/device/device.o build/obj/cli/main.o build/obj/cli/modeltools/gemm_search.o \
                build/obj/cli/cli_version.o
 comma := ,
 # the sm_XX of CUDA_ARCH, for `basal --version`

@@ -48,9 +48,10 @@ def run(args, stdin=b"", env=None, cwd=PROBE, timeout=60):
 
 # ---- the commands, from the sources: every `const cli_doc cli_doc_X = { "NAME", ...` ----
 src = {}
-for f in sorted(os.listdir("src/cli")):
-    if f.endswith(".c"):
-        src[f] = open(os.path.join("src/cli", f)).read()
+for d, _, files in sorted(os.walk("src/cli")):  # the shell and its product folders
+    for f in sorted(files):
+        if f.endswith(".c"):
+            src[os.path.join(d, f)] = open(os.path.join(d, f)).read()
 cmd_file = {}
 for f, text in src.items():
     for m in re.finditer(r'const cli_doc cli_doc_\w+ = \{\s*"([a-z0-9-]+)"', text):

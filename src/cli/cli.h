@@ -100,6 +100,10 @@ typedef struct cli_fwd_progress {
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens);
 void cli_fwd_progress_end(cli_fwd_progress *fp);
 
+/* A request body from path, or from stdin when path is "-" (malloc'd,
+ * NUL-terminated); -1 after printing why. */
+int cli_read_request(const char *path, char **data, size_t *len);
+
 /* Prints compact JSON re-indented with 2 spaces and a final newline. */
 void cli_print_pretty(FILE *f, const char *s, size_t n);
 

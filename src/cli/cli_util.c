@@ -127,3 +127,21 @@ int cli_weights_sha256(const char *model_dir, bs_buf *out, bs_err *e) {
     bs_weights_close(&w);
     return rc;
 }
+
+int cli_read_request(const char *path, char **data, size_t *len) {
+    bs_err e = {0};
+    if (strcmp(path, "-")) {
+        if (bs_read_file(path, data, len, &e) < 0) { cli_error(NULL, "%s", e.msg); return -1; }
+        return 0;
+    }
+    bs_buf b;
+    bs_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) bs_buf_put(&b, chunk, n);
+    if (b.oom) { bs_buf_free(&b); return -1; }
+    if (!b.data) bs_buf_put(&b, "", 0);
+    *data = b.data;
+    *len = b.len;
+    return 0;
+}

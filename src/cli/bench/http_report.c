@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_report.h"
+#include "cli/bench/http_report.h"
 #include "protocol/pyjson.h"
 #include "protocol/respjson.h"
 #include "base/utf8.h"

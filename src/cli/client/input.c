@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/client.h"
+#include "cli/client/client.h"
 #include "protocol/respjson.h"
 #include "base/utf8.h"
 

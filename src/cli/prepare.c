@@ -1,35 +1,24 @@
-/* `basal decide` and `basal prepare` (spec 06 §5.1–§5.2): one /v1/systemone
- * request from a file or stdin through the whole pipeline (validation, prompts,
- * tokens, letter ids, one tree-packed forward, decision math), or only up to
- * the prompts (prepare: manifests and tokenizer, no weights). Validation
- * errors print the endpoint's error body on stdout and exit 2. */
+/* `basal prepare` (spec 06 §5.2): a /v1/systemone request up to its prompts —
+ * items, prompts, token ids, letter ids and packed rows — from the manifests
+ * and the tokenizer only (no weights). A request the endpoint refuses prints
+ * its error body on stdout and exits 2. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "api/session.h"
-#include "protocol/respjson.h"
 #include "base/util.h"
-#include "engine/pack.h"
+#include "cli/cli.h"
 #include "engine/engine.h"
+#include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
+#include "protocol/respjson.h"
 
 typedef struct {
     const char *model_dir, *request;
-    int timing, threads, no_prefix_cache, readout_bf16, evidence_separate, tree_max_tokens;
-    cli_device dev;
 } opts_t;
-
-const cli_doc cli_doc_decide = {
-    "decide", "--model REF [--request FILE|-] [options]",
-    "answer one /v1/systemone request from a file or stdin (pretty JSON on stdout)",
-    "The response is the /v1/systemone 200 body without usage.latency_ms. A request the\n"
-    "endpoint would refuse prints its error body on stdout and exits 2; a runtime failure\n"
-    "(model load, I/O) prints a message on stderr and exits 1.\n",
-};
 
 const cli_doc cli_doc_prepare = {
     "prepare", "--model REF [--request FILE|-] [options]",
@@ -39,57 +28,19 @@ const cli_doc cli_doc_prepare = {
     "its error body on stdout and exits 2.\n",
 };
 
-static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o) {
+static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->request = "-";
-    const char *readout = "f32", *kernels = "fused";
-    const cli_opt common[] = {
+    const cli_opt opts[] = {
         CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &o->model_dir),
         CLI_STR("--request", "FILE|-", NULL, NULL, "the request JSON; - reads stdin", &o->request),
     };
-    const cli_opt decide[] = {
-        common[0], common[1],
-        CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &o->threads, 0, 1 << 16),
-        CLI_SW("--timing", "print prepare, forward, total (and load) ms as JSON on stderr", &o->timing),
-        CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &o->no_prefix_cache),
-        CLI_CHOICE("--readout", NULL, NULL, "bf16 rounds each letter logit to bf16 on the host (diagnostic)",
-                   &readout, "f32|bf16"),
-        CLI_SW("--evidence-separate", "run evidence questions in their own forward (diagnostic)",
-               &o->evidence_separate),
-        CLI_INT("--tree-max-tokens", "N", "32768", NULL, "longest packed tree row (as serve's)", &o->tree_max_tokens, 1,
-                INT_MAX),
-        CLI_CHOICE("--kernels", "fused", NULL, "the only value, as for serve (basal-rs's candle path is refused)",
-                   &kernels, "fused"),
-        CLI_DEVICE_ROWS(&o->dev),
-    };
-    int is_decide = !strcmp(cmd, "decide");
-    const cli_doc *d = is_decide ? &cli_doc_decide : &cli_doc_prepare;
-    int rc = is_decide ? cli_parse(d, decide, CLI_N(decide), NULL, argc, argv)
-                       : cli_parse(d, common, CLI_N(common), NULL, argc, argv);
+    int rc = cli_parse(&cli_doc_prepare, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc;
-    o->readout_bf16 = !strcmp(readout, "bf16");
     if (!o->model_dir) {
-        cli_error(cmd, "--model REF is required (see basal %s --help)", cmd);
+        cli_error("prepare", "--model REF is required (see basal prepare --help)");
         return 2;
     }
-    return 0;
-}
-
-static int read_body(const char *path, char **data, size_t *len) {
-    bs_err e = {0};
-    if (strcmp(path, "-")) {
-        if (bs_read_file(path, data, len, &e) < 0) { cli_error(NULL, "%s", e.msg); return -1; }
-        return 0;
-    }
-    bs_buf b;
-    bs_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) bs_buf_put(&b, chunk, n);
-    if (b.oom) { bs_buf_free(&b); return -1; }
-    if (!b.data) bs_buf_put(&b, "", 0);
-    *data = b.data;
-    *len = b.len;
     return 0;
 }
 
@@ -109,66 +60,6 @@ static int plan_or_print(const bs_basal_model *m, bs_letter_cache *lc, const cha
         status = 1;
     }
     bs_reply_free(&rep);
-    return status;
-}
-
-int cmd_decide(int argc, char **argv) {
-    opts_t o;
-    int status = parse_opts("decide", argc, argv, &o);
-    if (status) return status < 0 ? 0 : status;
-    status = 1;
-    double t0 = bs_now_ms();
-    bs_err e = {0};
-    basal_session *s = NULL;
-    basal_result r = {0};
-    char *data = NULL;
-    size_t len = 0;
-    if (read_body(o.request, &data, &len) < 0) goto done;
-    basal_options bo;
-    basal_options_init(&bo);
-    bo.threads = o.threads;
-    bo.backend = o.dev.device;
-    bo.dtype = o.dev.dtype;
-    bo.gemm_table = o.dev.gemm_table;
-    bo.no_prefix_cache = o.no_prefix_cache;
-    bo.tree_max_tokens = o.tree_max_tokens;
-    bo.readout_bf16 = o.readout_bf16;
-    bo.evidence_separate = o.evidence_separate;
-    if (basal_open(&s, o.model_dir, &bo, &e) < 0) {
-        cli_error("decide", "%s", e.msg);
-        goto done;
-    }
-    bs_runner *run = bs_session_runner(s);
-    cli_fwd_progress fwd_progress = {"decide", NULL, NULL};
-    run->watch = cli_fwd_progress_watch;
-    run->watch_ctx = &fwd_progress;
-    double t1 = bs_now_ms();
-    int rc = basal_decide(s, data, len, &r, &e);
-    double t2 = bs_now_ms();
-    cli_fwd_progress_end(&fwd_progress);
-    if (rc < 0) {
-        cli_error("decide", "%s", e.msg);
-        goto done;
-    }
-    if (r.status != 200) { /* the endpoint's error body */
-        fwrite(r.json, 1, r.len, stdout);
-        fputc('\n', stdout);
-        status = 2;
-        goto done;
-    }
-    cli_print_pretty(stdout, r.json, r.len);
-    if (o.timing)
-        /* 06 §5.1's three times first (total: the request, not the model
-         * load), then this runtime's own */
-        fprintf(stderr, "timing: {\"prepare_ms\": %.3f, \"forward_ms\": %.3f, \"total_ms\": %.3f, \"load_ms\": %.3f, "
-                        "\"evidence_inline\": %lld, \"evidence_forwards\": %lld}\n",
-                r.plan_ms, r.forward_ms, t2 - t1, t1 - t0, (long long)run->evidence_inline,
-                (long long)run->evidence_forwards);
-    status = 0;
-done:
-    basal_result_free(&r);
-    basal_close(s);
-    free(data);
     return status;
 }
 
@@ -230,7 +121,7 @@ static int put_item(bs_buf *b, const bs_request *r, const bs_item *it, const bs_
 
 int cmd_prepare(int argc, char **argv) {
     opts_t o;
-    int status = parse_opts("prepare", argc, argv, &o);
+    int status = parse_opts(argc, argv, &o);
     if (status) return status < 0 ? 0 : status;
     status = 1;
     bs_err e = {0};
@@ -243,7 +134,7 @@ int cmd_prepare(int argc, char **argv) {
     char *data = NULL;
     size_t len = 0;
     int loaded = 0;
-    if (read_body(o.request, &data, &len) < 0) goto done;
+    if (cli_read_request(o.request, &data, &len) < 0) goto done;
     if (bs_basal_load(&m, o.model_dir, NULL, 0, &e) < 0) { cli_error("prepare", "%s", e.msg); goto done; }
     loaded = 1;
     if ((status = plan_or_print(&m, &lc, data, len, &plan)) != 0) goto done;

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/parity_stats.h"
+#include "cli/parity/stats.h"
 #include "protocol/pyjson.h"
 #include "base/util.h"
 

@@ -1,5 +1,5 @@
-/* Bench items as System One requests (cli/bench_item.h). */
-#include "cli/bench_item.h"
+/* Bench items as System One requests (cli/bench/item.h). */
+#include "cli/bench/item.h"
 
 #include <stdlib.h>
 #include <string.h>

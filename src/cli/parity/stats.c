@@ -1,5 +1,5 @@
 /* Statistics of `basal compare` (parity_stats.h). */
-#include "cli/parity_stats.h"
+#include "cli/parity/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 #include "basal.h"
-#include "cli/bench_report.h"
-#include "cli/bench_workload.h"
+#include "cli/bench/http_report.h"
+#include "cli/bench/http_workload.h"
 #include "cli/cli.h"
-#include "cli/client.h"
+#include "cli/client/client.h"
 #include "protocol/respjson.h"
 #include "base/sha256.h"
 #include "engine/plan.h"

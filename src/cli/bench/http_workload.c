@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "basal.h"
-#include "cli/bench_workload.h"
+#include "cli/bench/http_workload.h"
 #include "cli/cli.h"
 #include "protocol/reply.h"
 #include "protocol/respjson.h"

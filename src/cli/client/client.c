@@ -25,7 +25,7 @@
 
 #include "basal.h"
 #include "cli/cli.h"
-#include "cli/client.h"
+#include "cli/client/client.h"
 #include "api/session.h"
 #include "protocol/request.h"
 #include "protocol/respjson.h"

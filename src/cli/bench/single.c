@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_item.h"
+#include "cli/bench/item.h"
 #include "api/session.h"
 #include "cli/cli.h"
-#include "cli/parity_stats.h"
+#include "cli/parity/stats.h"
 #include "base/progress.h"
 #include "protocol/respjson.h"
 #include "base/util.h"
@@ -66,7 +66,7 @@ static void make_body(bs_buf *b, const char *model, int item, int tokens) {
 }
 
 /* One item of a reference export's bench.jsonl (06 §6), asked as the
- * request of cli/bench_item.h (keys "0".."n-1" in option order, noul "true"
+ * request of cli/bench/item.h (keys "0".."n-1" in option order, noul "true"
  * and "false"), and its gold index (-1: none). */
 typedef struct {
     size_t k;

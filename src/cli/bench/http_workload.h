@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/bench_report.h"
+#include "cli/bench/http_report.h"
 #include "engine/plan.h"
 #include "model/basal_model.h"
 
