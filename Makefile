@@ -1,7 +1,7 @@
 # basal-c build. `make` builds build/basal; `make test` runs every test in the
 # release build and again under AddressSanitizer + UndefinedBehaviorSanitizer.
 # Sources are found by wildcard: a new src/<dir>/*.c joins the library, a new
-# tests/test_*.c becomes a test binary, a new tests/t_*.sh a script test.
+# tests/unit/test_*.c becomes a test binary, a new tests/e2e/t_*.sh a script test.
 .DEFAULT_GOAL := all
 
 CC      ?= cc
@@ -17,8 +17,8 @@ LIBS = -luv -lh2o -lyaml -ljansson -lutf8proc -lcurl -lcrypto -lm -lpthread -ldl
 
 LIB_SRC = $(wildcard src/base/*.c src/tokenizer/*.c src/facts/*.c src/protocol/*.c src/decision/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/device/*.c src/hub/*.c src/api/*.c src/server/*.c)
 CLI_SRC = $(wildcard src/cli/*.c src/cli/*/*.c)
-TEST_SRC = $(wildcard tests/test_*.c)
-TEST_NAMES = $(patsubst tests/%.c,%,$(TEST_SRC))
+TEST_SRC = $(wildcard tests/unit/test_*.c)
+TEST_NAMES = $(patsubst tests/unit/%.c,%,$(TEST_SRC))
 
 # Files built into the binary by src/server/web_assets.c (.incbin, paths from
 # the repository root): the playground page and the OpenAPI description.
@@ -112,9 +112,9 @@ $(1)/libbasal.a: $$(patsubst src/%.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(CUDA_OBJ_$(1))
 $(1)/basal: $$(patsubst src/%.c,$(1)/obj/%.o,$$(CLI_SRC)) $(1)/libbasal.a
 	$$(CC) $$(CFLAGS_COMMON) $$(OPT_$(1)) $$^ $$(LIBS) $$(CUDA_LIBS_$(1)) -o $$@
 
-$(1)/tests/%: tests/%.c $(1)/libbasal.a
+$(1)/tests/%: tests/unit/%.c $(1)/libbasal.a
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) -Itests $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) \
+	$$(CC) $$(CFLAGS_COMMON) $$(DEPFLAGS) $$(OPT_$(1)) -Itests/unit $$< $(1)/libbasal.a $$(LIBS) $$(CUDA_LIBS_$(1)) \
 	    $$(TEST_LDFLAGS) -o $$@
 
 # test_alloc_fail makes the n-th allocation of this project's code fail
@@ -132,7 +132,7 @@ $(eval $(call variant,build-asan))
 # Only the API's symbols are exported (src/api/libbasal.map); build/basal.pc
 # describes this build tree for pkg-config (PKG_CONFIG_PATH=build), and the
 # example in examples/ is built against it (and statically under the
-# sanitizers, where tests/t_embed.sh runs it too).
+# sanitizers, where tests/e2e/t_embed.sh runs it too).
 SOVERSION = 0
 build/libbasal.so.$(SOVERSION): $(patsubst src/%.c,build/obj/%.o,$(LIB_SRC)) $(CUDA_OBJ_build) src/api/libbasal.map
 	$(CC) -shared -Wl,-soname,libbasal.so.$(SOVERSION) -Wl,--version-script=src/api/libbasal.map \

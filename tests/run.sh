@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test binary of a build directory and every tests/t_*.sh script.
+# Runs every test binary of a build directory and every tests/e2e/t_*.sh script.
 # Prints one line per test and a closing "N passed, N failed" line.
 set -u
 usage() {
     cat <<'EOF'
-Runs every test binary of a build directory and every tests/t_*.sh script.
+Runs every test binary of a build directory and every tests/e2e/t_*.sh script.
 usage: tests/run.sh [BUILD]
   BUILD          build directory, relative to the repository root (default: build)
   -h, --help     this text
@@ -44,7 +44,7 @@ for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" "$t"
 done
-for s in tests/t_*.sh; do
+for s in tests/e2e/t_*.sh; do
     [ -f "$s" ] || continue
     run_one "$(basename "$s" .sh)" bash "$s"
 done

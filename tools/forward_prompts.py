@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Input for `basal logits` used by the forward-pass checks (tests/t_forward_torch.sh,
+"""Input for `basal logits` used by the forward-pass checks (tests/e2e/t_forward_torch.sh,
 tools/gpu-check.sh): prompts sharing prefixes (a template, 2 states, 2 questions each,
 both option orders) plus one long prompt and a one-token prompt, random ids below the
 vocabulary size, seeded by the model name. Letter-style readout ids on big

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* Golden token ids AND character offsets for tests/test_tokenizer.c from
+/* Golden token ids AND character offsets for tests/unit/test_tokenizer.c from
  * Hugging Face's own tokenizer: the npm package tokenizers@0.23.2 (the Rust
  * library behind transformers' fast tokenizers, compiled for Node; pinned in
  * tests/oracle/package.json). basal-rs links the same library, tokenizers
@@ -24,7 +24,7 @@
 "use strict";
 for (const a of process.argv.slice(2)) {
     if (a === "--check") continue;
-    const help = `Golden ids and character offsets from Hugging Face tokenizers@0.23.2 (npm) for tests/test_tokenizer.c.
+    const help = `Golden ids and character offsets from Hugging Face tokenizers@0.23.2 (npm) for tests/unit/test_tokenizer.c.
 usage: node tools/hf-tokenizer-goldens.js [--check]
   (no argument)  rewrite tests/data/hf-tokenizer-goldens.json
   --check        regenerate in memory and compare with the committed file
@@ -65,7 +65,7 @@ function flagTokens(vocab) {
         { id: id !== null ? id : content in vocab ? vocab[content] : next++, content, single_word: false,
           lstrip: false, rstrip: false, normalized: false, special: true }, flags));
 }
-/* name, base file, patch of dotted JSON paths (tests/test_tokenizer.c applies
+/* name, base file, patch of dotted JSON paths (tests/unit/test_tokenizer.c applies
    the same patch to the same base). Basal bases run as a model directory runs
    them: the file's Metaspace scheme is already "first" (spec 01 §1.4). */
 function tokenizerVariants(baseJson) {

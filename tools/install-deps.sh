@@ -22,9 +22,9 @@ pkgs=(build-essential pkg-config libjansson-dev libutf8proc-dev libyaml-dev libu
 pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
 pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
 pkgs+=(libssl-dev)                # basal benchmark: SHA-256 of workload files (libcrypto)
-pkgs+=(nginx yamllint)            # tests/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
-pkgs+=(chromium)                  # tests/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
-pkgs+=(systemd curl)              # tests/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
+pkgs+=(nginx yamllint)            # tests/e2e/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
+pkgs+=(chromium)                  # tests/e2e/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
+pkgs+=(systemd curl)              # tests/e2e/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if ! command -v dpkg-query >/dev/null 2>&1; then
     # not Debian: the build finds out what is missing; say where the list is

@@ -2,7 +2,7 @@
 // against the Kubernetes OpenAPI schemas bundled in the npm package
 // kubernetes-models (tests/oracle/package.json: types, required fields,
 // enums, formats; the package does not reject unknown fields, which
-// tests/t_deploy.sh covers for the fields that matter). Usage: node tools/k8s-validate.mjs FILE...
+// tests/e2e/t_deploy.sh covers for the fields that matter). Usage: node tools/k8s-validate.mjs FILE...
 // Prints one line per object; exit 1 if any object is invalid.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";

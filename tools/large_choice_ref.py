@@ -14,7 +14,7 @@ src/decision/large_choice.c beyond what the spec prescribes.
 Instance line: `n T` then the 2n round-1 letter logits (float32 values,
 printed exactly), group after group in the order of §5.1 and by position
 within a group, then 10 order-0 and 10 order-1 logits of the finalist group.
-C answer line (tests/test_large_choice --stdin): `n`, 1/0 for whether the
+C answer line (tests/unit/test_large_choice --stdin): `n`, 1/0 for whether the
 round-1 fit and the refit converged, 1/0 for whether each took a forced step
 (accepted at t < 1e-6 although F dropped), the 10 finalists, the n probabilities of
 the round-1 fit, the n final probabilities.

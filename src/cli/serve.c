@@ -371,7 +371,7 @@ static void *signal_thread(void *arg) {
     return NULL;
 }
 
-/* Test-only (tests/t_serve_startup.sh): BASAL_TEST_LOAD_DELAY_MS makes each
+/* Test-only (tests/e2e/t_serve_startup.sh): BASAL_TEST_LOAD_DELAY_MS makes each
  * model load take that much longer, so that the loading state can be seen
  * with the tiny fixtures. Not for production use. */
 static void test_load_delay(void) {

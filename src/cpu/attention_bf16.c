@@ -35,7 +35,7 @@
  * GEMM. Every kernel computes a (query, head) from its own prompt only (a
  * tile row depends on its own query row; keys past a row's limit get p = 0,
  * adding exact zeros), so results are batch-invariant and thread-count
- * independent in each kernel (tests/test_attention.c).
+ * independent in each kernel (tests/unit/test_attention.c).
  *
  * Against the f32 definition this rounds q, k, v and p to 8 significant
  * bits: about 2^-9 relative on each score term and each weight. */

@@ -2,7 +2,7 @@
  * BASAL_BF16 picks another bf16 kernel).
  *
  * TDPBF16PS does not compute the VDPBF16PS pair steps of gemm_bf16.c:
- * measured on this Sapphire Rapids (tests/test_gemm_bf16.c prints it), its
+ * measured on this Sapphire Rapids (tests/unit/test_gemm_bf16.c prints it), its
  * result for one k pair already differs from both pair orders in about 10%
  * of random cases, and for 16 pairs per instruction in about 40%; it is
  * closest to (but not) one rounding of the whole exact dot product. Its

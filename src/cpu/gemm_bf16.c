@@ -9,7 +9,7 @@
  * with bf16 inputs that are subnormal read as zero (DAZ) and subnormal
  * results flushed to zero (FTZ): the odd element first, each product exact,
  * each add rounded to nearest-even once. That is what VDPBF16PS computes on
- * this machine's Sapphire Rapids: tests/test_gemm_bf16.c compares the step
+ * this machine's Sapphire Rapids: tests/unit/test_gemm_bf16.c compares the step
  * with the instruction on millions of random and edge-case operands, bit for
  * bit (adding the two products first, or the even one first, differs in
  * about 12% of random cases). So the portable emulation below and the

@@ -70,5 +70,9 @@ int bs_ev_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e);
 /* Appends `,"evidence":[…]` as the last key of question qi's answer object,
  * which out ends with (no-op for a question without evidence). */
 void bs_ev_answer(bs_buf *out, const bs_plan *p, size_t qi);
+/* `[{"text":…,"start":a,"end":b,"probability":p},…]`, text = state[a:b] by
+ * characters (clamped; empty if a >= b): the spans the model layer found,
+ * written here (the model returns numbers, never JSON). */
+void bs_evidence_json(bs_buf *b, const char *state, size_t state_len, const bs_ev_span *s, int n);
 
 #endif

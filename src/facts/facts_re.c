@@ -21,7 +21,7 @@ int fx_is_digit(uint32_t c) {
 
 /* str.isalnum(): isalpha() (L*) or isdecimal/isdigit/isnumeric (N* — every
  * character with a Numeric_Type outside N* is a letter, so L* ∪ N* is exact;
- * tests/test_facts compares all code points with CPython). */
+ * tests/unit/test_facts compares all code points with CPython). */
 int fx_is_word(uint32_t c) {
     if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     if (c > 0x10FFFF) return 0;

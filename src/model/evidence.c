@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/respjson.h"
 
 /* ---- the head file (03 §4.2) ---- */
 
@@ -269,28 +268,4 @@ int bs_evidence_limit(bs_ev_span *s, int n, int64_t facts_limit) {
         s[w++] = s[i];
     }
     return w < BS_EV_KEEP ? w : BS_EV_KEEP;
-}
-
-/* Byte offset of character c of s (clamped to the end). */
-static size_t char_to_byte(const char *s, size_t len, int64_t c) {
-    size_t i = 0;
-    for (int64_t k = 0; k < c && i < len; k++) {
-        i++;
-        while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
-    }
-    return i;
-}
-
-void bs_evidence_json(bs_buf *b, const char *state, size_t state_len, const bs_ev_span *s, int n) {
-    bs_buf_putc(b, '[');
-    for (int i = 0; i < n; i++) {
-        size_t a = char_to_byte(state, state_len, s[i].start), z = char_to_byte(state, state_len, s[i].end);
-        if (i) bs_buf_putc(b, ',');
-        bs_buf_puts(b, "{\"text\":");
-        bs_resp_string(b, state + a, a < z ? z - a : 0);
-        bs_buf_printf(b, ",\"start\":%lld,\"end\":%lld,\"probability\":", (long long)s[i].start, (long long)s[i].end);
-        bs_resp_double(b, s[i].p);
-        bs_buf_putc(b, '}');
-    }
-    bs_buf_putc(b, ']');
 }

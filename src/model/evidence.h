@@ -60,8 +60,5 @@ int bs_best_spans(const float *ls, const float *le, int32_t m, const int32_t *re
  * clips the others' end; then keeps the first BS_EV_KEEP. Returns the count. */
 int bs_evidence_limit(bs_ev_span *s, int n, int64_t facts_limit);
 
-/* `[{"text":…,"start":a,"end":b,"probability":p},…]`, text = state[a:b] by
- * characters (clamped; empty if a >= b). */
-void bs_evidence_json(bs_buf *b, const char *state, size_t state_len, const bs_ev_span *s, int n);
 
 #endif

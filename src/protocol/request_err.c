@@ -237,7 +237,7 @@ void verrs_reply_unsupported(const verrs *l, bs_dialect d, bs_reply *rep) {
  * (combining marks, U+200C) and the characters it does not print, which are
  * the categories Cc Cf Cs Co Cn Zl Zp and Zs but for the space. Unicode data
  * from utf8proc; Rust's own tables may be of a later Unicode version, which
- * matters only for characters assigned since (tests/test_request.c). */
+ * matters only for characters assigned since (tests/unit/test_request.c). */
 static int rust_escapes(int32_t cp) {
     const utf8proc_property_t *p = utf8proc_get_property(cp);
     /* grapheme-break class Extend = Grapheme_Extend + the emoji modifiers,

@@ -980,7 +980,7 @@ models:
     start_fail(["--model", tb, "--kernels", "candle"], None, 2, "--kernels candle is not supported", "--kernels")
     start_fail(["--model", tb, "--readout", "f16"], None, 2, "--readout must be f32 or bf16", "--readout f16")
     # --readout bf16 (05 Q4): the server answers as `basal decide --readout bf16` (itself checked against
-    # PyTorch-rounded logits in tests/t_readout_bf16.sh), which differs from the f32 readout
+    # PyTorch-rounded logits in tests/e2e/t_readout_bf16.sh), which differs from the f32 readout
     p = Server(["--model", tb, "--threads", "1", "--readout", "bf16"])
     qs = {"c": {"type": "choice", "instructions": "Temat?", "criteria": {"billing": None, "shipping": None, "x": None}},
           "s": {"type": "score", "instructions": "Pilność?", "criteria": ["niska", "średnia", "wysoka"]}}

@@ -2,12 +2,12 @@
 for byte; it is what tools/make-openapi.py makes from TypeSafe's OpenAPI
 document (spec 02 TS-openapi), keeps TypeSafe's schemas (only the listed
 extensions added), is a valid OpenAPI 3.1 document (@readme/openapi-parser,
-an npm oracle, run by tests/t_openapi.sh before this script) whose every schema
+an npm oracle, run by tests/e2e/t_openapi.sh before this script) whose every schema
 is valid JSON Schema 2020-12 (jsonschema's meta-schema check), and real answers
 of a running server, of every endpoint and many statuses, are documented
 there: the status, the content type, the response headers and the body
 against its schema (jsonschema, Draft 2020-12, $refs resolved in the document).
-Run by tests/t_openapi.sh."""
+Run by tests/e2e/t_openapi.sh."""
 import copy
 import json
 import os

@@ -13,7 +13,7 @@ timing headers are shown. Then the page is served byte for byte from
 web/playground.html with a Content-Security-Policy, uses no external asset,
 and --no-ui / YAML `ui: false` turn it into the JSON 404 of unknown paths.
 The screenshot goes to $BUILD/playground.png (docs/playground.png is a copy).
-Run by tests/t_playground.sh."""
+Run by tests/e2e/t_playground.sh."""
 import html.parser
 import json
 import os

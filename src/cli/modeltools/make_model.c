@@ -452,7 +452,7 @@ static void human(uint64_t v, char *out, size_t cap) {
 /* Room for the whole model before anything is written (a mini-shape model is
  * 3.2 GB, 4.5b-shape 9.5 GB): the tokenizer file, the weights, and a margin
  * for the headers and small files. BASAL_SKIP_DISK_CHECK=1 skips it (to
- * exercise the disk-full path of the writer itself in tests/t_disk_full.sh). */
+ * exercise the disk-full path of the writer itself in tests/e2e/t_disk_full.sh). */
 static int check_space(const opts *o, bs_err *e) {
     const char *skip = getenv("BASAL_SKIP_DISK_CHECK");
     if (skip && !strcmp(skip, "1")) return BS_OK;

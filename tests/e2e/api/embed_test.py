@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The public in-process API (include/basal.h, issue 32) against the server:
+every request of tests/data/protocol-e2e-*.jsonl, plus refusals, decided by
+examples/embed (C, libbasal) and by the Python bindings (bindings/python,
+ctypes over libbasal.so) gives the status and the bytes `basal serve`
+answers on POST /v1/systemone, usage.latency_ms apart.
+
+usage: embed_test.py [-h]
+  Environment: BASAL, BUILD (the build directory: its examples/embed and,
+  in the release build, libbasal.so), FIXTURES. Run by tests/e2e/t_embed.sh."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
+import srvlib  # noqa: E402
+
+BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
+MODEL = srvlib.fixture("tiny-bias")
+c = srvlib.Checks()
+
+
+def requests():
+    out = []
+    for name in ("protocol-e2e-requests.jsonl", "protocol-e2e-multi-act.jsonl"):
+        with open(os.path.join(ROOT, "tests", "data", name), encoding="utf-8") as f:
+            out += [line.strip().replace("@MODEL@", "basal-tiny") for line in f if line.strip()]
+    # refusals: validation, an unknown model, not JSON, not an object
+    out += ['{"state": "x", "questions": {}}', '{"model": "nope", "state": "x", "questions": {"q": {"type": "noul", '
+            '"instructions": "?"}}}', '{"model": "basal-tiny", "state": "x", "questions": {"q": {"type": "rank"}}}',
+            '[1, 2]', '{"model": "basal-tiny", "state": "zażółć \\u0000 😀", "questions": {"q": {"type": "noul", '
+            '"instructions": "Czy?"}}}']
+    return out
+
+
+def without_latency(body):
+    return re.sub(rb',"latency_ms":[-0-9.eE+]+', b"", body)
+
+
+reqs = requests()
+srv = srvlib.Server(["--model", MODEL, "--threads", "2"])
+want = []
+for r in reqs:
+    st, h, body = srv.request("POST", "/v1/systemone", r.encode(), {"content-type": "application/json"})
+    want.append((st, without_latency(body)))
+srv.stop()
+c.ok(sum(1 for st, _ in want if st == 200) >= 40 and sum(1 for st, _ in want if st != 200) >= 5,
+     f"the requests hold answers and refusals ({[st for st, _ in want]})")
+
+# ---- C: examples/embed ----
+embed = os.path.join(BUILD, "examples", "embed")
+p = subprocess.run([embed, MODEL], input="\n".join(reqs).encode() + b"\n", capture_output=True,
+                   timeout=300 * srvlib.SLOW)
+c.eq(p.returncode, 0, f"embed exit ({p.stderr.decode()[-400:]})")
+lines = p.stdout.split(b"\n")[:-1]
+c.eq(len(lines), len(reqs), "embed: one line per request")
+for i, line in enumerate(lines[:len(reqs)]):
+    st, _, body = line.partition(b" ")
+    c.eq((int(st), body), want[i], f"embed, request {i}: status and bytes equal the server's")
+p = subprocess.run([embed, "/no/such/model"], capture_output=True, timeout=60)
+c.ok(p.returncode == 1 and b"/no/such/model: no such directory" in p.stderr, f"embed: a bad model path ({p.stderr!r})")
+
+if os.path.exists(os.path.join(BUILD, "libbasal.so")):
+    # ---- the exported symbols: the public API only ----
+    nm = subprocess.run(["nm", "-D", "--defined-only", os.path.join(BUILD, "libbasal.so")], capture_output=True,
+                        text=True).stdout
+    syms = sorted(l.split()[-1] for l in nm.splitlines() if l.split()[-2] in ("T", "D", "B", "R"))
+    c.ok(syms and all(s.startswith("basal_") or s in ("bs_fail", "bs_strerror") for s in syms),
+         f"libbasal.so exports only include/basal.h ({syms[:12]})")
+    # ---- pkg-config describes the build tree: the example builds with it alone ----
+    env = dict(os.environ, PKG_CONFIG_PATH=BUILD)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "basal"], capture_output=True, text=True, env=env)
+    c.eq(flags.returncode, 0, f"pkg-config basal ({flags.stderr})")
+    exe = os.path.join(os.environ.get("TMPDIR", "/tmp"), "embed-pc")
+    cc = subprocess.run(["cc", "-std=c11", os.path.join(ROOT, "examples", "embed.c"), *flags.stdout.split(),
+                         "-Wl,-rpath," + BUILD, "-o", exe], capture_output=True, text=True)
+    c.eq(cc.returncode, 0, f"cc examples/embed.c $(pkg-config --cflags --libs basal) ({cc.stderr[-400:]})")
+    if cc.returncode == 0:
+        p = subprocess.run([exe, MODEL], input=reqs[0].encode() + b"\n", capture_output=True, timeout=120)
+        c.eq(p.stdout.rstrip(b"\n").partition(b" ")[2], want[0][1], "the pkg-config build answers alike")
+
+    # ---- Python ----
+    sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+    import basal
+    c.eq(os.path.realpath(basal.library_path()), os.path.realpath(os.path.join(BUILD, "libbasal.so.0")),
+         "the bindings load the build tree's library")
+    with basal.Model(MODEL, threads=2) as m:
+        c.eq(m.name, "basal-tiny", "Model.name")
+        for i, r in enumerate(reqs):
+            c.eq(m.decide_raw(r), want[i], f"Python decide_raw, request {i}")
+        ok = json.loads(reqs[0])
+        c.eq(m.decide(ok), json.loads(want[0][1]), "decide(dict) returns the answer")
+        try:
+            m.decide({"model": "basal-tiny"})
+            c.ok(False, "a refused request raises")
+        except basal.RequestError as e:
+            c.ok(e.status == 422 and e.body["detail"][0]["type"] == "missing", f"RequestError: {e.status} {e.body}")
+    try:
+        m.decide_raw(reqs[0])
+        c.ok(False, "a closed model raises")
+    except basal.BasalError as e:
+        c.ok("closed" in str(e), f"closed: {e}")
+    try:
+        basal.Model("/no/such/model")
+        c.ok(False, "a bad path raises")
+    except basal.BasalError as e:
+        c.ok(e.code < 0 and "/no/such/model: no such directory" in str(e), f"BasalError: {e.code} {e}")
+else:
+    print("libbasal.so is built in the release build only: the pkg-config and Python checks ran there")
+
+sys.exit(c.report())
