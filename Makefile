@@ -128,6 +128,11 @@ endef
 $(eval $(call variant,build))
 $(eval $(call variant,build-asan))
 
+# A build tree from before tests/unit/ keeps dependency files naming
+# tests/test_*.c: such a name is satisfied by nothing (the binary then
+# rebuilds from tests/unit/).
+tests/test_%.c: ;
+
 # ---- the public API (include/basal.h) as a shared library, release build ----
 # Only the API's symbols are exported (src/api/libbasal.map); build/basal.pc
 # describes this build tree for pkg-config (PKG_CONFIG_PATH=build), and the
