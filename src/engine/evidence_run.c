@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/respjson.h"
 
 static int plan_job(bs_ev_job *j, const bs_basal_model *m, const bs_request *r, size_t qi, bs_err *e) {
     const bs_question *q = &r->questions[qi];
@@ -228,40 +227,4 @@ int bs_ev_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
             if (rc < 0) return rc;
         }
     return BS_OK;
-}
-
-/* Byte offset of character c of s (clamped to the end). */
-static size_t char_to_byte(const char *s, size_t len, int64_t c) {
-    size_t i = 0;
-    for (int64_t k = 0; k < c && i < len; k++) {
-        i++;
-        while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
-    }
-    return i;
-}
-
-void bs_evidence_json(bs_buf *b, const char *state, size_t state_len, const bs_ev_span *s, int n) {
-    bs_buf_putc(b, '[');
-    for (int i = 0; i < n; i++) {
-        size_t a = char_to_byte(state, state_len, s[i].start), z = char_to_byte(state, state_len, s[i].end);
-        if (i) bs_buf_putc(b, ',');
-        bs_buf_puts(b, "{\"text\":");
-        bs_resp_string(b, state + a, a < z ? z - a : 0);
-        bs_buf_printf(b, ",\"start\":%lld,\"end\":%lld,\"probability\":", (long long)s[i].start, (long long)s[i].end);
-        bs_resp_double(b, s[i].p);
-        bs_buf_putc(b, '}');
-    }
-    bs_buf_putc(b, ']');
-}
-
-void bs_ev_answer(bs_buf *out, const bs_plan *p, size_t qi) {
-    for (size_t i = 0; i < p->n_ev; i++) {
-        const bs_ev_job *j = &p->ev[i];
-        if (j->question != qi) continue;
-        if (out->len && out->data[out->len - 1] == '}') out->len--; /* reopen the answer object */
-        bs_buf_puts(out, ",\"evidence\":");
-        bs_evidence_json(out, p->req->state.s, p->req->state.len, j->spans, j->n_spans);
-        bs_buf_putc(out, '}');
-        return;
-    }
 }

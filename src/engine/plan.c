@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decision/answer_ext.h"
+#include "decision/act.h"
+#include "engine/plan_int.h"
 #include "decision/decide.h"
 #include "facts/facts.h"
 #include "protocol/respjson.h"
@@ -104,13 +105,13 @@ static int too_many_tokens(bs_reply *rep, bs_dialect d, const bs_plan_limits *li
 
 /* A choice with 11..255 options (03 §5); validation and the capability check
  * let no other question with more than ten options through. */
-static int is_large_choice(const bs_question *q) { return q->n_options > BS_MAX_LETTER_OPTIONS; }
+int bs_plan_is_large_choice(const bs_question *q) { return q->n_options > BS_MAX_LETTER_OPTIONS; }
 
 /* Round-1 items of one question: a multi question has one per label, a large
  * choice one per group (04 §3 P2). */
-static size_t question_items(const bs_question *q) {
+size_t bs_plan_question_items(const bs_question *q) {
     if (q->n_options < 2) return 0;
-    if (is_large_choice(q)) {
+    if (bs_plan_is_large_choice(q)) {
         int np = bs_lc_prompt_count((int)q->n_options);
         return np > BS_LC_ROUND2_PROMPTS ? (size_t)(np - BS_LC_ROUND2_PROMPTS) : 0;
     }
@@ -176,8 +177,8 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
     p->usage.questions = r->n_questions;
     size_t cap = 0, n_lc = 0;
     for (size_t qi = 0; qi < r->n_questions; qi++) {
-        cap += question_items(&r->questions[qi]);
-        n_lc += is_large_choice(&r->questions[qi]);
+        cap += bs_plan_question_items(&r->questions[qi]);
+        n_lc += bs_plan_is_large_choice(&r->questions[qi]);
     }
     p->items = calloc(cap ? cap : 1, sizeof *p->items);
     if (!p->items || (n_lc && !(p->lcs = calloc(n_lc, sizeof *p->lcs)))) {
@@ -186,10 +187,10 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
     }
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
-        size_t nb = question_items(q);
+        size_t nb = bs_plan_question_items(q);
         if (nb == 0) continue; /* answered without the model */
         bs_plan_lc *plc = NULL;
-        if (is_large_choice(q)) { /* 03 §5.1: the groups; round 1 asks each in order 0 only */
+        if (bs_plan_is_large_choice(q)) { /* 03 §5.1: the groups; round 1 asks each in order 0 only */
             plc = &p->lcs[p->n_lc++];
             plc->question = qi;
             plc->first_item = p->n_items;
@@ -367,54 +368,7 @@ static bs_type_key type_key(bs_qtype t) {
     }
 }
 
-static void put_legend(bs_buf *b, const bs_question *q, bs_dialect d) {
-    bs_buf_puts(b, "\"legend\":{");
-    for (size_t i = 0; i < q->n_options; i++) {
-        if (i) bs_buf_putc(b, ',');
-        bs_resp_string(b, q->keys[i].s, q->keys[i].len);
-        bs_buf_putc(b, ':');
-        if (d == BS_DIALECT_SYSTEMONE && q->legend && q->legend[i]) bs_resp_value(b, q->legend[i]);
-        else bs_resp_string(b, q->options[i].s, q->options[i].len);
-    }
-    bs_buf_putc(b, '}');
-}
 
-/* One answer object from the final distribution p (canonical key order). */
-static void put_answer(bs_buf *b, const bs_question *q, bs_dialect d, const double *p) {
-    size_t k = q->n_options;
-    int m = bs_argmax(p, (int)k);
-    bs_buf_puts(b, "{\"type\":");
-    if (q->type == BS_Q_NOUL) {
-        bs_buf_puts(b, "\"noul\",\"noul\":");
-        bs_resp_double(b, p[0]);
-        if (d == BS_DIALECT_BASAL) {
-            bs_buf_puts(b, ",\"probabilities\":{\"true\":");
-            bs_resp_double(b, p[0]);
-            bs_buf_puts(b, ",\"false\":");
-            bs_resp_double(b, p[1]);
-            bs_buf_puts(b, "},\"confidence\":");
-            bs_resp_double(b, bs_max_p(p, (int)k));
-        }
-    } else if (q->type == BS_Q_SCORE) {
-        bs_buf_puts(b, "\"score\",\"score\":");
-        bs_resp_double(b, bs_score_value(p, (int)k));
-        bs_buf_putc(b, ',');
-        put_legend(b, q, d);
-        bs_buf_putc(b, ',');
-        bs_answer_put_probs(b, q, p);
-        bs_buf_puts(b, ",\"confidence\":");
-        /* a single level is certain (02 §4.6); the formula would divide by zero */
-        bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_score_confidence(p, (int)k));
-    } else {
-        bs_buf_puts(b, "\"choice\",\"choice\":");
-        bs_resp_string(b, q->keys[m].s, q->keys[m].len);
-        bs_buf_putc(b, ',');
-        bs_answer_put_probs(b, q, p);
-        bs_buf_puts(b, ",\"confidence\":");
-        bs_resp_double(b, k == 1 ? 1.0 : d == BS_DIALECT_BASAL ? bs_max_p(p, (int)k) : bs_choice_confidence(p, (int)k));
-    }
-    bs_buf_putc(b, '}');
-}
 
 /* The calibration key of a question's readouts (01 §8): a multi branch is a
  * yes/no readout, act uses its base. */
@@ -443,7 +397,7 @@ static int item_average(const bs_item *it, double *avg, bs_err *e) {
 }
 
 /* 01 §6–§8: the final distribution of one item (canonical order). */
-static int item_distribution(const bs_item *it, const bs_question *q, const bs_basal_model *m, double *pf,
+int bs_plan_item_distribution(const bs_item *it, const bs_question *q, const bs_basal_model *m, double *pf,
                              bs_err *e) {
     double avg[BS_MAX_LETTER_OPTIONS];
     int rc = item_average(it, avg, e);
@@ -568,7 +522,7 @@ int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs
     size_t item = 0;
     for (size_t qi = 0; qi < r->n_questions; qi++) {
         const bs_question *q = &r->questions[qi];
-        size_t ni = question_items(q);
+        size_t ni = bs_plan_question_items(q);
         if (!q->act || ni == 0) {
             item += ni;
             continue;
@@ -576,11 +530,11 @@ int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs
         if (item >= p->n_items || p->items[item].question != qi)
             return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
         double pf[BS_MAX_LETTER_OPTIONS];
-        int rc = item_distribution(&p->items[item++], q, m, pf, e);
+        int rc = bs_plan_item_distribution(&p->items[item++], q, m, pf, e);
         if (rc < 0) return rc;
-        int fails = 0;
-        if ((rc = bs_answer_act(NULL, q, &m->calib, pf, &fails, e)) < 0) return rc;
-        if (!fails) continue;
+        bs_act_result ar;
+        if ((rc = bs_act_decide(q, &m->calib, pf, NULL, &ar, e)) < 0) return rc;
+        if (!ar.fails) continue;
         bs_reply_act_refusal(rep, r->dialect, q->id.s, q->id.len);
         if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
         return 1;
@@ -588,74 +542,3 @@ int bs_plan_refusal(const bs_plan *p, const bs_basal_model *m, bs_reply *rep, bs
     return 0;
 }
 
-int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e) {
-    const bs_request *r = p->req;
-    size_t branches = 0, item = 0;
-    bs_buf_puts(out, "{\"model\":");
-    bs_resp_cstr(out, m->name);
-    bs_buf_puts(out, ",\"answers\":{");
-    for (size_t qi = 0; qi < r->n_questions; qi++) {
-        const bs_question *q = &r->questions[qi];
-        double pf[BS_MAX_LETTER_OPTIONS] = {1.0};
-        size_t ni = question_items(q);
-        if (qi) bs_buf_putc(out, ',');
-        bs_resp_string(out, q->id.s, q->id.len);
-        bs_buf_putc(out, ':');
-        if (item + ni > p->n_items || (ni && p->items[item].question != qi))
-            return bs_fail(e, BS_EINTERNAL, "plan and request disagree at question %zu", qi);
-        int rc;
-        if (q->multi) { /* one yes/no readout per label; P = element 0 */
-            double *pyes = malloc((ni ? ni : 1) * sizeof *pyes);
-            if (!pyes) return bs_fail(e, BS_ENOMEM, "out of memory");
-            for (size_t b = 0; b < ni; b++) {
-                if ((rc = item_distribution(&p->items[item + b], q, m, pf, e)) < 0) {
-                    free(pyes);
-                    return rc;
-                }
-                pyes[b] = pf[0];
-            }
-            rc = bs_answer_multi(out, q, pyes, e);
-            free(pyes);
-            if (rc < 0) return rc;
-            item += ni;
-            branches += ni;
-            continue;
-        }
-        if (is_large_choice(q)) { /* 03 §5.4: the normal choice answer over all n keys */
-            const bs_plan_lc *plc = NULL;
-            for (size_t i = 0; i < p->n_lc && !plc; i++)
-                if (p->lcs[i].question == qi) plc = &p->lcs[i];
-            if (!plc || p->round != 3 || plc->lc.stage != BS_LC_DONE)
-                return bs_fail(e, BS_EINTERNAL, "large choice %zu reached the answer unfinished", qi);
-            put_answer(out, q, r->dialect, plc->p);
-            item += ni;
-            branches++;
-            continue;
-        }
-        if (ni) {
-            if ((rc = item_distribution(&p->items[item++], q, m, pf, e)) < 0) return rc;
-            branches++;
-        }
-        if (q->act) {
-            int fails = 0;
-            if ((rc = bs_answer_act(out, q, &m->calib, pf, &fails, e)) < 0) return rc;
-            if (fails) return bs_fail(e, BS_EINTERNAL, "act refusal without a defer action reached the answer");
-        } else {
-            put_answer(out, q, r->dialect, pf);
-        }
-        /* 03 §2.6: an act answer takes its evidence as the last key too */
-        bs_ev_answer(out, p, qi);
-    }
-    if (branches != p->usage.branches)
-        return bs_fail(e, BS_EINTERNAL, "plan answers %zu readouts by the model, planned %zu", branches,
-                       p->usage.branches);
-    bs_buf_printf(out, "},\"usage\":{\"input_tokens\":%zu,\"output_tokens\":0,\"questions\":%zu,\"branches\":%zu",
-                  p->usage.input_tokens, p->usage.questions, p->usage.branches);
-    if (latency_ms >= 0) {
-        bs_buf_puts(out, ",\"latency_ms\":");
-        bs_resp_double(out, latency_ms);
-    }
-    bs_buf_puts(out, "}}");
-    if (out->oom) return bs_fail(e, BS_ENOMEM, "out of memory");
-    return BS_OK;
-}

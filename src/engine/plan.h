@@ -140,6 +140,7 @@ int bs_plan_advance(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, bs
 
 /* The 200 body of the request's dialect (02 §4.6 / §5.3). latency_ms < 0
  * leaves usage.latency_ms out (the `decide` form). */
+/* Written by engine/answer.c, the owner of answer JSON. */
 int bs_plan_answer(const bs_plan *p, const bs_basal_model *m, double latency_ms, bs_buf *out, bs_err *e);
 
 /* 03 §2.5: an act question whose max_error refusal has no defer action fails

@@ -5,7 +5,7 @@
  * max_error key as Python str(), validated vs unvalidated. Questions are built
  * by the request validator from JSON bodies, as the server does. */
 #include "check.h"
-#include "decision/answer_ext.h"
+#include "engine/answer.h"
 #include "decision/decide.h"
 #include "protocol/pyjson.h"
 #include "protocol/request.h"
