@@ -399,10 +399,18 @@ typedef struct {
     long group;
 } pooled;
 
+/* money()'s state: the stated amounts and what its steps have found so far */
 typedef struct {
     run *r;
+    fx_env *v;
     stated *st;
     size_t nst;
+    run calc; /* the money lines, split off at the end */
+    bs_buf b; /* the line being written */
+    fx_dec *refs; /* computed results (pool kind 2) */
+    size_t nrefs, crefs;
+    subject *subj;
+    size_t nsubj, csubj;
 } money_ctx;
 
 /* qsort_r order of pool indices: (kind, value, index) */
@@ -440,17 +448,10 @@ static long first_free(money_ctx *c, size_t a, size_t n) {
 
 static const char *lab_name(int lab) { return lab == LAB_NETTO ? "netto" : "brutto"; }
 
-typedef struct {
-    size_t key; /* sentence */
-    long items_n[5];
-    long items_a[5];
-    size_t n;
-} product_list;
-
-static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***calc_out, size_t *ncalc,
-                  char ***comp_out, size_t *ncomp) {
-    fx_env *v = r->v;
-    money_ctx c = {r, NULL, 0};
+/* The stated amounts in text order, each with the netto/brutto label right after it. */
+static void find_stated(money_ctx *c) {
+    run *r = c->r;
+    fx_env *v = c->v;
     size_t cst = 0;
     mlist sl = finditer(v, P_STATED, r->x);
     for (size_t i = 0; i < sl.n; i++) {
@@ -460,37 +461,35 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
         if (hit < 0) v->oom = 1;
         if (hit == 1) lab = r->x.t[gstart(&lm, 1)] == 'n' ? LAB_NETTO : LAB_BRUTTO;
         stated a = {gstart(&sl.m[i], 0), dec_of(v, r->x, &sl.m[i], 1), U_FREE, lab};
-        VPUSH(v, c.st, c.nst, cst, a);
+        VPUSH(v, c->st, c->nst, cst, a);
     }
-    /* the money lines go to a run of their own, then are split off */
-    run calc = {v, r->x, r->bounds, r->nb, NULL, 0, 0};
-    fx_dec *refs = NULL;
-    size_t nrefs = 0, crefs = 0;
-    subject *subj = NULL;
-    size_t nsubj = 0, csubj = 0;
-    bs_buf b;
-    bs_buf_init(&b);
+}
 
-    /* 1. exchange rates and euro */
-    rate *rates;
+/* ---- 1. exchange rates and euro ---- */
+
+typedef struct {
+    rate *all;
+    size_t n;
     explicit_rate *ex;
-    size_t nrates, nex;
-    find_rates(r, &rates, &nrates, &ex, &nex);
-    for (size_t i = 0; i < nrates; i++) {
-        long a = stated_at(&c, rates[i].pos);
-        if (a >= 0) c.st[a].use = U_RATE;
-    }
-    size_t *distinct = NULL, ndist = 0, cdist = 0; /* index of the first rate of each value */
-    for (size_t i = 0; i < nrates && ndist < 2; i++) { /* only "exactly one value" is asked */
-        int seen = 0;
-        for (size_t j = 0; j < ndist && !seen; j++) seen = !fx_dec_cmp(rates[distinct[j]].val, rates[i].val);
-        if (!seen) VPUSH(v, distinct, ndist, cdist, i);
-    }
-    typedef struct { size_t p; fx_dec v; } euro;
+    size_t nex;
+    size_t *distinct; /* index of the first rate of each value */
+    size_t ndist;
+} rate_set;
+
+typedef struct {
+    size_t p;
+    fx_dec v;
+} euro;
+
+/* The euro amounts to convert: not "za N euro", not "N euro =", the first
+ * MAX_EURO distinct values (only those are used). */
+static size_t find_euros(money_ctx *c, euro **out) {
+    run *r = c->r;
+    fx_env *v = c->v;
     euro *eur = NULL;
     size_t neur = 0, ceur = 0;
     mlist el = finditer(v, P_EURO, r->x);
-    for (size_t i = 0; i < el.n && neur < MAX_EURO; i++) { /* the first MAX_EURO values are used */
+    for (size_t i = 0; i < el.n && neur < MAX_EURO; i++) {
         size_t s = gstart(&el.m[i], 0), e = gend(&el.m[i], 0);
         if (ends_with(r->x, s, "za ")) continue;
         while (e < r->x.n && fx_is_space(r->x.t[e])) e++;
@@ -503,92 +502,152 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
             VPUSH(v, eur, neur, ceur, x);
         }
     }
+    *out = eur;
+    return neur;
+}
+
+/* The rate euro amount e converts at: its explicit pair, else the text's one
+ * rate value, else the one value of its sentence's rates (its last text);
+ * NULL when there is none. */
+static const rate *euro_rate(const run *r, const rate_set *rs, const euro *e) {
+    for (size_t j = 0; j < rs->nex; j++)
+        if (rs->ex[j].euro_pos == e->p) return &rs->ex[j].r;
+    if (rs->ndist == 1) return &rs->all[rs->distinct[0]];
+    const rate *first = NULL, *last = NULL;
+    int several = 0;
+    size_t se = sent(r, e->p);
+    for (size_t j = 0; j < rs->n; j++) {
+        if (sent(r, rs->all[j].pos) != se) continue;
+        if (!first) first = &rs->all[j];
+        else if (fx_dec_cmp(first->val, rs->all[j].val)) several = 1;
+        if (!fx_dec_cmp(first->val, rs->all[j].val)) last = &rs->all[j];
+    }
+    return first && !several ? last : NULL;
+}
+
+/* "E euro × R zł = X"; the free amounts of the euro's sentence equal to X
+ * are X restated (aliases), and X is compared as a computed result. */
+static void euro_line(money_ctx *c, const euro *e, const rate *rt) {
+    run *r = c->r;
+    fx_env *v = c->v;
+    fx_dec cv = fx_dec_q(v, fx_dec_mul(v, e->v, rt->val));
+    fx_put_num(v, &c->b, e->v);
+    bs_buf_puts(&c->b, " euro × ");
+    put_cps(&c->b, r->x.t + rt->pos, rt->len);
+    bs_buf_puts(&c->b, " zł = ");
+    fx_put_amt(v, &c->b, cv);
+    add_line(&c->calc, &c->b);
+    size_t se = sent(r, e->p);
+    for (size_t j = 0; j < c->nst; j++)
+        if (c->st[j].use == U_FREE && !fx_dec_cmp(c->st[j].v, cv) && sent(r, c->st[j].s) == se)
+            c->st[j].use = U_ALIAS;
+    VPUSH(v, c->refs, c->nrefs, c->crefs, cv);
+}
+
+static void money_euro(money_ctx *c) {
+    fx_env *v = c->v;
+    rate_set rs = {0};
+    size_t cdist = 0;
+    find_rates(c->r, &rs.all, &rs.n, &rs.ex, &rs.nex);
+    for (size_t i = 0; i < rs.n; i++) {
+        long a = stated_at(c, rs.all[i].pos);
+        if (a >= 0) c->st[a].use = U_RATE;
+    }
+    for (size_t i = 0; i < rs.n && rs.ndist < 2; i++) { /* only "exactly one value" is asked */
+        int seen = 0;
+        for (size_t j = 0; j < rs.ndist && !seen; j++) seen = !fx_dec_cmp(rs.all[rs.distinct[j]].val, rs.all[i].val);
+        if (!seen) VPUSH(v, rs.distinct, rs.ndist, cdist, i);
+    }
+    euro *eur;
+    size_t neur = find_euros(c, &eur);
     for (size_t i = 0; i < neur && i < MAX_EURO; i++) {
-        const rate *rt = NULL;
-        for (size_t j = 0; j < nex && !rt; j++)
-            if (ex[j].euro_pos == eur[i].p) rt = &ex[j].r;
-        if (!rt && ndist == 1) rt = &rates[distinct[0]];
-        if (!rt) {
-            /* the rates of the euro's sentence: one value, its last text */
-            const rate *first = NULL, *last = NULL;
-            int several = 0;
-            size_t se = sent(r, eur[i].p);
-            for (size_t j = 0; j < nrates; j++) {
-                if (sent(r, rates[j].pos) != se) continue;
-                if (!first) first = &rates[j];
-                else if (fx_dec_cmp(first->val, rates[j].val)) several = 1;
-                if (!fx_dec_cmp(first->val, rates[j].val)) last = &rates[j];
-            }
-            if (!first || several) continue;
-            rt = last;
-        }
-        fx_dec cv = fx_dec_q(v, fx_dec_mul(v, eur[i].v, rt->val));
-        fx_put_num(v, &b, eur[i].v);
-        bs_buf_puts(&b, " euro × ");
-        put_cps(&b, r->x.t + rt->pos, rt->len);
-        bs_buf_puts(&b, " zł = ");
-        fx_put_amt(v, &b, cv);
-        add_line(&calc, &b);
-        size_t se = sent(r, eur[i].p);
-        for (size_t j = 0; j < c.nst; j++)
-            if (c.st[j].use == U_FREE && !fx_dec_cmp(c.st[j].v, cv) && sent(r, c.st[j].s) == se)
-                c.st[j].use = U_ALIAS;
-        VPUSH(v, refs, nrefs, crefs, cv);
+        const rate *rt = euro_rate(c->r, &rs, &eur[i]);
+        if (rt) euro_line(c, &eur[i], rt);
     }
+}
 
-    /* 2. budget */
+/* ---- 2. budget ---- */
+
+typedef struct {
+    long x; /* the stated amount */
+    size_t ws, we; /* its spending word's span */
+} spent;
+
+/* The amounts spent from budget bi: the first free amount after each
+ * spending word of the budget's sentence or the next, each amount once. */
+static size_t find_spent(money_ctx *c, long bi, spent **out) {
+    run *r = c->r;
+    fx_env *v = c->v;
+    spent *used = NULL;
+    size_t nu = 0, cu = 0;
+    size_t sb = sent(r, c->st[bi].s);
+    uint8_t *kept = fx_alloc(v, c->nst); /* stated entries already taken by a spending word */
+    if (kept) memset(kept, 0, c->nst);
+    mlist ul = finditer(v, P_USED, r->x);
+    for (size_t i = 0; kept && i < ul.n; i++) {
+        size_t su = sent(r, gstart(&ul.m[i], 0));
+        if (su != sb && su != sb + 1) continue;
+        long x = first_free(c, gend(&ul.m[i], 0), 40);
+        if (x >= 0 && x != bi && !kept[x]) {
+            spent sp = {x, gstart(&ul.m[i], 1), gend(&ul.m[i], 1)};
+            VPUSH(v, used, nu, cu, sp);
+            kept[x] = 1;
+        }
+    }
+    *out = used;
+    return nu;
+}
+
+/* "budżet B − word X − ... = rest" */
+static void money_budget(money_ctx *c) {
+    run *r = c->r;
+    fx_env *v = c->v;
     fx_m bm;
-    if (search_at(v, P_BUDGET, r->x, 0, &bm)) {
-        long bi = first_free(&c, gend(&bm, 0), 80);
-        if (bi >= 0) {
-            typedef struct { long x; size_t ws, we; } spent; /* the amount and its word's span */
-            spent *used = NULL;
-            size_t nu = 0, cu = 0;
-            size_t sb = sent(r, c.st[bi].s);
-            uint8_t *kept = fx_alloc(v, c.nst); /* stated entries already taken by a spending word */
-            if (kept) memset(kept, 0, c.nst);
-            mlist ul = finditer(v, P_USED, r->x);
-            for (size_t i = 0; kept && i < ul.n; i++) {
-                size_t su = sent(r, gstart(&ul.m[i], 0));
-                if (su != sb && su != sb + 1) continue;
-                long x = first_free(&c, gend(&ul.m[i], 0), 40);
-                if (x >= 0 && x != bi && !kept[x]) {
-                    spent sp = {x, gstart(&ul.m[i], 1), gend(&ul.m[i], 1)};
-                    VPUSH(v, used, nu, cu, sp);
-                    kept[x] = 1;
-                }
-            }
-            if (nu) {
-                fx_dec total = {0, 0, 0, NULL};
-                for (size_t j = 0; j < nu; j++) total = fx_dec_add(v, total, c.st[used[j].x].v);
-                fx_dec rest = fx_dec_sub(v, c.st[bi].v, total);
-                bs_buf_puts(&b, "budżet ");
-                fx_put_amt(v, &b, c.st[bi].v);
-                for (size_t j = 0; j < nu; j++) {
-                    bs_buf_puts(&b, " − ");
-                    put_cps(&b, r->x.t + used[j].ws, used[j].we - used[j].ws);
-                    bs_buf_putc(&b, ' ');
-                    fx_put_amt(v, &b, c.st[used[j].x].v);
-                }
-                bs_buf_puts(&b, " = ");
-                fx_put_amt(v, &b, rest);
-                add_line(&calc, &b);
-                c.st[bi].use = U_OP;
-                for (size_t j = 0; j < nu; j++) c.st[used[j].x].use = U_OP;
-                fx_dec qr = fx_dec_q(v, rest);
-                VPUSH(v, refs, nrefs, crefs, qr);
-            }
-        }
+    if (!search_at(v, P_BUDGET, r->x, 0, &bm)) return;
+    long bi = first_free(c, gend(&bm, 0), 80);
+    if (bi < 0) return;
+    spent *used;
+    size_t nu = find_spent(c, bi, &used);
+    if (!nu) return;
+    fx_dec total = {0, 0, 0, NULL};
+    for (size_t j = 0; j < nu; j++) total = fx_dec_add(v, total, c->st[used[j].x].v);
+    fx_dec rest = fx_dec_sub(v, c->st[bi].v, total);
+    bs_buf_puts(&c->b, "budżet ");
+    fx_put_amt(v, &c->b, c->st[bi].v);
+    for (size_t j = 0; j < nu; j++) {
+        bs_buf_puts(&c->b, " − ");
+        put_cps(&c->b, r->x.t + used[j].ws, used[j].we - used[j].ws);
+        bs_buf_putc(&c->b, ' ');
+        fx_put_amt(v, &c->b, c->st[used[j].x].v);
     }
+    bs_buf_puts(&c->b, " = ");
+    fx_put_amt(v, &c->b, rest);
+    add_line(&c->calc, &c->b);
+    c->st[bi].use = U_OP;
+    for (size_t j = 0; j < nu; j++) c->st[used[j].x].use = U_OP;
+    fx_dec qr = fx_dec_q(v, rest);
+    VPUSH(v, c->refs, c->nrefs, c->crefs, qr);
+}
 
-    /* 3. products: quantity × unit price, lists by sentence */
-    product_list pl[2];
+/* ---- 3. products: quantity × unit price, lists by sentence ---- */
+
+typedef struct {
+    size_t key; /* sentence */
+    long items_n[5];
+    long items_a[5];
+    size_t n;
+} product_list;
+
+/* The "n × price" items (price a free stated amount) by sentence: the first
+ * two lists, five items each, are used. */
+static size_t product_lists(money_ctx *c, product_list pl[2]) {
+    run *r = c->r;
     size_t npl = 0;
-    mlist pml = finditer(v, P_PRODUCT, r->x);
+    mlist pml = finditer(c->v, P_PRODUCT, r->x);
     for (size_t i = 0; i < pml.n; i++) {
         long long n = py_int(r->x, &pml.m[i], 1);
-        long a = stated_at(&c, gend(&pml.m[i], 0));
-        if (a < 0 || c.st[a].use != U_FREE || n <= 0) continue;
+        long a = stated_at(c, gend(&pml.m[i], 0));
+        if (a < 0 || c->st[a].use != U_FREE || n <= 0) continue;
         size_t k = sent(r, gstart(&pml.m[i], 0));
         /* sentences only grow along the text, so a list is the last one or new */
         product_list *l = npl && pl[npl - 1].key == k ? &pl[npl - 1] : NULL;
@@ -604,148 +663,189 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
             l->n++;
         }
     }
-    for (size_t li = 0; li < npl; li++) {
-        product_list *l = &pl[li];
-        int labs_seen[3] = {0, 0, 0}, nlabs = 0, lab = LAB_NONE;
-        for (size_t j = 0; j < l->n; j++) {
-            int lb = c.st[l->items_a[j]].lab;
-            if (!labs_seen[lb]) { labs_seen[lb] = 1; nlabs++; lab = lb; }
-        }
-        if (nlabs != 1) lab = LAB_NONE;
-        if (l->n == 1 && l->items_n[0] == 1) {
-            long a = l->items_a[0];
-            c.st[a].use = U_SUBJ;
-            subject s = {c.st[a].v, lab, a};
-            VPUSH(v, subj, nsubj, csubj, s);
-            continue;
-        }
-        fx_dec tots[5];
-        for (size_t j = 0; j < l->n; j++) {
-            long a = l->items_a[j];
-            tots[j] = fx_dec_mul(v, fx_dec_u64(v, (uint64_t)l->items_n[j]), c.st[a].v);
-            if (l->items_n[j] > 1) {
-                bs_buf_printf(&b, "%ld × ", l->items_n[j]);
-                fx_put_amt(v, &b, c.st[a].v);
-                bs_buf_puts(&b, " = ");
-                fx_put_amt(v, &b, tots[j]);
-                add_line(&calc, &b);
-            }
-            c.st[a].use = U_OP;
-        }
-        fx_dec total = {0, 0, 0, NULL};
-        for (size_t j = 0; j < l->n; j++) total = fx_dec_add(v, total, tots[j]);
-        if (l->n > 1) {
-            for (size_t j = 0; j < l->n; j++) {
-                if (j) bs_buf_puts(&b, " + ");
-                fx_put_amt(v, &b, tots[j]);
-            }
-            bs_buf_puts(&b, " = ");
-            fx_put_amt(v, &b, total);
-            add_line(&calc, &b);
-        }
-        subject s = {total, lab, -1};
-        VPUSH(v, subj, nsubj, csubj, s);
-    }
+    return npl;
+}
 
-    /* 4. tiered price list */
-    mlist tl = finditer(v, P_TIER, r->x);
-    if (tl.n >= 2) {
-        static const char *const QTY_PRE[8] = {"poniżej ", "od ", "do ", "powyżej ", "najmniej ", "min. ", "–", "-"};
-        long long qs[2];
-        size_t nq = 0;
-        mlist ql = finditer(v, P_QTY, r->x);
-        for (size_t i = 0; i < ql.n && nq < 2; i++) {
-            size_t s = gstart(&ql.m[i], 0), e = gend(&ql.m[i], 0);
-            /* tier matches are in text order and disjoint: the last one starting at or before s */
-            size_t lo = 0, hi = tl.n;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (gstart(&tl.m[mid], 0) <= s) lo = mid + 1;
-                else hi = mid;
-            }
-            int inside = lo > 0 && s < gend(&tl.m[lo - 1], 0);
-            size_t k = e;
-            if (k < r->x.n && (r->x.t[k] == ' ' || r->x.t[k] == 0xA0)) k++;
-            int times = k < r->x.n && r->x.t[k] == 0xD7;
-            int pre = 0;
-            for (int j = 0; j < 8 && !pre; j++) pre = ends_with(r->x, s, QTY_PRE[j]);
-            if (inside || times || pre) continue;
-            long long qv = py_int(r->x, &ql.m[i], 1);
-            if (!(nq == 1 && qs[0] == qv)) qs[nq++] = qv;
+/* A list's lines (n × price of each item of n > 1, then the sum of several
+ * items); its total is a subject, labelled when all its prices share one label.
+ * A single item of one is its price, a subject itself. */
+static void product_lines(money_ctx *c, const product_list *l) {
+    fx_env *v = c->v;
+    int labs_seen[3] = {0, 0, 0}, nlabs = 0, lab = LAB_NONE;
+    for (size_t j = 0; j < l->n; j++) {
+        int lb = c->st[l->items_a[j]].lab;
+        if (!labs_seen[lb]) { labs_seen[lb] = 1; nlabs++; lab = lb; }
+    }
+    if (nlabs != 1) lab = LAB_NONE;
+    if (l->n == 1 && l->items_n[0] == 1) {
+        long a = l->items_a[0];
+        c->st[a].use = U_SUBJ;
+        subject s = {c->st[a].v, lab, a};
+        VPUSH(v, c->subj, c->nsubj, c->csubj, s);
+        return;
+    }
+    fx_dec tots[5];
+    for (size_t j = 0; j < l->n; j++) {
+        long a = l->items_a[j];
+        tots[j] = fx_dec_mul(v, fx_dec_u64(v, (uint64_t)l->items_n[j]), c->st[a].v);
+        if (l->items_n[j] > 1) {
+            bs_buf_printf(&c->b, "%ld × ", l->items_n[j]);
+            fx_put_amt(v, &c->b, c->st[a].v);
+            bs_buf_puts(&c->b, " = ");
+            fx_put_amt(v, &c->b, tots[j]);
+            add_line(&c->calc, &c->b);
         }
-        if (nq == 1) {
-            long long q = qs[0];
-            long hit = -1;
-            int nhits = 0;
-            bs_buf cond;
-            bs_buf_init(&cond);
-            for (size_t i = 0; i < tl.n; i++) {
-                const fx_m *m = &tl.m[i];
-                long long x = py_int(r->x, m, 3);
-                int yg = has_group(m, 4) ? 4 : has_group(m, 5) ? 5 : 0;
-                int ok;
-                bs_buf cb;
-                bs_buf_init(&cb);
-                if (group_is(r->x, m, 2, "poniżej")) { ok = q < x; bs_buf_printf(&cb, "%lld < %lld", q, x); }
-                else if (group_is(r->x, m, 2, "do")) { ok = q <= x; bs_buf_printf(&cb, "%lld ≤ %lld", q, x); }
-                else if (group_is(r->x, m, 2, "powyżej")) { ok = q > x; bs_buf_printf(&cb, "%lld > %lld", q, x); }
-                else if (yg) {
-                    ok = x <= q && q <= py_int(r->x, m, yg);
-                    bs_buf_printf(&cb, "%lld ≤ %lld ≤ ", x, q);
-                    put_cps(&cb, r->x.t + gstart(m, yg), gend(m, yg) - gstart(m, yg));
-                } else { ok = q >= x; bs_buf_printf(&cb, "%lld ≥ %lld", q, x); }
-                if (ok && ++nhits == 1) {
-                    hit = (long)i;
-                    bs_buf_free(&cond);
-                    cond = cb;
-                } else {
-                    bs_buf_free(&cb);
-                }
-            }
-            if (nhits == 1) {
-                fx_dec p = dec_of(v, r->x, &tl.m[hit], 1);
-                fx_dec t = fx_dec_mul(v, fx_dec_u64(v, (uint64_t)q), p);
-                bs_buf_put(&b, cond.data ? cond.data : "", cond.len);
-                if (cond.oom) v->oom = 1;
-                bs_buf_printf(&b, "; %lld × ", q);
-                fx_put_amt(v, &b, p);
-                bs_buf_puts(&b, " = ");
-                fx_put_amt(v, &b, t);
-                add_line(&calc, &b);
-                subject s = {t, LAB_NONE, -1};
-                VPUSH(v, subj, nsubj, csubj, s);
-            }
+        c->st[a].use = U_OP;
+    }
+    fx_dec total = {0, 0, 0, NULL};
+    for (size_t j = 0; j < l->n; j++) total = fx_dec_add(v, total, tots[j]);
+    if (l->n > 1) {
+        for (size_t j = 0; j < l->n; j++) {
+            if (j) bs_buf_puts(&c->b, " + ");
+            fx_put_amt(v, &c->b, tots[j]);
+        }
+        bs_buf_puts(&c->b, " = ");
+        fx_put_amt(v, &c->b, total);
+        add_line(&c->calc, &c->b);
+    }
+    subject s = {total, lab, -1};
+    VPUSH(v, c->subj, c->nsubj, c->csubj, s);
+}
+
+static void money_products(money_ctx *c) {
+    product_list pl[2];
+    size_t npl = product_lists(c, pl);
+    for (size_t li = 0; li < npl; li++) product_lines(c, &pl[li]);
+}
+
+/* ---- 4. tiered price list ---- */
+
+/* The ordered quantities outside the tier list tl (QTY matches not inside a
+ * tier, not before "×", not after a range word): the first two distinct. */
+static size_t tier_quantities(money_ctx *c, const mlist *tl, long long qs[2]) {
+    static const char *const QTY_PRE[8] = {"poniżej ", "od ", "do ", "powyżej ", "najmniej ", "min. ", "–", "-"};
+    run *r = c->r;
+    size_t nq = 0;
+    mlist ql = finditer(c->v, P_QTY, r->x);
+    for (size_t i = 0; i < ql.n && nq < 2; i++) {
+        size_t s = gstart(&ql.m[i], 0), e = gend(&ql.m[i], 0);
+        /* tier matches are in text order and disjoint: the last one starting at or before s */
+        size_t lo = 0, hi = tl->n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (gstart(&tl->m[mid], 0) <= s) lo = mid + 1;
+            else hi = mid;
+        }
+        int inside = lo > 0 && s < gend(&tl->m[lo - 1], 0);
+        size_t k = e;
+        if (k < r->x.n && (r->x.t[k] == ' ' || r->x.t[k] == 0xA0)) k++;
+        int times = k < r->x.n && r->x.t[k] == 0xD7;
+        int pre = 0;
+        for (int j = 0; j < 8 && !pre; j++) pre = ends_with(r->x, s, QTY_PRE[j]);
+        if (inside || times || pre) continue;
+        long long qv = py_int(r->x, &ql.m[i], 1);
+        if (!(nq == 1 && qs[0] == qv)) qs[nq++] = qv;
+    }
+    return nq;
+}
+
+/* Whether quantity q is in tier m; the condition is written to cb. */
+static int tier_holds(const run *r, const fx_m *m, long long q, bs_buf *cb) {
+    long long x = py_int(r->x, m, 3);
+    int yg = has_group(m, 4) ? 4 : has_group(m, 5) ? 5 : 0;
+    int ok;
+    if (group_is(r->x, m, 2, "poniżej")) { ok = q < x; bs_buf_printf(cb, "%lld < %lld", q, x); }
+    else if (group_is(r->x, m, 2, "do")) { ok = q <= x; bs_buf_printf(cb, "%lld ≤ %lld", q, x); }
+    else if (group_is(r->x, m, 2, "powyżej")) { ok = q > x; bs_buf_printf(cb, "%lld > %lld", q, x); }
+    else if (yg) {
+        ok = x <= q && q <= py_int(r->x, m, yg);
+        bs_buf_printf(cb, "%lld ≤ %lld ≤ ", x, q);
+        put_cps(cb, r->x.t + gstart(m, yg), gend(m, yg) - gstart(m, yg));
+    } else { ok = q >= x; bs_buf_printf(cb, "%lld ≥ %lld", q, x); }
+    return ok;
+}
+
+/* When q is in exactly one tier: "condition; q × price = total", the total a subject. */
+static void tier_line(money_ctx *c, const mlist *tl, long long q) {
+    run *r = c->r;
+    fx_env *v = c->v;
+    long hit = -1;
+    int nhits = 0;
+    bs_buf cond;
+    bs_buf_init(&cond);
+    for (size_t i = 0; i < tl->n; i++) {
+        bs_buf cb;
+        bs_buf_init(&cb);
+        int ok = tier_holds(r, &tl->m[i], q, &cb);
+        if (ok && ++nhits == 1) {
+            hit = (long)i;
             bs_buf_free(&cond);
-        }
-        for (size_t i = 0; i < tl.n; i++) {
-            long a = stated_at(&c, gstart(&tl.m[i], 1));
-            if (a >= 0 && c.st[a].use == U_FREE) c.st[a].use = U_OP;
-        }
-    }
-
-    /* 5. delivery fee */
-    if (nsubj == 1) {
-        mlist fl = finditer(v, P_FEE, r->x);
-        for (size_t i = 0; i < fl.n; i++) {
-            long f = first_free(&c, gend(&fl.m[i], 0), 30);
-            if (f < 0) continue;
-            fx_put_amt(v, &b, subj[0].v);
-            bs_buf_puts(&b, " + ");
-            fx_put_amt(v, &b, c.st[f].v);
-            bs_buf_puts(&b, " = ");
-            fx_put_amt(v, &b, fx_dec_add(v, subj[0].v, c.st[f].v));
-            add_line(&calc, &b);
-            c.st[f].use = U_OP;
-            break;
+            cond = cb;
+        } else {
+            bs_buf_free(&cb);
         }
     }
+    if (nhits == 1) {
+        fx_dec p = dec_of(v, r->x, &tl->m[hit], 1);
+        fx_dec t = fx_dec_mul(v, fx_dec_u64(v, (uint64_t)q), p);
+        bs_buf_put(&c->b, cond.data ? cond.data : "", cond.len);
+        if (cond.oom) v->oom = 1;
+        bs_buf_printf(&c->b, "; %lld × ", q);
+        fx_put_amt(v, &c->b, p);
+        bs_buf_puts(&c->b, " = ");
+        fx_put_amt(v, &c->b, t);
+        add_line(&c->calc, &c->b);
+        subject s = {t, LAB_NONE, -1};
+        VPUSH(v, c->subj, c->nsubj, c->csubj, s);
+    }
+    bs_buf_free(&cond);
+}
 
-    /* 6. net/gross */
-    for (size_t i = 0; i < c.nst; i++)
-        if (c.st[i].use == U_FREE && c.st[i].lab != LAB_NONE) {
-            c.st[i].use = U_SUBJ;
-            subject s = {c.st[i].v, c.st[i].lab, (long)i};
-            VPUSH(v, subj, nsubj, csubj, s);
+static void money_tiers(money_ctx *c) {
+    mlist tl = finditer(c->v, P_TIER, c->r->x);
+    if (tl.n < 2) return;
+    long long qs[2];
+    size_t nq = tier_quantities(c, &tl, qs);
+    if (nq == 1) tier_line(c, &tl, qs[0]);
+    for (size_t i = 0; i < tl.n; i++) {
+        long a = stated_at(c, gstart(&tl.m[i], 1));
+        if (a >= 0 && c->st[a].use == U_FREE) c->st[a].use = U_OP;
+    }
+}
+
+/* ---- 5. delivery fee: "subject + fee = total" for the one subject ---- */
+
+static void money_fee(money_ctx *c) {
+    fx_env *v = c->v;
+    if (c->nsubj != 1) return;
+    mlist fl = finditer(v, P_FEE, c->r->x);
+    for (size_t i = 0; i < fl.n; i++) {
+        long f = first_free(c, gend(&fl.m[i], 0), 30);
+        if (f < 0) continue;
+        fx_put_amt(v, &c->b, c->subj[0].v);
+        bs_buf_puts(&c->b, " + ");
+        fx_put_amt(v, &c->b, c->st[f].v);
+        bs_buf_puts(&c->b, " = ");
+        fx_put_amt(v, &c->b, fx_dec_add(v, c->subj[0].v, c->st[f].v));
+        add_line(&c->calc, &c->b);
+        c->st[f].use = U_OP;
+        break;
+    }
+}
+
+/* ---- 6. net/gross, and the pool of values to compare ---- */
+
+/* The free labelled amounts become subjects; with one VAT rate, each
+ * labelled subject is converted ("X netto × 1,23 = Y brutto", unless the VAT
+ * lines already cover it). The pool: subjects and their conversions (kind 0),
+ * free amounts (kind 1), computed results (kind 2). */
+static size_t money_pool(money_ctx *c, const fx_dec *covered, size_t ncov, int vset, pooled **out) {
+    fx_env *v = c->v;
+    for (size_t i = 0; i < c->nst; i++)
+        if (c->st[i].use == U_FREE && c->st[i].lab != LAB_NONE) {
+            c->st[i].use = U_SUBJ;
+            subject s = {c->st[i].v, c->st[i].lab, (long)i};
+            VPUSH(v, c->subj, c->nsubj, c->csubj, s);
         }
     int one_rate = rate_count(vset) == 1;
     const char *kk = NULL;
@@ -753,37 +853,45 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
     if (one_rate) k = vat_factor(v, vset, &kk);
     pooled *pool = NULL;
     size_t npool = 0, cpool = 0;
-    for (size_t g = 0; g < nsubj; g++) {
-        pooled pv = {fx_dec_q(v, subj[g].v), 0, (long)g};
+    for (size_t g = 0; g < c->nsubj; g++) {
+        const subject *sg = &c->subj[g];
+        pooled pv = {fx_dec_q(v, sg->v), 0, (long)g};
         VPUSH(v, pool, npool, cpool, pv);
-        if (!one_rate || subj[g].lab == LAB_NONE) continue;
-        int netto = subj[g].lab == LAB_NETTO;
-        fx_dec d = netto ? fx_dec_mul(v, subj[g].v, k) : fx_dec_div(v, subj[g].v, k);
+        if (!one_rate || sg->lab == LAB_NONE) continue;
+        int netto = sg->lab == LAB_NETTO;
+        fx_dec d = netto ? fx_dec_mul(v, sg->v, k) : fx_dec_div(v, sg->v, k);
         int cov = 0;
-        if (subj[g].src >= 0)
-            for (size_t j = 0; j < ncov && !cov; j++) cov = !fx_dec_cmp(covered[j], c.st[subj[g].src].v);
+        if (sg->src >= 0)
+            for (size_t j = 0; j < ncov && !cov; j++) cov = !fx_dec_cmp(covered[j], c->st[sg->src].v);
         if (!cov) {
-            fx_put_amt(v, &b, subj[g].v);
-            bs_buf_printf(&b, " %s %s %s = ", lab_name(subj[g].lab), netto ? "×" : "÷", kk);
-            fx_put_amt(v, &b, d);
-            bs_buf_printf(&b, " %s", netto ? "brutto" : "netto");
-            add_line(&calc, &b);
+            fx_put_amt(v, &c->b, sg->v);
+            bs_buf_printf(&c->b, " %s %s %s = ", lab_name(sg->lab), netto ? "×" : "÷", kk);
+            fx_put_amt(v, &c->b, d);
+            bs_buf_printf(&c->b, " %s", netto ? "brutto" : "netto");
+            add_line(&c->calc, &c->b);
         }
         pooled pd = {fx_dec_q(v, d), 0, (long)g};
         VPUSH(v, pool, npool, cpool, pd);
     }
-    for (size_t i = 0; i < nrefs; i++) {
-        pooled pr = {refs[i], 2, -1 - (long)i};
+    for (size_t i = 0; i < c->nrefs; i++) {
+        pooled pr = {c->refs[i], 2, -1 - (long)i};
         VPUSH(v, pool, npool, cpool, pr);
     }
-    for (size_t i = 0; i < c.nst; i++)
-        if (c.st[i].use == U_FREE) {
-            pooled pa = {c.st[i].v, 1, -100 - (long)i};
+    for (size_t i = 0; i < c->nst; i++)
+        if (c->st[i].use == U_FREE) {
+            pooled pa = {c->st[i].v, 1, -100 - (long)i};
             VPUSH(v, pool, npool, cpool, pa);
         }
+    *out = pool;
+    return npool;
+}
 
-    /* 7. later duplicates of a (value, kind) removed: sorted by (kind, value,
-     * index), the first of each equal run stays */
+/* ---- 7.–8. comparisons ---- */
+
+/* The pool without later duplicates of a (value, kind): sorted by (kind,
+ * value, index), the first of each equal run stays; *plain counts the kind-1
+ * entries left. */
+static pooled *pool_unique(fx_env *v, pooled *pool, size_t npool, size_t *nuq_out, size_t *plain_out) {
     pooled *uq = fx_alloc(v, (npool ? npool : 1) * sizeof *uq);
     size_t *ord = fx_alloc(v, (npool ? npool : 1) * sizeof *ord);
     uint8_t *keep = fx_alloc(v, npool ? npool : 1);
@@ -800,45 +908,83 @@ static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***
                 plain += pool[i].kind == 1;
             }
     }
-    /* 8. the first MAX_COMPARE pairs (i < j, different groups; two plain
-     * amounts only when plain <= MAX_PLAIN) by (plain members, i, j). The j
-     * of a pair are walked in index lists of the kind they need, so a pool
-     * of many plain amounts costs no quadratic scan. */
+    *nuq_out = nuq;
+    *plain_out = plain;
+    return uq;
+}
+
+/* The first entry of the ascending index list l[0..n) after i. */
+static size_t index_after(const size_t *l, size_t n, size_t i) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (l[mid] <= i) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* "x > y" (or <, =), the lower kind first */
+static void compare_line(money_ctx *c, run *comps, const pooled *a, const pooled *b) {
+    fx_env *v = c->v;
+    const pooled *x = a->kind <= b->kind ? a : b;
+    const pooled *y = x == a ? b : a;
+    int cmp = fx_dec_cmp(x->v, y->v);
+    fx_put_amt(v, &c->b, x->v);
+    bs_buf_puts(&c->b, cmp > 0 ? " > " : cmp < 0 ? " < " : " = ");
+    fx_put_amt(v, &c->b, y->v);
+    add_line(comps, &c->b);
+}
+
+/* The first MAX_COMPARE pairs (i < j, different groups; two plain amounts
+ * only when plain <= MAX_PLAIN) by (plain members, i, j). The j of a pair
+ * are walked in index lists of the kind they need, so a pool of many plain
+ * amounts costs no quadratic scan. */
+static void compare_lines(money_ctx *c, const pooled *uq, size_t nuq, size_t plain, run *comps) {
+    fx_env *v = c->v;
     size_t *la = fx_alloc(v, (nuq ? nuq : 1) * sizeof *la), *lp = fx_alloc(v, (nuq ? nuq : 1) * sizeof *lp);
     size_t na = 0, np = 0;
     for (size_t i = 0; la && lp && i < nuq; i++) {
         if (uq[i].kind == 1) lp[np++] = i;
         else la[na++] = i;
     }
-    run comps = {v, r->x, r->bounds, r->nb, NULL, 0, 0};
-    for (int nk = 0; la && lp && nk <= 2 && comps.nl < MAX_COMPARE; nk++) {
+    *comps = (run){v, c->r->x, c->r->bounds, c->r->nb, NULL, 0, 0};
+    for (int nk = 0; la && lp && nk <= 2 && comps->nl < MAX_COMPARE; nk++) {
         if (nk == 2 && plain > MAX_PLAIN) break;
-        for (size_t i = 0; i < nuq && comps.nl < MAX_COMPARE; i++) {
+        for (size_t i = 0; i < nuq && comps->nl < MAX_COMPARE; i++) {
             int ip = uq[i].kind == 1;
             if ((nk == 0 && ip) || (nk == 2 && !ip)) continue;
             const size_t *l = (nk == 0 || (nk == 1 && ip)) ? la : lp;
-            size_t nl = l == la ? na : np, lo = 0, hi = nl;
-            while (lo < hi) { /* first list entry after i */
-                size_t mid = (lo + hi) / 2;
-                if (l[mid] <= i) lo = mid + 1;
-                else hi = mid;
-            }
-            for (size_t k = lo; k < nl && comps.nl < MAX_COMPARE; k++) {
+            size_t nl = l == la ? na : np;
+            for (size_t k = index_after(l, nl, i); k < nl && comps->nl < MAX_COMPARE; k++) {
                 size_t j = l[k];
-                if (uq[i].group == uq[j].group) continue;
-                const pooled *x = uq[i].kind <= uq[j].kind ? &uq[i] : &uq[j];
-                const pooled *y = x == &uq[i] ? &uq[j] : &uq[i];
-                int cmp = fx_dec_cmp(x->v, y->v);
-                fx_put_amt(v, &b, x->v);
-                bs_buf_puts(&b, cmp > 0 ? " > " : cmp < 0 ? " < " : " = ");
-                fx_put_amt(v, &b, y->v);
-                add_line(&comps, &b);
+                if (uq[i].group != uq[j].group) compare_line(c, comps, &uq[i], &uq[j]);
             }
         }
     }
-    bs_buf_free(&b);
-    *calc_out = calc.lines;
-    *ncalc = calc.nl;
+}
+
+/* The money lines (calculations, then comparisons) of 03 §3.7, in the order
+ * of its steps; each step marks the stated amounts it uses. */
+static void money(run *r, const fx_dec *covered, size_t ncov, int vset, char ***calc_out, size_t *ncalc,
+                  char ***comp_out, size_t *ncomp) {
+    money_ctx c = {.r = r, .v = r->v, .calc = {r->v, r->x, r->bounds, r->nb, NULL, 0, 0}};
+    bs_buf_init(&c.b);
+    find_stated(&c);
+    money_euro(&c);
+    money_budget(&c);
+    money_products(&c);
+    money_tiers(&c);
+    money_fee(&c);
+    pooled *pool;
+    size_t npool = money_pool(&c, covered, ncov, vset, &pool);
+    size_t nuq, plain;
+    pooled *uq = pool_unique(c.v, pool, npool, &nuq, &plain);
+    run comps;
+    compare_lines(&c, uq, nuq, plain, &comps);
+    bs_buf_free(&c.b);
+    *calc_out = c.calc.lines;
+    *ncalc = c.calc.nl;
     *comp_out = comps.lines;
     *ncomp = comps.nl;
 }
@@ -850,94 +996,105 @@ static int size_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void facts(run *r) {
+/* The sentence bounds: the positions only (a whole match record per sentence
+ * would be twelve times the memory on a long state). */
+static void find_bounds(run *r) {
     fx_env *v = r->v;
-    bs_buf b;
-    bs_buf_init(&b);
-    /* the bound positions only (a whole match record per sentence would be
-     * twelve times the memory on a long state) */
     size_t cb = 0;
     fx_m m;
     for (size_t pos = 0; pos <= r->x.n && search_at(v, P_BOUND, r->x, pos, &m); pos = gend(&m, 0)) {
         size_t b0 = gstart(&m, 0);
         VPUSH(v, r->bounds, r->nb, cb, b0);
     }
-    if (v->oom) return;
+}
 
-    /* 1. dates */
-    fx_date *ds;
-    size_t nd = find_dates(v, r->x, &ds);
-    if (nd > MAX_DATES) nd = MAX_DATES;
+/* 1. each date's weekday (and holiday); 2. the gaps between consecutive dates */
+static void date_lines(run *r, bs_buf *b, const fx_date *ds, size_t nd) {
     for (size_t i = 0; i < nd; i++) {
-        put_date(&b, ds[i]);
-        bs_buf_printf(&b, " to %s", WEEKDAYS[fx_date_weekday(ds[i])]);
+        put_date(b, ds[i]);
+        bs_buf_printf(b, " to %s", WEEKDAYS[fx_date_weekday(ds[i])]);
         const char *h = fx_holiday(ds[i]);
-        if (h) bs_buf_printf(&b, "; dzień ustawowo wolny od pracy (%s)", h);
-        add_line(r, &b);
+        if (h) bs_buf_printf(b, "; dzień ustawowo wolny od pracy (%s)", h);
+        add_line(r, b);
     }
-    /* 2. gaps */
     for (size_t i = 0; i + 1 < nd; i++) {
         int64_t n = fx_date_ordinal(ds[i + 1]) - fx_date_ordinal(ds[i]);
-        bs_buf_puts(&b, "Od ");
-        put_date(&b, ds[i]);
-        bs_buf_puts(&b, " do ");
-        put_date(&b, ds[i + 1]);
-        bs_buf_printf(&b, ": %lld dni (%s)", (long long)(n < 0 ? -n : n), n >= 0 ? "później" : "wcześniej");
-        add_line(r, &b);
+        bs_buf_puts(b, "Od ");
+        put_date(b, ds[i]);
+        bs_buf_puts(b, " do ");
+        put_date(b, ds[i + 1]);
+        bs_buf_printf(b, ": %lld dni (%s)", (long long)(n < 0 ? -n : n), n >= 0 ? "później" : "wcześniej");
+        add_line(r, b);
     }
-    /* 3. today minus N */
+}
+
+/* 3. today minus N: "N dni temu" counted back from the date after "dziś" */
+static void today_lines(run *r, bs_buf *b) {
+    fx_env *v = r->v;
     fx_m tm;
-    if (search_at(v, P_TODAY, r->x, 0, &tm)) {
-        size_t e = gend(&tm, 0);
-        text w = {r->x.t + e, r->x.n - e < 40 ? r->x.n - e : 40};
-        fx_date *td;
-        if (find_dates(v, w, &td)) {
-            mlist al = finditer(v, P_AGO, r->x);
-            for (size_t i = 0; i < al.n; i++) {
-                long long n = py_int(r->x, &al.m[i], 1);
-                fx_date back = fx_date_from_ordinal(v, fx_date_ordinal(td[0]) - n);
-                bs_buf_printf(&b, "%lld dni przed ", n);
-                put_date(&b, td[0]);
-                bs_buf_puts(&b, " to ");
-                put_date(&b, back);
-                add_line(r, &b);
-            }
-        }
+    if (!search_at(v, P_TODAY, r->x, 0, &tm)) return;
+    size_t e = gend(&tm, 0);
+    text w = {r->x.t + e, r->x.n - e < 40 ? r->x.n - e : 40};
+    fx_date *td;
+    if (!find_dates(v, w, &td)) return;
+    mlist al = finditer(v, P_AGO, r->x);
+    for (size_t i = 0; i < al.n; i++) {
+        long long n = py_int(r->x, &al.m[i], 1);
+        fx_date back = fx_date_from_ordinal(v, fx_date_ordinal(td[0]) - n);
+        bs_buf_printf(b, "%lld dni przed ", n);
+        put_date(b, td[0]);
+        bs_buf_puts(b, " to ");
+        put_date(b, back);
+        add_line(r, b);
     }
-    /* 4. durations */
-    long long dn[MAX_DURATIONS + 1];
-    char du[MAX_DURATIONS + 1];
-    size_t ndur = 0;
-    /* the list is capped at 3 only at the end, but a 4th entry can never be
-     * printed, and membership only looks at earlier entries */
+}
+
+typedef struct {
+    long long n[MAX_DURATIONS + 1];
+    char unit[MAX_DURATIONS + 1]; /* d(ays), w(eeks), m(onths), y(ears) */
+    size_t count;
+} durations;
+
+/* The distinct durations: "N unit" (not "N dni temu"), then the bare unit
+ * words as 1 unit. The list is capped at 3 only at the end upstream, but a
+ * 4th entry can never be printed, and membership only looks at earlier
+ * entries. */
+static void find_durations(run *r, durations *d) {
+    fx_env *v = r->v;
+    d->count = 0;
     mlist dl = finditer(v, P_DURATION, r->x);
-    for (size_t i = 0; i < dl.n && ndur < MAX_DURATIONS; i++) {
+    for (size_t i = 0; i < dl.n && d->count < MAX_DURATIONS; i++) {
         const fx_m *m = &dl.m[i];
         long long n = py_int(r->x, m, 1);
         const uint32_t *u = r->x.t + gstart(m, 2);
         char unit = u[0] == 'd' ? 'd' : (u[0] == 't' && u[1] == 'y') ? 'w' : (u[0] == 'm' && u[1] == 'i' && u[2] == 'e')
                                                                       ? 'm' : 'y';
         int seen = 0;
-        for (size_t j = 0; j < ndur && !seen; j++) seen = dn[j] == n && du[j] == unit;
+        for (size_t j = 0; j < d->count && !seen; j++) seen = d->n[j] == n && d->unit[j] == unit;
         size_t e = gend(m, 0);
         static const uint32_t temu[5] = {' ', 't', 'e', 'm', 'u'};
         int ago = r->x.n - e >= 5 && !memcmp(r->x.t + e, temu, sizeof temu);
-        if (!seen && !ago) { dn[ndur] = n; du[ndur] = unit; ndur++; }
+        if (!seen && !ago) { d->n[d->count] = n; d->unit[d->count] = unit; d->count++; }
     }
     mlist wl = finditer(v, P_DUR_WORD, r->x);
-    for (size_t i = 0; i < wl.n && ndur < MAX_DURATIONS; i++) {
+    for (size_t i = 0; i < wl.n && d->count < MAX_DURATIONS; i++) {
         const uint32_t *u = r->x.t + gstart(&wl.m[i], 1);
         char unit = u[0] == 't' ? 'w' : u[0] == 'm' ? 'm' : 'y';
         int seen = 0;
-        for (size_t j = 0; j < ndur && !seen; j++) seen = dn[j] == 1 && du[j] == unit;
-        if (!seen) { dn[ndur] = 1; du[ndur] = unit; ndur++; }
+        for (size_t j = 0; j < d->count && !seen; j++) seen = d->n[j] == 1 && d->unit[j] == unit;
+        if (!seen) { d->n[d->count] = 1; d->unit[d->count] = unit; d->count++; }
     }
+}
+
+/* 4. each of the first three dates plus each duration, in calendar terms */
+static void duration_lines(run *r, bs_buf *b, const fx_date *ds, size_t nd, const durations *du) {
+    fx_env *v = r->v;
     for (size_t i = 0; i < nd && i < 3; i++)
-        for (size_t j = 0; j < ndur; j++) {
+        for (size_t j = 0; j < du->count; j++) {
             fx_date d = ds[i], p;
-            long long n = dn[j];
+            long long n = du->n[j];
             const char *word;
-            switch (du[j]) {
+            switch (du->unit[j]) {
             case 'd': p = fx_date_from_ordinal(v, fx_date_ordinal(d) + n); word = n == 1 ? "dzień" : "dni"; break;
             case 'w':
                 p = fx_date_from_ordinal(v, fx_date_ordinal(d) + 7 * n);
@@ -946,14 +1103,19 @@ static void facts(run *r) {
             case 'm': p = fx_date_add_months(v, d, n); word = n == 1 ? "miesiąc" : "miesiące"; break;
             default: p = fx_date_add_years(v, d, n); word = n == 1 ? "rok" : "lata"; break;
             }
-            put_date(&b, d);
-            bs_buf_printf(&b, " + %lld %s (kalendarzowo) = ", n, word);
-            put_date(&b, p);
-            bs_buf_printf(&b, " (%s)", WEEKDAYS[fx_date_weekday(p)]);
-            add_line(r, &b);
+            put_date(b, d);
+            bs_buf_printf(b, " + %lld %s (kalendarzowo) = ", n, word);
+            put_date(b, p);
+            bs_buf_printf(b, " (%s)", WEEKDAYS[fx_date_weekday(p)]);
+            add_line(r, b);
         }
-    /* 5. VAT */
-    int vset = vat_rates(r);
+}
+
+/* 5. VAT: each of the first MAX_AMOUNTS amounts that are not exchange rates,
+ * times and divided by each VAT factor of vset. Returns how many (amount,
+ * factor) lines were written, their amounts in covered. */
+static size_t vat_lines(run *r, bs_buf *b, int vset, fx_dec covered[MAX_AMOUNTS * 3]) {
+    fx_env *v = r->v;
     rate *rates;
     explicit_rate *ex;
     size_t nrates, nex;
@@ -962,7 +1124,6 @@ static void facts(run *r) {
     if (!rate_pos) nrates = 0;
     for (size_t i = 0; i < nrates; i++) rate_pos[i] = rates[i].pos;
     if (nrates) qsort(rate_pos, nrates, sizeof *rate_pos, size_cmp);
-    fx_dec covered[MAX_AMOUNTS * 3];
     size_t ncov = 0, namt = 0;
     mlist aml = finditer(v, P_AMOUNT, r->x);
     for (size_t i = 0; i < aml.n && namt < MAX_AMOUNTS; i++) {
@@ -981,19 +1142,24 @@ static void facts(run *r) {
             if (!(vset & order[j])) continue;
             const char *kt;
             fx_dec k = vat_factor(v, order[j], &kt);
-            fx_put_amt(v, &b, x);
-            bs_buf_printf(&b, " × %s = ", kt);
-            fx_put_amt(v, &b, fx_dec_mul(v, x, k));
-            bs_buf_puts(&b, "; ");
-            fx_put_amt(v, &b, x);
-            bs_buf_printf(&b, " ÷ %s = ", kt);
-            fx_put_amt(v, &b, fx_dec_div(v, x, k));
-            add_line(r, &b);
+            fx_put_amt(v, b, x);
+            bs_buf_printf(b, " × %s = ", kt);
+            fx_put_amt(v, b, fx_dec_mul(v, x, k));
+            bs_buf_puts(b, "; ");
+            fx_put_amt(v, b, x);
+            bs_buf_printf(b, " ÷ %s = ", kt);
+            fx_put_amt(v, b, fx_dec_div(v, x, k));
+            add_line(r, b);
             covered[ncov++] = x;
         }
     }
-    bs_buf_free(&b);
-    /* 6.–7. money, capped */
+    return ncov;
+}
+
+/* 6.–7. the money lines, capped: MAX_TOTAL lines in all, calculations first,
+ * then at most MAX_COMPARE comparisons */
+static void money_lines(run *r, const fx_dec *covered, size_t ncov, int vset) {
+    fx_env *v = r->v;
     char **calc, **comp;
     size_t ncalc, ncomp;
     money(r, covered, ncov, vset, &calc, &ncalc, &comp, &ncomp);
@@ -1004,6 +1170,27 @@ static void facts(run *r) {
     if (ncomp > MAX_COMPARE) ncomp = MAX_COMPARE;
     for (size_t i = 0; i < ncalc; i++) VPUSH(v, r->lines, r->nl, r->capl, calc[i]);
     for (size_t i = 0; i < ncomp; i++) VPUSH(v, r->lines, r->nl, r->capl, comp[i]);
+}
+
+static void facts(run *r) {
+    fx_env *v = r->v;
+    bs_buf b;
+    bs_buf_init(&b);
+    find_bounds(r);
+    if (v->oom) return;
+    fx_date *ds;
+    size_t nd = find_dates(v, r->x, &ds);
+    if (nd > MAX_DATES) nd = MAX_DATES;
+    date_lines(r, &b, ds, nd);
+    today_lines(r, &b);
+    durations du;
+    find_durations(r, &du);
+    duration_lines(r, &b, ds, nd, &du);
+    int vset = vat_rates(r);
+    fx_dec covered[MAX_AMOUNTS * 3];
+    size_t ncov = vat_lines(r, &b, vset, covered);
+    bs_buf_free(&b);
+    money_lines(r, covered, ncov, vset);
 }
 
 int bs_facts_lines(const char *state, size_t len, bs_buf *lines, bs_buf *msg) {
