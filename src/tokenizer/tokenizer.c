@@ -96,7 +96,9 @@ static int parse_scheme(const bs_tokenizer *t, json_t *obj, int *scheme, const c
 
 /* ---------------- model ---------------- */
 
-static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
+/* "model" is a BPE (checked, not guessed from the keys present: 01 §1.4
+ * rule 3) with merges and no key this implementation does not know. */
+static int check_model(const bs_tokenizer *t, json_t *model, bs_err *e) {
     static const char *const keys[] = { "type", "vocab", "merges", "dropout", "unk_token",
                                         "continuing_subword_prefix", "end_of_word_suffix",
                                         "fuse_unk", "byte_fallback", "ignore_merges", NULL };
@@ -110,14 +112,16 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
         free(d);
         return rc;
     }
-    /* 01 §1.4 rule 3: the type is checked, not guessed from the keys present */
     if (!type) return bs_fail(e, BS_EFORMAT, "%s: model.type missing (it must be \"BPE\")", fn);
     /* a BPE without merges would split every word into single characters */
     if (!merges) return bs_fail(e, BS_EFORMAT, "%s: model.merges missing (a BPE model needs its merges)", fn);
-    int rc = check_keys(t, model, keys, "BPE model", e);
-    if (rc != BS_OK) return rc;
+    return check_keys(t, model, keys, "BPE model", e);
+}
 
-    json_t *vocab = json_object_get(model, "vocab");
+/* model.vocab: the token → id map, and by id each token's text in its pool */
+static int parse_vocab(bs_tokenizer *t, json_t *vocab, bs_err *e) {
+    const char *fn = t->fname;
+    int rc;
     if (!json_is_object(vocab)) return bs_fail(e, BS_EFORMAT, "%s: model.vocab missing or not an object", fn);
     if ((rc = tk_strmap_init(&t->vocab, json_object_size(vocab))) != BS_OK) goto oom;
     int32_t max = -1;
@@ -145,7 +149,16 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
             t->id_len[en->id] = en->len;
         }
     }
+    return BS_OK;
+oom:
+    return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+}
 
+/* dropout (null or 0 only), unk_token, continuing_subword_prefix,
+ * end_of_word_suffix and the three flags */
+static int parse_bpe_options(bs_tokenizer *t, json_t *model, bs_err *e) {
+    const char *fn = t->fname;
+    int rc;
     json_t *dropout = json_object_get(model, "dropout");
     if (dropout && !json_is_null(dropout) && !(json_is_number(dropout) && json_number_value(dropout) == 0.0)) {
         if (json_is_number(dropout))
@@ -170,73 +183,95 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
     if ((rc = get_bool(t, model, "fuse_unk", 0, &t->fuse_unk, "model", e)) != BS_OK) return rc;
     if ((rc = get_bool(t, model, "byte_fallback", 0, &t->byte_fallback, "model", e)) != BS_OK) return rc;
     if ((rc = get_bool(t, model, "ignore_merges", 0, &t->ignore_merges, "model", e)) != BS_OK) return rc;
+    return BS_OK;
+oom:
+    return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+}
+
+/* The ids of the byte-fallback tokens <0xXX> and of the one-byte ASCII tokens (-1: none). */
+static int index_byte_tokens(bs_tokenizer *t, bs_err *e) {
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
         t->byte_id[b] = tk_strmap_get(&t->vocab, name, 6);
     }
-    if (!(t->ascii_id = malloc(256 * sizeof *t->ascii_id))) goto oom;
+    if (!(t->ascii_id = malloc(256 * sizeof *t->ascii_id)))
+        return bs_fail(e, BS_ENOMEM, "%s: out of memory", t->fname);
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         t->ascii_id[b] = b < 0x80 ? tk_strmap_get(&t->vocab, &c, 1) : -1;
     }
+    return BS_OK;
+}
 
-    /* chunk_ms: "\u2581" is a token, there is no prefix/suffix (which depend on
-       the position in the whole word), and no token has "\u2581" right after
-       another character, so no token can cover such a boundary */
-    t->chunk_ms = !t->nprefix && !t->nsuffix && tk_strmap_get(&t->vocab, "\xE2\x96\x81", 3) >= 0;
-    for (size_t i = 0; i <= t->vocab.mask && t->chunk_ms; i++) {
+/* chunk_ms: "\u2581" is a token, there is no prefix/suffix (which depend on
+   the position in the whole word), and no token has "\u2581" right after
+   another character, so no token can cover such a boundary */
+static int metaspace_chunks(const bs_tokenizer *t) {
+    int ok = !t->nprefix && !t->nsuffix && tk_strmap_get(&t->vocab, "\xE2\x96\x81", 3) >= 0;
+    for (size_t i = 0; i <= t->vocab.mask && ok; i++) {
         const tk_sent *en = &t->vocab.slots[i];
         if (en->len == UINT32_MAX) continue;
         const char *p = t->vocab.pool + en->off;
-        for (size_t k = 1; k + 3 <= en->len && t->chunk_ms; k++)
+        for (size_t k = 1; k + 3 <= en->len && ok; k++)
             if (memcmp(p + k, "\xE2\x96\x81", 3) == 0 && (k < 3 || memcmp(p + k - 3, "\xE2\x96\x81", 3) != 0))
-                t->chunk_ms = 0;
+                ok = 0;
     }
+    return ok;
+}
 
+/* The two parts of merge i: "a b" (split at the first space) or [a, b]. */
+static int merge_parts(const bs_tokenizer *t, json_t *m, size_t i, const char **a, size_t *la, const char **b,
+                       size_t *lb, bs_err *e) {
+    if (json_is_string(m)) {
+        *a = json_string_value(m);
+        const char *sp = memchr(*a, ' ', json_string_length(m));
+        if (!sp) return bs_fail(e, BS_EFORMAT, "%s: merge %zu \"%s\" has no space", t->fname, i, *a);
+        *la = (size_t)(sp - *a);
+        *b = sp + 1;
+        *lb = json_string_length(m) - *la - 1;
+        return BS_OK;
+    }
+    if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+        json_is_string(json_array_get(m, 1))) {
+        *a = json_string_value(json_array_get(m, 0));
+        *la = json_string_length(json_array_get(m, 0));
+        *b = json_string_value(json_array_get(m, 1));
+        *lb = json_string_length(json_array_get(m, 1));
+        return BS_OK;
+    }
+    return bs_fail(e, BS_EFORMAT, "%s: merge %zu is neither \"a b\" nor [a, b]", t->fname, i);
+}
+
+/* model.merges: both parts of each merge and its result must be tokens; the
+ * merge map gives (a, b) its rank and result. */
+static int parse_merges(bs_tokenizer *t, json_t *merges, bs_err *e) {
+    const char *fn = t->fname;
     if (merges && !json_is_null(merges) && !json_is_array(merges))
         return bs_fail(e, BS_EFORMAT, "%s: model.merges must be an array", fn);
     size_t nm = merges ? json_array_size(merges) : 0;
     if (nm >= (size_t)INT32_MAX) return bs_fail(e, BS_ERANGE, "%s: too many merges", fn);
-    if ((rc = tk_mergemap_init(&t->merges, nm)) != BS_OK) goto oom;
     char *buf = NULL;
     size_t bufcap = 0;
+    int rc;
+    if ((rc = tk_mergemap_init(&t->merges, nm)) != BS_OK) goto oom;
     for (size_t i = 0; i < nm; i++) {
-        json_t *m = json_array_get(merges, i);
-        const char *a, *b;
-        size_t la, lb;
-        if (json_is_string(m)) { /* "a b": split at the first space */
-            a = json_string_value(m);
-            const char *sp = memchr(a, ' ', json_string_length(m));
-            if (!sp) { free(buf); return bs_fail(e, BS_EFORMAT, "%s: merge %zu \"%s\" has no space", fn, i, a); }
-            la = (size_t)(sp - a);
-            b = sp + 1;
-            lb = json_string_length(m) - la - 1;
-        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                   json_is_string(json_array_get(m, 1))) {
-            a = json_string_value(json_array_get(m, 0));
-            la = json_string_length(json_array_get(m, 0));
-            b = json_string_value(json_array_get(m, 1));
-            lb = json_string_length(json_array_get(m, 1));
-        } else {
-            free(buf);
-            return bs_fail(e, BS_EFORMAT, "%s: merge %zu is neither \"a b\" nor [a, b]", fn, i);
-        }
+        const char *a = NULL, *b = NULL;
+        size_t la = 0, lb = 0;
+        if ((rc = merge_parts(t, json_array_get(merges, i), i, &a, &la, &b, &lb, e)) != BS_OK) goto done;
         int32_t ia = tk_strmap_get(&t->vocab, a, la), ib = tk_strmap_get(&t->vocab, b, lb);
         if (ia < 0 || ib < 0) {
             int bad_a = ia < 0;
             rc = bs_fail(e, BS_EFORMAT, "%s: merge %zu: \"%.*s\" is not in the vocabulary", fn, i,
                          (int)(bad_a ? la : lb), bad_a ? a : b);
-            free(buf);
-            return rc;
+            goto done;
         }
         /* with a continuing_subword_prefix the right part loses its prefix */
         if (t->nprefix) {
             if (lb < t->nprefix || memcmp(b, t->prefix, t->nprefix) != 0) {
                 rc = bs_fail(e, BS_EFORMAT, "%s: merge %zu: \"%.*s\" lacks the continuing_subword_prefix",
                              fn, i, (int)lb, b);
-                free(buf);
-                return rc;
+                goto done;
             }
             b += t->nprefix;
             lb -= t->nprefix;
@@ -244,7 +279,7 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
         if (la + lb > bufcap) {
             bufcap = (la + lb) * 2 + 16;
             char *nb = realloc(buf, bufcap);
-            if (!nb) { free(buf); goto oom; }
+            if (!nb) goto oom;
             buf = nb;
         }
         memcpy(buf, a, la);
@@ -253,15 +288,27 @@ static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
         if (im < 0) {
             rc = bs_fail(e, BS_EFORMAT, "%s: merge %zu: result \"%.*s\" is not in the vocabulary", fn, i,
                          (int)(la + lb), buf);
-            free(buf);
-            return rc;
+            goto done;
         }
         tk_mergemap_put(&t->merges, ia, ib, (int32_t)i, im);
     }
-    free(buf);
-    return BS_OK;
+    rc = BS_OK;
+    goto done;
 oom:
-    return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+    rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+done:
+    free(buf);
+    return rc;
+}
+
+static int parse_model(bs_tokenizer *t, json_t *model, bs_err *e) {
+    int rc;
+    if ((rc = check_model(t, model, e)) != BS_OK) return rc;
+    if ((rc = parse_vocab(t, json_object_get(model, "vocab"), e)) != BS_OK) return rc;
+    if ((rc = parse_bpe_options(t, model, e)) != BS_OK) return rc;
+    if ((rc = index_byte_tokens(t, e)) != BS_OK) return rc;
+    t->chunk_ms = metaspace_chunks(t);
+    return parse_merges(t, json_object_get(model, "merges"), e);
 }
 
 /* ---------------- added tokens ---------------- */
