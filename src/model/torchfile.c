@@ -70,9 +70,15 @@ static int cmp_begin(const void *a, const void *b) {
     return (x->begin > y->begin) - (x->begin < y->begin);
 }
 
-/* Finds the end record, reads the central directory and checks every entry
- * against its local header. */
-static int zip_open(zip *z, bs_err *e) {
+/* The central directory as the end records describe it. */
+typedef struct {
+    uint64_t n_disk, n_cd_disk, n_here, n_total, cd_size, cd_off;
+    size_t cd_limit; /* the central directory ends before the end records */
+} zdir;
+
+/* The offset of the end-of-central-directory record: the last one whose
+ * comment reaches exactly the end of the file. */
+static int find_end_record(const zip *z, size_t *out, bs_err *e) {
     const unsigned char *d = z->d;
     size_t len = z->len, eocd = (size_t)-1;
     const char *fn = z->fname;
@@ -85,115 +91,162 @@ static int zip_open(zip *z, bs_err *e) {
         if (rd32(d + p) == 0x06054b50u && p + EOCD_LEN + rd16(d + p + 20) == len) { eocd = p; break; }
     if (eocd == (size_t)-1)
         return bs_fail(e, BS_EFORMAT, "%s: no zip end-of-central-directory record (truncated archive?)", fn);
-    const unsigned char *q = d + eocd;
-    uint64_t n_disk = rd16(q + 4), n_cd_disk = rd16(q + 6), n_here = rd16(q + 8), n_total = rd16(q + 10);
-    uint64_t cd_size = rd32(q + 12), cd_off = rd32(q + 16);
-    size_t cd_limit = eocd; /* the central directory ends before the end records */
-    int has64 = eocd >= Z64_LOC_LEN && rd32(d + eocd - Z64_LOC_LEN) == 0x07064b50u;
-    if (has64) {
-        const unsigned char *l = d + eocd - Z64_LOC_LEN;
-        uint64_t off64 = rd64(l + 8);
-        if (rd32(l + 4) != 0 || rd32(l + 16) != 1)
-            return bs_fail(e, BS_EFORMAT, "%s: multi-disk zip archives are not supported", fn);
-        if (off64 > eocd - Z64_LOC_LEN || eocd - Z64_LOC_LEN - off64 < Z64_EOCD_LEN)
-            return bs_fail(e, BS_EFORMAT, "%s: ZIP64 end record outside the file", fn);
-        const unsigned char *r = d + off64;
-        if (rd32(r) != 0x06064b50u || rd64(r + 4) + 12 != eocd - Z64_LOC_LEN - off64)
-            return bs_fail(e, BS_EFORMAT, "%s: bad ZIP64 end-of-central-directory record", fn);
-        uint64_t v[6] = {rd32(r + 16), rd32(r + 20), rd64(r + 24), rd64(r + 32), rd64(r + 40), rd64(r + 48)};
-        uint64_t *mine[6] = {&n_disk, &n_cd_disk, &n_here, &n_total, &cd_size, &cd_off};
-        uint64_t sentinel[6] = {0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF};
-        for (int i = 0; i < 6; i++) {
-            if (*mine[i] == sentinel[i]) *mine[i] = v[i];
-            else if (*mine[i] != v[i])
-                return bs_fail(e, BS_EFORMAT, "%s: the ZIP64 end record disagrees with the end record", fn);
-        }
-        cd_limit = (size_t)off64;
-    }
-    if (n_disk != 0 || n_cd_disk != 0 || n_here != n_total)
+    *out = eocd;
+    return BS_OK;
+}
+
+/* The ZIP64 end record (its locator right before the end record at eocd):
+ * its values replace the end record's 0xFFFF.. sentinels and must agree
+ * with the rest. */
+static int read_zip64_end(const zip *z, size_t eocd, zdir *dir, bs_err *e) {
+    const unsigned char *d = z->d;
+    const char *fn = z->fname;
+    const unsigned char *l = d + eocd - Z64_LOC_LEN;
+    uint64_t off64 = rd64(l + 8);
+    if (rd32(l + 4) != 0 || rd32(l + 16) != 1)
         return bs_fail(e, BS_EFORMAT, "%s: multi-disk zip archives are not supported", fn);
-    if (n_total == 0) return bs_fail(e, BS_EFORMAT, "%s: empty zip archive", fn);
-    if (n_total > BS_PT_MAX_ENTRIES)
-        return bs_fail(e, BS_EFORMAT, "%s: %llu zip entries (at most %d)", fn, (unsigned long long)n_total,
-                       BS_PT_MAX_ENTRIES);
-    if (cd_off > cd_limit || cd_size != cd_limit - cd_off)
-        return bs_fail(e, BS_EFORMAT, "%s: central directory (offset %llu, %llu bytes) does not end at the end record",
-                       fn, (unsigned long long)cd_off, (unsigned long long)cd_size);
-    z->ent = calloc((size_t)n_total, sizeof *z->ent);
-    if (!z->ent) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
-    size_t p = (size_t)cd_off;
-    for (uint64_t i = 0; i < n_total; i++) {
-        zentry *en = &z->ent[z->n];
-        if (cd_limit - p < CEN_LEN || rd32(d + p) != 0x02014b50u)
-            return bs_fail(e, BS_EFORMAT, "%s: central directory entry %llu is malformed", fn, (unsigned long long)i);
-        const unsigned char *c = d + p;
-        uint16_t flags = rd16(c + 8), method = rd16(c + 10), nlen = rd16(c + 28), elen = rd16(c + 30),
-                 clen = rd16(c + 32);
-        uint32_t crc = rd32(c + 16), csize = rd32(c + 20), usize = rd32(c + 24), loff = rd32(c + 42);
-        if ((size_t)CEN_LEN + nlen + elen + clen > cd_limit - p)
-            return bs_fail(e, BS_EFORMAT, "%s: central directory entry %llu runs past the directory", fn,
-                           (unsigned long long)i);
-        const char *nm = (const char *)c + CEN_LEN;
-        if (nlen > BS_PT_MAX_NAME || !name_ok(nm, nlen))
-            return bs_fail(e, BS_EFORMAT, "%s: zip entry %llu has an unacceptable name", fn, (unsigned long long)i);
-        memcpy(en->name, nm, nlen);
-        en->name[nlen] = 0;
-        if (rd16(c + 34) != 0) return bs_fail(e, BS_EFORMAT, "%s: %s: multi-disk entry", fn, en->name);
-        if (flags & ~(uint16_t)0x0808)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: zip flags 0x%04x (encryption or other features) not supported", fn,
-                           en->name, flags);
-        if (method != 0)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: compressed zip entry (method %u); only stored entries are read", fn,
-                           en->name, method);
-        if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu || loff == 0xFFFFFFFFu)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: ZIP64 entry sizes are not supported", fn, en->name);
-        if (csize != usize)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: stored entry with sizes %u and %u", fn, en->name, csize, usize);
-        for (size_t j = 0; j < z->n; j++)
-            if (!strcmp(z->ent[j].name, en->name)) return bs_fail(e, BS_EFORMAT, "%s: duplicate zip entry %s", fn, en->name);
-        /* the local header must agree with the central directory */
-        if (loff > cd_off || cd_off - loff < LOC_LEN || rd32(d + loff) != 0x04034b50u)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: local header missing at offset %u", fn, en->name, loff);
-        const unsigned char *l = d + loff;
-        uint16_t lnlen = rd16(l + 26), lelen = rd16(l + 28);
-        if (rd16(l + 6) != flags || rd16(l + 8) != method || lnlen != nlen || (size_t)LOC_LEN + lnlen + lelen > cd_off - loff ||
-            memcmp(l + LOC_LEN, nm, nlen) != 0)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: local header disagrees with the central directory", fn, en->name);
-        uint32_t lcrc = rd32(l + 14), lcs = rd32(l + 18), lus = rd32(l + 22);
-        int described = (flags & 0x0008) != 0;
-        if (!(lcrc == crc && lcs == csize && lus == usize) && !(described && lcrc == 0 && lcs == 0 && lus == 0))
-            return bs_fail(e, BS_EFORMAT, "%s: %s: local header sizes or CRC disagree with the central directory", fn,
-                           en->name);
-        en->begin = loff;
-        en->data_off = (size_t)loff + LOC_LEN + lnlen + lelen;
-        en->size = csize;
-        if (en->size > cd_off - en->data_off)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: data (%zu bytes) runs past the end of the archive's data", fn,
-                           en->name, en->size);
-        en->end = en->data_off + en->size;
-        if (described) { /* data descriptor: optional signature, CRC, sizes */
-            const unsigned char *dd = d + en->end;
-            size_t room = cd_off - en->end, sig = room >= 4 && rd32(dd) == 0x08074b50u ? 4 : 0;
-            if (room < sig + 12 || rd32(dd + sig) != crc || rd32(dd + sig + 4) != csize || rd32(dd + sig + 8) != usize)
-                return bs_fail(e, BS_EFORMAT, "%s: %s: data descriptor disagrees with the central directory", fn,
-                               en->name);
-            en->end += sig + 12;
-        }
-        if (crc32_of(d + en->data_off, en->size) != crc)
-            return bs_fail(e, BS_EFORMAT, "%s: %s: CRC-32 mismatch (corrupt data)", fn, en->name);
-        p += (size_t)CEN_LEN + nlen + elen + clen;
-        z->n++;
+    if (off64 > eocd - Z64_LOC_LEN || eocd - Z64_LOC_LEN - off64 < Z64_EOCD_LEN)
+        return bs_fail(e, BS_EFORMAT, "%s: ZIP64 end record outside the file", fn);
+    const unsigned char *r = d + off64;
+    if (rd32(r) != 0x06064b50u || rd64(r + 4) + 12 != eocd - Z64_LOC_LEN - off64)
+        return bs_fail(e, BS_EFORMAT, "%s: bad ZIP64 end-of-central-directory record", fn);
+    uint64_t v[6] = {rd32(r + 16), rd32(r + 20), rd64(r + 24), rd64(r + 32), rd64(r + 40), rd64(r + 48)};
+    uint64_t *mine[6] = {&dir->n_disk, &dir->n_cd_disk, &dir->n_here, &dir->n_total, &dir->cd_size, &dir->cd_off};
+    uint64_t sentinel[6] = {0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF};
+    for (int i = 0; i < 6; i++) {
+        if (*mine[i] == sentinel[i]) *mine[i] = v[i];
+        else if (*mine[i] != v[i])
+            return bs_fail(e, BS_EFORMAT, "%s: the ZIP64 end record disagrees with the end record", fn);
     }
-    if (p != cd_limit) return bs_fail(e, BS_EFORMAT, "%s: bytes after the last central directory entry", fn);
+    dir->cd_limit = (size_t)off64;
+    return BS_OK;
+}
+
+/* The end records: one disk, 1..BS_PT_MAX_ENTRIES entries, and a central
+ * directory that ends where the end records begin. */
+static int read_end_records(const zip *z, zdir *dir, bs_err *e) {
+    const unsigned char *d = z->d;
+    const char *fn = z->fname;
+    size_t eocd = 0;
+    int rc = find_end_record(z, &eocd, e);
+    if (rc != BS_OK) return rc;
+    const unsigned char *q = d + eocd;
+    *dir = (zdir){rd16(q + 4), rd16(q + 6), rd16(q + 8), rd16(q + 10), rd32(q + 12), rd32(q + 16), eocd};
+    if (eocd >= Z64_LOC_LEN && rd32(d + eocd - Z64_LOC_LEN) == 0x07064b50u &&
+        (rc = read_zip64_end(z, eocd, dir, e)) != BS_OK)
+        return rc;
+    if (dir->n_disk != 0 || dir->n_cd_disk != 0 || dir->n_here != dir->n_total)
+        return bs_fail(e, BS_EFORMAT, "%s: multi-disk zip archives are not supported", fn);
+    if (dir->n_total == 0) return bs_fail(e, BS_EFORMAT, "%s: empty zip archive", fn);
+    if (dir->n_total > BS_PT_MAX_ENTRIES)
+        return bs_fail(e, BS_EFORMAT, "%s: %llu zip entries (at most %d)", fn, (unsigned long long)dir->n_total,
+                       BS_PT_MAX_ENTRIES);
+    if (dir->cd_off > dir->cd_limit || dir->cd_size != dir->cd_limit - dir->cd_off)
+        return bs_fail(e, BS_EFORMAT, "%s: central directory (offset %llu, %llu bytes) does not end at the end record",
+                       fn, (unsigned long long)dir->cd_off, (unsigned long long)dir->cd_size);
+    return BS_OK;
+}
+
+/* One central directory entry's fields */
+typedef struct {
+    uint16_t flags, method, nlen, elen, clen;
+    uint32_t crc, csize, usize, loff;
+    const char *name;
+} cen_rec;
+
+/* The local header of entry en (and its data descriptor, if flagged) must
+ * agree with the central directory record c; the data must match its CRC. */
+static int check_local_header(const zip *z, size_t cd_off, const cen_rec *c, zentry *en, bs_err *e) {
+    const unsigned char *d = z->d;
+    const char *fn = z->fname;
+    if (c->loff > cd_off || cd_off - c->loff < LOC_LEN || rd32(d + c->loff) != 0x04034b50u)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: local header missing at offset %u", fn, en->name, c->loff);
+    const unsigned char *l = d + c->loff;
+    uint16_t lnlen = rd16(l + 26), lelen = rd16(l + 28);
+    if (rd16(l + 6) != c->flags || rd16(l + 8) != c->method || lnlen != c->nlen ||
+        (size_t)LOC_LEN + lnlen + lelen > cd_off - c->loff || memcmp(l + LOC_LEN, c->name, c->nlen) != 0)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: local header disagrees with the central directory", fn, en->name);
+    uint32_t lcrc = rd32(l + 14), lcs = rd32(l + 18), lus = rd32(l + 22);
+    int described = (c->flags & 0x0008) != 0;
+    if (!(lcrc == c->crc && lcs == c->csize && lus == c->usize) && !(described && lcrc == 0 && lcs == 0 && lus == 0))
+        return bs_fail(e, BS_EFORMAT, "%s: %s: local header sizes or CRC disagree with the central directory", fn,
+                       en->name);
+    en->begin = c->loff;
+    en->data_off = (size_t)c->loff + LOC_LEN + lnlen + lelen;
+    en->size = c->csize;
+    if (en->size > cd_off - en->data_off)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: data (%zu bytes) runs past the end of the archive's data", fn,
+                       en->name, en->size);
+    en->end = en->data_off + en->size;
+    if (described) { /* data descriptor: optional signature, CRC, sizes */
+        const unsigned char *dd = d + en->end;
+        size_t room = cd_off - en->end, sig = room >= 4 && rd32(dd) == 0x08074b50u ? 4 : 0;
+        if (room < sig + 12 || rd32(dd + sig) != c->crc || rd32(dd + sig + 4) != c->csize ||
+            rd32(dd + sig + 8) != c->usize)
+            return bs_fail(e, BS_EFORMAT, "%s: %s: data descriptor disagrees with the central directory", fn,
+                           en->name);
+        en->end += sig + 12;
+    }
+    if (crc32_of(d + en->data_off, en->size) != c->crc)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: CRC-32 mismatch (corrupt data)", fn, en->name);
+    return BS_OK;
+}
+
+/* Central directory entry i at *p: a stored, unencrypted, uniquely and
+ * safely named entry whose local header agrees; *p moves past it. */
+static int read_entry(zip *z, const zdir *dir, uint64_t i, size_t *p, bs_err *e) {
+    const unsigned char *d = z->d;
+    const char *fn = z->fname;
+    size_t cd_limit = dir->cd_limit;
+    zentry *en = &z->ent[z->n];
+    if (cd_limit - *p < CEN_LEN || rd32(d + *p) != 0x02014b50u)
+        return bs_fail(e, BS_EFORMAT, "%s: central directory entry %llu is malformed", fn, (unsigned long long)i);
+    const unsigned char *c = d + *p;
+    cen_rec r = {rd16(c + 8), rd16(c + 10), rd16(c + 28), rd16(c + 30), rd16(c + 32),
+                 rd32(c + 16), rd32(c + 20), rd32(c + 24), rd32(c + 42), (const char *)c + CEN_LEN};
+    if ((size_t)CEN_LEN + r.nlen + r.elen + r.clen > cd_limit - *p)
+        return bs_fail(e, BS_EFORMAT, "%s: central directory entry %llu runs past the directory", fn,
+                       (unsigned long long)i);
+    if (r.nlen > BS_PT_MAX_NAME || !name_ok(r.name, r.nlen))
+        return bs_fail(e, BS_EFORMAT, "%s: zip entry %llu has an unacceptable name", fn, (unsigned long long)i);
+    memcpy(en->name, r.name, r.nlen);
+    en->name[r.nlen] = 0;
+    if (rd16(c + 34) != 0) return bs_fail(e, BS_EFORMAT, "%s: %s: multi-disk entry", fn, en->name);
+    if (r.flags & ~(uint16_t)0x0808)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: zip flags 0x%04x (encryption or other features) not supported", fn,
+                       en->name, r.flags);
+    if (r.method != 0)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: compressed zip entry (method %u); only stored entries are read", fn,
+                       en->name, r.method);
+    if (r.csize == 0xFFFFFFFFu || r.usize == 0xFFFFFFFFu || r.loff == 0xFFFFFFFFu)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: ZIP64 entry sizes are not supported", fn, en->name);
+    if (r.csize != r.usize)
+        return bs_fail(e, BS_EFORMAT, "%s: %s: stored entry with sizes %u and %u", fn, en->name, r.csize, r.usize);
+    for (size_t j = 0; j < z->n; j++)
+        if (!strcmp(z->ent[j].name, en->name)) return bs_fail(e, BS_EFORMAT, "%s: duplicate zip entry %s", fn, en->name);
+    int rc = check_local_header(z, (size_t)dir->cd_off, &r, en, e);
+    if (rc != BS_OK) return rc;
+    *p += (size_t)CEN_LEN + r.nlen + r.elen + r.clen;
+    z->n++;
+    return BS_OK;
+}
+
+/* No two entries (local header .. end of data) share a byte. */
+static int check_no_overlap(const zip *z, bs_err *e) {
     zentry **by = malloc(z->n * sizeof *by);
-    if (!by) return bs_fail(e, BS_ENOMEM, "%s: out of memory", fn);
+    if (!by) return bs_fail(e, BS_ENOMEM, "%s: out of memory", z->fname);
     for (size_t i = 0; i < z->n; i++) by[i] = &z->ent[i];
     qsort(by, z->n, sizeof *by, cmp_begin);
     int overlap = 0;
     for (size_t i = 1; i < z->n; i++) overlap |= by[i]->begin < by[i - 1]->end;
     free(by);
-    if (overlap) return bs_fail(e, BS_EFORMAT, "%s: zip entries overlap", fn);
-    /* one top folder shared by every entry */
+    if (overlap) return bs_fail(e, BS_EFORMAT, "%s: zip entries overlap", z->fname);
+    return BS_OK;
+}
+
+/* z->top: the one top folder every entry is inside */
+static int find_top_folder(zip *z, bs_err *e) {
+    const char *fn = z->fname;
     const char *slash = strchr(z->ent[0].name, '/');
     if (!slash) return bs_fail(e, BS_EFORMAT, "%s: zip entry %s is not inside a top folder", fn, z->ent[0].name);
     size_t tl = (size_t)(slash - z->ent[0].name) + 1;
@@ -204,6 +257,22 @@ static int zip_open(zip *z, bs_err *e) {
             return bs_fail(e, BS_EFORMAT, "%s: zip entries %s and %s do not share one top folder", fn, z->ent[0].name,
                            z->ent[i].name);
     return BS_OK;
+}
+
+/* Finds the end record, reads the central directory and checks every entry
+ * against its local header. */
+static int zip_open(zip *z, bs_err *e) {
+    zdir dir;
+    int rc = read_end_records(z, &dir, e);
+    if (rc != BS_OK) return rc;
+    z->ent = calloc((size_t)dir.n_total, sizeof *z->ent);
+    if (!z->ent) return bs_fail(e, BS_ENOMEM, "%s: out of memory", z->fname);
+    size_t p = (size_t)dir.cd_off;
+    for (uint64_t i = 0; i < dir.n_total; i++)
+        if ((rc = read_entry(z, &dir, i, &p, e)) != BS_OK) return rc;
+    if (p != dir.cd_limit) return bs_fail(e, BS_EFORMAT, "%s: bytes after the last central directory entry", z->fname);
+    if ((rc = check_no_overlap(z, e)) != BS_OK) return rc;
+    return find_top_folder(z, e);
 }
 
 /* The entry <top><rest>, or NULL. */
@@ -442,6 +511,127 @@ static int persid(vm *m, pv *pid, pv **out, bs_err *e) {
     return BS_OK;
 }
 
+/* TUPLE1..TUPLE3: the top n values into a new tuple */
+static int op_tuple_n(vm *m, int n, bs_err *e) {
+    int rc;
+    pv *t = pv_new(m, PV_TUPLE);
+    if (!t) return push(m, NULL, e);
+    pv *el[3];
+    for (int i = n - 1; i >= 0; i--)
+        if ((rc = pop(m, &el[i], e)) < 0) return rc;
+    for (int i = 0; i < n; i++)
+        if (pv_append(t, el[i]) < 0) return bs_fail(e, BS_ENOMEM, "%s: out of memory", m->fname);
+    return push(m, t, e);
+}
+
+/* BINUNICODE: a 4-byte length, then the UTF-8 bytes (kept in the pickle) */
+static int op_binunicode(vm *m, const unsigned char *a, bs_err *e) {
+    int rc;
+    pv *v;
+    if ((rc = need(m, 4, e)) < 0) return rc;
+    uint32_t n = rd32(a);
+    m->pos += 4;
+    if ((rc = need(m, n, e)) < 0) return rc;
+    if ((v = pv_new(m, PV_STR))) { v->s = (const char *)m->p + m->pos; v->slen = n; }
+    m->pos += n;
+    return push(m, v, e);
+}
+
+/* BININT (4 bytes, signed), BININT1 (1), BININT2 (2) */
+static int op_binint(vm *m, unsigned char op, const unsigned char *a, bs_err *e) {
+    int rc;
+    pv *v;
+    size_t n = op == 'J' ? 4 : op == 'K' ? 1 : 2;
+    if ((rc = need(m, n, e)) < 0) return rc;
+    if ((v = pv_new(m, PV_INT))) v->i = op == 'J' ? (int64_t)(int32_t)rd32(a) : op == 'K' ? a[0] : rd16(a);
+    m->pos += n;
+    return push(m, v, e);
+}
+
+/* BINFLOAT: a big-endian double, its bits kept in i */
+static int op_binfloat(vm *m, const unsigned char *a, bs_err *e) {
+    int rc;
+    pv *v;
+    if ((rc = need(m, 8, e)) < 0) return rc;
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = u << 8 | a[i];
+    if ((v = pv_new(m, PV_FLOAT))) memcpy(&v->i, &u, 8);
+    m->pos += 8;
+    return push(m, v, e);
+}
+
+/* GLOBAL "module\nname\n": only the allowed names */
+static int op_global(vm *m, const unsigned char *a, bs_err *e) {
+    const char *f = m->fname;
+    pv *v;
+    const unsigned char *nl1 = memchr(a, '\n', m->len - m->pos);
+    const unsigned char *nl2 = nl1 ? memchr(nl1 + 1, '\n', m->len - (size_t)(nl1 + 1 - m->p)) : NULL;
+    if (!nl2 || nl2 - a > 200) return bs_fail(e, BS_EFORMAT, "%s: data.pkl: malformed GLOBAL", f);
+    size_t gl = (size_t)(nl2 - a);
+    int g = -1;
+    for (int i = 0; i < (int)(sizeof GLOBALS / sizeof *GLOBALS); i++)
+        if (strlen(GLOBALS[i]) == gl && !memcmp(GLOBALS[i], a, gl)) g = i;
+    if (g < 0) {
+        char name[201];
+        memcpy(name, a, gl);
+        name[gl] = 0;
+        for (size_t i = 0; i < gl; i++)
+            if (name[i] == '\n') name[i] = '.';
+            else if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7F) name[i] = '?';
+        return bs_fail(e, BS_EFORMAT, "%s: data.pkl: global %s is not allowed", f, name);
+    }
+    if ((v = pv_new(m, PV_GLOBAL))) v->i = g;
+    m->pos += gl + 1;
+    return push(m, v, e);
+}
+
+/* BUILD: an empty state on a tensor; the _metadata attribute of a state dict */
+static int op_build(vm *m, bs_err *e) {
+    int rc;
+    pv *x, *y;
+    if ((rc = pop(m, &x, e)) < 0 || (rc = pop(m, &y, e)) < 0) return rc;
+    if (!(y->kind == PV_TENSOR && x->kind == PV_DICT && x->n == 0) && !(y->kind == PV_DICT && x->kind == PV_DICT))
+        return bs_fail(e, BS_EFORMAT, "%s: data.pkl: BUILD of a %s with a %s state", m->fname, KIND_NAMES[y->kind],
+                       KIND_NAMES[x->kind]);
+    return push(m, y, e);
+}
+
+/* SETITEM: key and value into the dict below them */
+static int op_setitem(vm *m, bs_err *e) {
+    int rc;
+    pv *x, *y;
+    if ((rc = pop(m, &x, e)) < 0 || (rc = pop(m, &y, e)) < 0) return rc;
+    if (m->sp == 0 || (m->n_marks && m->sp <= m->marks[m->n_marks - 1]) || m->stack[m->sp - 1]->kind != PV_DICT)
+        return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEM without a dict", m->fname);
+    return dict_set(m, m->stack[m->sp - 1], y, x, e);
+}
+
+/* SETITEMS: the key, value pairs above the last mark into the dict below it */
+static int op_setitems(vm *m, bs_err *e) {
+    if (!m->n_marks) return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEMS without a mark", m->fname);
+    size_t mk = m->marks[--m->n_marks];
+    if (mk == 0 || m->stack[mk - 1]->kind != PV_DICT || (m->sp - mk) % 2)
+        return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEMS without a dict or with an odd count", m->fname);
+    int rc = BS_OK;
+    for (size_t i = mk; i < m->sp && rc == BS_OK; i += 2)
+        rc = dict_set(m, m->stack[mk - 1], m->stack[i], m->stack[i + 1], e);
+    m->sp = mk;
+    return rc;
+}
+
+/* BINPUT/LONG_BINPUT (q, r) and BINGET/LONG_BINGET (h, j): a 1- or 4-byte memo index */
+static int op_memo(vm *m, unsigned char op, const unsigned char *a, bs_err *e) {
+    int rc;
+    if (op == 'q' || op == 'h') {
+        if ((rc = need(m, 1, e)) < 0) return rc;
+        m->pos += 1;
+        return op == 'q' ? memo_put(m, a[0], e) : memo_get(m, a[0], e);
+    }
+    if ((rc = need(m, 4, e)) < 0) return rc;
+    m->pos += 4;
+    return op == 'r' ? memo_put(m, rd32(a), e) : memo_get(m, rd32(a), e);
+}
+
 static int run_pickle(vm *m, pv **root, bs_err *e) {
     const char *f = m->fname;
     int rc;
@@ -476,111 +666,25 @@ static int run_pickle(vm *m, pv **root, bs_err *e) {
             rc = BS_OK;
             break;
         case 't': rc = pop_mark_into(m, PV_TUPLE, e); break;
-        case 0x85: case 0x86: case 0x87: {
-            int n = op - 0x84;
-            pv *t = pv_new(m, PV_TUPLE);
-            if (!t) return push(m, NULL, e);
-            pv *el[3];
-            for (int i = n - 1; i >= 0; i--)
-                if ((rc = pop(m, &el[i], e)) < 0) return rc;
-            for (int i = 0; i < n; i++)
-                if (pv_append(t, el[i]) < 0) return bs_fail(e, BS_ENOMEM, "%s: out of memory", f);
-            rc = push(m, t, e);
-            break;
-        }
-        case 'X': {
-            if ((rc = need(m, 4, e)) < 0) return rc;
-            uint32_t n = rd32(a);
-            m->pos += 4;
-            if ((rc = need(m, n, e)) < 0) return rc;
-            if ((v = pv_new(m, PV_STR))) { v->s = (const char *)m->p + m->pos; v->slen = n; }
-            m->pos += n;
-            rc = push(m, v, e);
-            break;
-        }
-        case 'J': case 'K': case 'M': {
-            size_t n = op == 'J' ? 4 : op == 'K' ? 1 : 2;
-            if ((rc = need(m, n, e)) < 0) return rc;
-            if ((v = pv_new(m, PV_INT))) v->i = op == 'J' ? (int64_t)(int32_t)rd32(a) : op == 'K' ? a[0] : rd16(a);
-            m->pos += n;
-            rc = push(m, v, e);
-            break;
-        }
-        case 'G': {
-            if ((rc = need(m, 8, e)) < 0) return rc;
-            uint64_t u = 0;
-            for (int i = 0; i < 8; i++) u = u << 8 | a[i];
-            if ((v = pv_new(m, PV_FLOAT))) memcpy(&v->i, &u, 8);
-            m->pos += 8;
-            rc = push(m, v, e);
-            break;
-        }
-        case 'c': { /* GLOBAL "module\nname\n": only the allowed names */
-            const unsigned char *nl1 = memchr(a, '\n', m->len - m->pos);
-            const unsigned char *nl2 = nl1 ? memchr(nl1 + 1, '\n', m->len - (size_t)(nl1 + 1 - m->p)) : NULL;
-            if (!nl2 || nl2 - a > 200) return bs_fail(e, BS_EFORMAT, "%s: data.pkl: malformed GLOBAL", f);
-            size_t gl = (size_t)(nl2 - a);
-            int g = -1;
-            for (int i = 0; i < (int)(sizeof GLOBALS / sizeof *GLOBALS); i++)
-                if (strlen(GLOBALS[i]) == gl && !memcmp(GLOBALS[i], a, gl)) g = i;
-            if (g < 0) {
-                char name[201];
-                memcpy(name, a, gl);
-                name[gl] = 0;
-                for (size_t i = 0; i < gl; i++)
-                    if (name[i] == '\n') name[i] = '.';
-                    else if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7F) name[i] = '?';
-                return bs_fail(e, BS_EFORMAT, "%s: data.pkl: global %s is not allowed", f, name);
-            }
-            if ((v = pv_new(m, PV_GLOBAL))) v->i = g;
-            m->pos += gl + 1;
-            rc = push(m, v, e);
-            break;
-        }
+        case 0x85: case 0x86: case 0x87: rc = op_tuple_n(m, op - 0x84, e); break;
+        case 'X': rc = op_binunicode(m, a, e); break;
+        case 'J': case 'K': case 'M': rc = op_binint(m, op, a, e); break;
+        case 'G': rc = op_binfloat(m, a, e); break;
+        case 'c': rc = op_global(m, a, e); break;
         case 'R':
             if ((rc = pop(m, &x, e)) < 0 || (rc = pop(m, &y, e)) < 0) return rc;
             if ((rc = reduce(m, y, x, &v, e)) < 0) return rc;
             rc = push(m, v, e);
             break;
-        case 'b': /* BUILD: an empty state on a tensor; the _metadata attribute of a state dict */
-            if ((rc = pop(m, &x, e)) < 0 || (rc = pop(m, &y, e)) < 0) return rc;
-            if (!(y->kind == PV_TENSOR && x->kind == PV_DICT && x->n == 0) && !(y->kind == PV_DICT && x->kind == PV_DICT))
-                return bs_fail(e, BS_EFORMAT, "%s: data.pkl: BUILD of a %s with a %s state", f, KIND_NAMES[y->kind],
-                               KIND_NAMES[x->kind]);
-            rc = push(m, y, e);
-            break;
+        case 'b': rc = op_build(m, e); break;
         case 'Q':
             if ((rc = pop(m, &x, e)) < 0) return rc;
             if ((rc = persid(m, x, &v, e)) < 0) return rc;
             rc = push(m, v, e);
             break;
-        case 's':
-            if ((rc = pop(m, &x, e)) < 0 || (rc = pop(m, &y, e)) < 0) return rc;
-            if (m->sp == 0 || (m->n_marks && m->sp <= m->marks[m->n_marks - 1]) || m->stack[m->sp - 1]->kind != PV_DICT)
-                return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEM without a dict", f);
-            rc = dict_set(m, m->stack[m->sp - 1], y, x, e);
-            break;
-        case 'u': {
-            if (!m->n_marks) return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEMS without a mark", f);
-            size_t mk = m->marks[--m->n_marks];
-            if (mk == 0 || m->stack[mk - 1]->kind != PV_DICT || (m->sp - mk) % 2)
-                return bs_fail(e, BS_EFORMAT, "%s: data.pkl: SETITEMS without a dict or with an odd count", f);
-            rc = BS_OK;
-            for (size_t i = mk; i < m->sp && rc == BS_OK; i += 2)
-                rc = dict_set(m, m->stack[mk - 1], m->stack[i], m->stack[i + 1], e);
-            m->sp = mk;
-            break;
-        }
-        case 'q': case 'h':
-            if ((rc = need(m, 1, e)) < 0) return rc;
-            m->pos += 1;
-            rc = op == 'q' ? memo_put(m, a[0], e) : memo_get(m, a[0], e);
-            break;
-        case 'r': case 'j':
-            if ((rc = need(m, 4, e)) < 0) return rc;
-            m->pos += 4;
-            rc = op == 'r' ? memo_put(m, rd32(a), e) : memo_get(m, rd32(a), e);
-            break;
+        case 's': rc = op_setitem(m, e); break;
+        case 'u': rc = op_setitems(m, e); break;
+        case 'q': case 'h': case 'r': case 'j': rc = op_memo(m, op, a, e); break;
         default:
             return bs_fail(e, BS_EFORMAT, "%s: data.pkl: unsupported pickle opcode 0x%02x at byte %zu", f, op, at);
         }
