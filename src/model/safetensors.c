@@ -195,6 +195,97 @@ static int parse_entry(const char *path, const char *name, const json_t *ent, ui
     return BS_OK;
 }
 
+/* One file's header while it is parsed: its tensors, not yet in w */
+typedef struct {
+    const char *path;
+    int fi;
+    const unsigned char *data; /* the data buffer, after the header */
+    uint64_t data_len;
+    bs_tensor *loc;
+    st_range *rg;
+    size_t nt; /* entries of loc with a name (the caller frees them) */
+} st_header;
+
+/* __metadata__: an object mapping strings to strings */
+static int check_metadata(const char *path, json_t *val, bs_err *e) {
+    int ok = json_is_object(val);
+    const char *mk;
+    json_t *mv;
+    if (ok) json_object_foreach(val, mk, mv) if (!json_is_string(mv)) ok = 0;
+    if (!ok) return bs_fail(e, BS_EFORMAT, "%s: __metadata__ must be an object mapping strings to strings", path);
+    return BS_OK;
+}
+
+/* Every entry of the header object root: a tensor into h->loc and h->rg. */
+static int parse_entries(st_header *h, json_t *root, bs_err *e) {
+    int rc;
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if ((rc = check_metadata(h->path, val, e))) return rc;
+            continue;
+        }
+        bs_tensor *t = &h->loc[h->nt];
+        if ((rc = parse_entry(h->path, key, val, h->data_len, t, &h->rg[h->nt], e))) return rc;
+        t->name = strdup(key);
+        if (!t->name) return bs_fail(e, BS_ENOMEM, "%s: out of memory", h->path);
+        t->file = h->fi;
+        t->data = h->data + h->rg[h->nt].b;
+        h->rg[h->nt].idx = (int)h->nt;
+        h->nt++;
+    }
+    return BS_OK;
+}
+
+/* Same rule as the reference library: sorted by offsets, every range starts
+ * where the previous ended, from 0 to the end of the buffer. This refuses
+ * gaps, overlaps and trailing bytes alike. */
+static int check_contiguous(st_header *h, bs_err *e) {
+    const char *path = h->path;
+    qsort(h->rg, h->nt, sizeof *h->rg, cmp_range);
+    uint64_t pos = 0;
+    const char *prev = NULL;
+    for (size_t i = 0; i < h->nt; i++) {
+        const st_range *r = &h->rg[i];
+        const char *nm = h->loc[r->idx].name;
+        if (r->b < pos)
+            return bs_fail(e, BS_EFORMAT,
+                           "%s: tensor \"%s\" data_offsets [%llu, %llu] overlap tensor \"%s\" which ends at byte %llu",
+                           path, nm, (unsigned long long)r->b, (unsigned long long)r->end, prev,
+                           (unsigned long long)pos);
+        if (r->b > pos) {
+            if (prev)
+                return bs_fail(e, BS_EFORMAT,
+                               "%s: tensor data not contiguous: gap between tensor \"%s\" (ends at byte %llu) and "
+                               "tensor \"%s\" (begins at byte %llu)",
+                               path, prev, (unsigned long long)pos, nm, (unsigned long long)r->b);
+            return bs_fail(e, BS_EFORMAT,
+                           "%s: tensor data not contiguous: first tensor \"%s\" begins at byte %llu, not 0", path,
+                           nm, (unsigned long long)r->b);
+        }
+        pos = r->end;
+        prev = nm;
+    }
+    if (pos != h->data_len)
+        return bs_fail(e, BS_EFORMAT,
+                       "%s: tensor data not contiguous: tensors end at byte %llu but the data buffer has %llu bytes",
+                       path, (unsigned long long)pos, (unsigned long long)h->data_len);
+    return BS_OK;
+}
+
+/* The header's tensors appended to w->tensors (which then owns the names). */
+static int add_tensors(bs_weights *w, st_header *h, bs_err *e) {
+    if (h->nt > (size_t)(INT_MAX - w->n_tensors)) return bs_fail(e, BS_ERANGE, "%s: too many tensors", h->path);
+    bs_tensor *all = realloc(w->tensors, ((size_t)w->n_tensors + h->nt + 1) * sizeof *all);
+    if (!all) return bs_fail(e, BS_ENOMEM, "%s: out of memory", h->path);
+    w->tensors = all;
+    memcpy(all + w->n_tensors, h->loc, h->nt * sizeof *h->loc);
+    w->n_tensors += (int)h->nt;
+    h->nt = 0;
+    return BS_OK;
+}
+
 /* Validates the header of the file just mapped (w->files[fi]) and appends its
  * tensors to w->tensors, unsorted. */
 static int parse_header(bs_weights *w, int fi, bs_err *e) {
@@ -209,13 +300,8 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
         return bs_fail(e, BS_EFORMAT,
                        "%s: header length N = %llu runs past the end of the file (%llu bytes): truncated header", path,
                        (unsigned long long)n, (unsigned long long)f->size);
-    uint64_t data_len = f->size - 8 - n;
-    const unsigned char *data = base + 8 + n;
-
+    st_header h = {path, fi, base + 8 + n, f->size - 8 - n, NULL, NULL, 0};
     int rc = BS_OK;
-    bs_tensor *loc = NULL;
-    st_range *rg = NULL;
-    size_t nt = 0;
     json_error_t je;
     /* Duplicate names would silently shadow a tensor: refused outright. */
     json_t *root = json_loadb((const char *)base + 8, (size_t)n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
@@ -229,93 +315,19 @@ static int parse_header(bs_weights *w, int fi, bs_err *e) {
         goto done;
     }
     size_t cap = json_object_size(root);
-    loc = calloc(cap ? cap : 1, sizeof *loc);
-    rg = calloc(cap ? cap : 1, sizeof *rg);
-    if (!loc || !rg) {
+    h.loc = calloc(cap ? cap : 1, sizeof *h.loc);
+    h.rg = calloc(cap ? cap : 1, sizeof *h.rg);
+    if (!h.loc || !h.rg) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
         goto done;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val) {
-        if (strcmp(key, "__metadata__") == 0) {
-            int ok = json_is_object(val);
-            const char *mk;
-            json_t *mv;
-            if (ok) json_object_foreach(val, mk, mv) if (!json_is_string(mv)) ok = 0;
-            if (!ok) {
-                rc = bs_fail(e, BS_EFORMAT, "%s: __metadata__ must be an object mapping strings to strings", path);
-                goto done;
-            }
-            continue;
-        }
-        bs_tensor *t = &loc[nt];
-        if ((rc = parse_entry(path, key, val, data_len, t, &rg[nt], e))) goto done;
-        t->name = strdup(key);
-        if (!t->name) {
-            rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-            goto done;
-        }
-        t->file = fi;
-        t->data = data + rg[nt].b;
-        rg[nt].idx = (int)nt;
-        nt++;
-    }
-
-    /* Same rule as the reference library: sorted by offsets, every range
-     * starts where the previous ended, from 0 to the end of the buffer. This
-     * refuses gaps, overlaps and trailing bytes alike. */
-    qsort(rg, nt, sizeof *rg, cmp_range);
-    uint64_t pos = 0;
-    const char *prev = NULL;
-    for (size_t i = 0; i < nt; i++) {
-        const char *nm = loc[rg[i].idx].name;
-        if (rg[i].b < pos) {
-            rc = bs_fail(e, BS_EFORMAT,
-                         "%s: tensor \"%s\" data_offsets [%llu, %llu] overlap tensor \"%s\" which ends at byte %llu",
-                         path, nm, (unsigned long long)rg[i].b, (unsigned long long)rg[i].end, prev,
-                         (unsigned long long)pos);
-            goto done;
-        }
-        if (rg[i].b > pos) {
-            if (prev)
-                rc = bs_fail(e, BS_EFORMAT,
-                             "%s: tensor data not contiguous: gap between tensor \"%s\" (ends at byte %llu) and "
-                             "tensor \"%s\" (begins at byte %llu)",
-                             path, prev, (unsigned long long)pos, nm, (unsigned long long)rg[i].b);
-            else
-                rc = bs_fail(e, BS_EFORMAT,
-                             "%s: tensor data not contiguous: first tensor \"%s\" begins at byte %llu, not 0", path,
-                             nm, (unsigned long long)rg[i].b);
-            goto done;
-        }
-        pos = rg[i].end;
-        prev = nm;
-    }
-    if (pos != data_len) {
-        rc = bs_fail(e, BS_EFORMAT,
-                     "%s: tensor data not contiguous: tensors end at byte %llu but the data buffer has %llu bytes",
-                     path, (unsigned long long)pos, (unsigned long long)data_len);
-        goto done;
-    }
-
-    if (nt > (size_t)(INT_MAX - w->n_tensors)) {
-        rc = bs_fail(e, BS_ERANGE, "%s: too many tensors", path);
-        goto done;
-    }
-    bs_tensor *all = realloc(w->tensors, ((size_t)w->n_tensors + nt + 1) * sizeof *all);
-    if (!all) {
-        rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    w->tensors = all;
-    memcpy(all + w->n_tensors, loc, nt * sizeof *loc);
-    w->n_tensors += (int)nt;
-    nt = 0; /* names now owned by w */
+    if ((rc = parse_entries(&h, root, e))) goto done;
+    if ((rc = check_contiguous(&h, e))) goto done;
+    rc = add_tensors(w, &h, e);
 done:
-    for (size_t i = 0; i < nt; i++) free(loc[i].name);
-    free(loc);
-    free(rg);
+    for (size_t i = 0; i < h.nt; i++) free(h.loc[i].name);
+    free(h.loc);
+    free(h.rg);
     json_decref(root);
     return rc;
 }
@@ -367,70 +379,62 @@ static int cmp_cstr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_err *e) {
-    int rc = BS_OK;
-    char *text = NULL, *spath = NULL;
-    const char **shards = NULL;
-    json_t *root = NULL;
-    size_t len = 0, ns = 0;
-
-    if ((rc = bs_read_regular_file(ipath, &text, &len, BS_MODEL_FILE_MAX, e))) goto done;
+/* The index file's JSON: an object with an object weight_map and, if any,
+ * an object metadata. */
+static int load_index(const char *ipath, const char *text, size_t len, json_t **root, bs_err *e) {
     json_error_t je;
-    root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-    if (!root) {
+    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    if (!*root) {
         if (json_error_code(&je) == json_error_duplicate_key)
-            rc = bs_fail(e, BS_EFORMAT, "%s: duplicate key: %s (line %d)", ipath, je.text, je.line);
-        else
-            rc = bs_fail(e, BS_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", ipath, je.text, je.line,
-                         je.column);
-        goto done;
+            return bs_fail(e, BS_EFORMAT, "%s: duplicate key: %s (line %d)", ipath, je.text, je.line);
+        return bs_fail(e, BS_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", ipath, je.text, je.line,
+                       je.column);
     }
-    const json_t *wm = json_object_get(root, "weight_map"), *md = json_object_get(root, "metadata");
-    if (!json_is_object(root) || !json_is_object(wm)) {
-        rc = bs_fail(e, BS_EFORMAT, "%s: must be a JSON object with an object weight_map", ipath);
-        goto done;
-    }
-    if (md && !json_is_object(md)) {
-        rc = bs_fail(e, BS_EFORMAT, "%s: metadata must be an object", ipath);
-        goto done;
-    }
+    const json_t *wm = json_object_get(*root, "weight_map"), *md = json_object_get(*root, "metadata");
+    if (!json_is_object(*root) || !json_is_object(wm))
+        return bs_fail(e, BS_EFORMAT, "%s: must be a JSON object with an object weight_map", ipath);
+    if (md && !json_is_object(md)) return bs_fail(e, BS_EFORMAT, "%s: metadata must be an object", ipath);
+    return BS_OK;
+}
+
+/* The shard names of weight_map, sorted and unique, into *shards (owned by
+ * the caller, strings into wm). */
+static int list_shards(const char *ipath, const json_t *wm, const char ***shards, size_t *ns, bs_err *e) {
     size_t nw = json_object_size(wm);
-    if (nw == 0) {
-        rc = bs_fail(e, BS_EFORMAT, "%s: weight_map is empty", ipath);
-        goto done;
-    }
-    shards = calloc(nw, sizeof *shards);
-    if (!shards) {
-        rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
-        goto done;
-    }
+    if (nw == 0) return bs_fail(e, BS_EFORMAT, "%s: weight_map is empty", ipath);
+    const char **sh = *shards = calloc(nw, sizeof *sh);
+    if (!sh) return bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)wm, key, val) {
         if (!json_is_string(val)) {
             char got[160];
             bs_json_show(val, got, sizeof got);
-            rc = bs_fail(e, BS_EFORMAT, "%s: weight_map[\"%s\"] must be a shard file name, got %s", ipath, key, got);
-            goto done;
+            return bs_fail(e, BS_EFORMAT, "%s: weight_map[\"%s\"] must be a shard file name, got %s", ipath, key, got);
         }
         const char *s = json_string_value(val);
         /* Only plain names: the index must not reach outside the model directory. */
-        if (!*s || strcmp(s, ".") == 0 || strchr(s, '/') || strstr(s, "..")) {
-            rc = bs_fail(e, BS_EFORMAT,
-                         "%s: weight_map[\"%s\"]: shard name \"%s\" must be a plain file name in the model "
-                         "directory (no '/' or '..')",
-                         ipath, key, s);
-            goto done;
-        }
-        shards[ns++] = s;
+        if (!*s || strcmp(s, ".") == 0 || strchr(s, '/') || strstr(s, ".."))
+            return bs_fail(e, BS_EFORMAT,
+                           "%s: weight_map[\"%s\"]: shard name \"%s\" must be a plain file name in the model "
+                           "directory (no '/' or '..')",
+                           ipath, key, s);
+        sh[(*ns)++] = s;
     }
-    qsort(shards, ns, sizeof *shards, cmp_cstr);
+    qsort(sh, *ns, sizeof *sh, cmp_cstr);
     size_t u = 0;
-    for (size_t i = 0; i < ns; i++)
-        if (u == 0 || strcmp(shards[u - 1], shards[i]) != 0) shards[u++] = shards[i];
-    ns = u;
+    for (size_t i = 0; i < *ns; i++)
+        if (u == 0 || strcmp(sh[u - 1], sh[i]) != 0) sh[u++] = sh[i];
+    *ns = u;
+    return BS_OK;
+}
 
-    /* w->files[i] is shard shards[i]: map_file appends in this order. */
+/* Maps each shard and reads its header: w->files[i] is shard shards[i], as
+ * map_file appends in this order. */
+static int open_shards(bs_weights *w, const char *dir, const char *ipath, const char **shards, size_t ns,
+                       bs_err *e) {
+    int rc = BS_OK;
+    char *spath = NULL;
     for (size_t i = 0; i < ns; i++) {
         spath = bs_path_join(dir, shards[i]);
         if (!spath) {
@@ -447,35 +451,54 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         free(spath);
         spath = NULL;
     }
+done:
+    free(spath);
+    return rc;
+}
 
+/* Sorts w->tensors by name; each must be in one shard only, the one
+ * weight_map gives it. */
+static int check_tensor_shards(bs_weights *w, const char *ipath, const json_t *wm, const char **shards, bs_err *e) {
     if (w->n_tensors > 1) qsort(w->tensors, (size_t)w->n_tensors, sizeof *w->tensors, cmp_tensor);
-    for (int i = 1; i < w->n_tensors; i++) {
-        if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0) {
-            rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" is in two shards: \"%s\" and \"%s\"", ipath,
-                         w->tensors[i].name, shards[w->tensors[i - 1].file], shards[w->tensors[i].file]);
-            goto done;
-        }
-    }
+    for (int i = 1; i < w->n_tensors; i++)
+        if (strcmp(w->tensors[i - 1].name, w->tensors[i].name) == 0)
+            return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" is in two shards: \"%s\" and \"%s\"", ipath,
+                           w->tensors[i].name, shards[w->tensors[i - 1].file], shards[w->tensors[i].file]);
     for (int i = 0; i < w->n_tensors; i++) {
         const bs_tensor *t = &w->tensors[i];
         const json_t *v = json_object_get(wm, t->name);
-        if (!v) {
-            rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" of shard \"%s\" is not listed in weight_map", ipath,
-                         t->name, shards[t->file]);
-            goto done;
-        }
-        if (strcmp(json_string_value(v), shards[t->file]) != 0) {
-            rc = bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" is in the wrong shard: found in \"%s\", weight_map says \"%s\"",
-                         ipath, t->name, shards[t->file], json_string_value(v));
-            goto done;
-        }
+        if (!v)
+            return bs_fail(e, BS_EFORMAT, "%s: tensor \"%s\" of shard \"%s\" is not listed in weight_map", ipath,
+                           t->name, shards[t->file]);
+        if (strcmp(json_string_value(v), shards[t->file]) != 0)
+            return bs_fail(e, BS_EFORMAT,
+                           "%s: tensor \"%s\" is in the wrong shard: found in \"%s\", weight_map says \"%s\"", ipath,
+                           t->name, shards[t->file], json_string_value(v));
     }
+    return BS_OK;
+}
+
+static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_err *e) {
+    int rc = BS_OK;
+    char *text = NULL;
+    const char **shards = NULL;
+    json_t *root = NULL;
+    size_t len = 0, ns = 0;
+
+    if ((rc = bs_read_regular_file(ipath, &text, &len, BS_MODEL_FILE_MAX, e))) goto done;
+    if ((rc = load_index(ipath, text, len, &root, e))) goto done;
+    const json_t *wm = json_object_get(root, "weight_map");
+    if ((rc = list_shards(ipath, wm, &shards, &ns, e))) goto done;
+    if ((rc = open_shards(w, dir, ipath, shards, ns, e))) goto done;
+    if ((rc = check_tensor_shards(w, ipath, wm, shards, e))) goto done;
     if (!(w->index_path = bs_strfmt("%s", ipath))) {
         rc = bs_fail(e, BS_ENOMEM, "%s: out of memory", ipath);
         goto done;
     }
     /* Every tensor found is listed with its own shard and names are unique, so
      * a listed entry that resolves by name is in the right shard. */
+    const char *key;
+    json_t *val;
     json_object_foreach((json_t *)wm, key, val) {
         if (!bs_weights_get(w, key)) {
             rc = bs_fail(e, BS_EFORMAT, "%s: weight_map lists tensor \"%s\" in shard \"%s\" but that shard does not have it",
@@ -484,7 +507,6 @@ static int open_sharded(bs_weights *w, const char *dir, const char *ipath, bs_er
         }
     }
 done:
-    free(spath);
     free(shards);
     json_decref(root);
     free(text);
