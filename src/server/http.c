@@ -893,36 +893,24 @@ static void path_of_failed(conn *c) {
     c->path = bs_strfmt("%.*s", (int)(end - t), t);
 }
 
-/* Parses the header block in c->in. Returns 1 when the body is to be read
- * next, 0 when more input is needed or the request was answered. */
-static int parse_headers(conn *c) {
-    bs_server *s = c->s;
+/* The answer to a header block that failed to parse (rc < 0) or is too
+ * large (rc == -2 with the limit reached, or rc > MAX_HEADER_BYTES); the
+ * connection closes after it. */
+static void refuse_header_block(conn *c, int rc, size_t nh) {
     bs_reply er;
     bs_reply_init(&er);
-    struct phr_header h[MAX_HEADERS];
-    size_t nh = MAX_HEADERS, ml = 0, pl = 0;
-    const char *m = NULL, *p = NULL;
-    int minor = 1;
-    /* last_len: only the new bytes are searched for the end of the block,
-     * so a header block trickling in byte by byte costs linear time */
-    int rc = phr_parse_request(c->in, c->in_len, &m, &ml, &p, &pl, &minor, h, &nh, c->scanned);
-    if (rc == -2 && c->in_len <= MAX_HEADER_BYTES) {
-        c->scanned = c->in_len;
-        return 0;
-    }
-    c->scanned = 0;
-    c->start_ms = bs_now_ms();
-    if (rc == -2 || rc > MAX_HEADER_BYTES || rc < 0) {
-        path_of_failed(c);
-        bs_dialect d = c->path && bs_route_of(c->path) == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
-        if (rc == -2 || rc > MAX_HEADER_BYTES) bs_reply_headers_too_large(&er, d, MAX_HEADER_BYTES);
-        else if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, d);
-        else if (nh == MAX_HEADERS) bs_reply_too_many_headers(&er, d, MAX_HEADERS);
-        else bs_reply_bad_request(&er, d, "Malformed request line or header field.");
-        respond_error(c, &er, 1);
-        return 0;
-    }
-    c->minor = minor;
+    path_of_failed(c);
+    bs_dialect d = c->path && bs_route_of(c->path) == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
+    if (rc == -2 || rc > MAX_HEADER_BYTES) bs_reply_headers_too_large(&er, d, MAX_HEADER_BYTES);
+    else if (bs_http_other_major(c->in, c->in_len)) bs_reply_http_version(&er, d);
+    else if (nh == MAX_HEADERS) bs_reply_too_many_headers(&er, d, MAX_HEADERS);
+    else bs_reply_bad_request(&er, d, "Malformed request line or header field.");
+    respond_error(c, &er, 1);
+}
+
+/* The method, path and route of the request line (m, p: into c->in).
+ * Returns 0 when out of memory (the connection is then closed). */
+static int take_request_line(conn *c, const char *m, size_t ml, const char *p, size_t pl) {
     if (ml < sizeof c->method) {
         memcpy(c->method, m, ml);
         c->method[ml] = 0;
@@ -945,68 +933,110 @@ static int parse_headers(conn *c) {
         c->route = R_NONE;
     }
     c->dialect = c->route == R_BASAL ? BS_DIALECT_BASAL : BS_DIALECT_SYSTEMONE;
-    /* the header fields this server reads */
-    int have_cl = 0, bad_cl = 0, have_te = 0, te_chunked = 0, conn_close_tok = 0, conn_keep = 0, expect = 0;
-    unsigned long long cl = 0;
-    char *auth = NULL;
+    return 1;
+}
+
+/* the header fields this server reads */
+typedef struct {
+    int have_cl, bad_cl, have_te, te_chunked, conn_close_tok, conn_keep, expect;
+    unsigned long long cl;
+    char *auth; /* the first Authorization value, or NULL (the caller frees it) */
+} req_fields;
+
+/* The tokens of a Connection field: close, keep-alive */
+static void connection_tokens(const char *v, size_t vl, req_fields *f) {
+    size_t a = 0;
+    while (a < vl) {
+        size_t b = a;
+        while (b < vl && v[b] != ',') b++;
+        const char *t = v + a;
+        size_t tl = b - a;
+        bs_http_trim(&t, &tl);
+        if (bs_http_ci_eq(t, tl, "close")) f->conn_close_tok = 1;
+        if (bs_http_ci_eq(t, tl, "keep-alive")) f->conn_keep = 1;
+        a = b + 1;
+    }
+}
+
+/* The fields of h[0..nh) into f; the first Origin (when CORS is configured) into c->origin. */
+static void read_fields(conn *c, const struct phr_header *h, size_t nh, req_fields *f) {
     for (size_t i = 0; i < nh; i++) {
         const char *v = h[i].value;
         size_t vl = h[i].value_len;
         if (!h[i].name) continue; /* obsolete line folding: the parser joined it */
         if (bs_http_ci_eq(h[i].name, h[i].name_len, "content-length")) {
-            if (bs_http_content_length(v, vl, &have_cl, &cl) < 0) bad_cl = 1;
+            if (bs_http_content_length(v, vl, &f->have_cl, &f->cl) < 0) f->bad_cl = 1;
         } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "transfer-encoding")) {
             bs_http_trim(&v, &vl);
             /* only "chunked" alone, in one field (several codings, or a
              * second field, is a coding this server does not implement) */
-            te_chunked = !have_te && bs_http_ci_eq(v, vl, "chunked");
-            have_te = 1;
+            f->te_chunked = !f->have_te && bs_http_ci_eq(v, vl, "chunked");
+            f->have_te = 1;
         } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "connection")) {
-            size_t a = 0;
-            while (a < vl) {
-                size_t b = a;
-                while (b < vl && v[b] != ',') b++;
-                const char *t = v + a;
-                size_t tl = b - a;
-                bs_http_trim(&t, &tl);
-                if (bs_http_ci_eq(t, tl, "close")) conn_close_tok = 1;
-                if (bs_http_ci_eq(t, tl, "keep-alive")) conn_keep = 1;
-                a = b + 1;
-            }
+            connection_tokens(v, vl, f);
         } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "expect")) {
             bs_http_trim(&v, &vl);
-            expect = bs_http_ci_eq(v, vl, "100-continue");
-        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && s->n_cors) {
+            f->expect = bs_http_ci_eq(v, vl, "100-continue");
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "origin") && !c->origin && c->s->n_cors) {
             bs_http_trim(&v, &vl);
             if ((c->origin = malloc(vl + 1))) {
                 memcpy(c->origin, v, vl);
                 c->origin[vl] = 0;
             }
-        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "authorization") && !auth) {
-            if ((auth = malloc(vl + 1))) {
-                memcpy(auth, v, vl);
-                auth[vl] = 0;
+        } else if (bs_http_ci_eq(h[i].name, h[i].name_len, "authorization") && !f->auth) {
+            if ((f->auth = malloc(vl + 1))) {
+                memcpy(f->auth, v, vl);
+                f->auth[vl] = 0;
             }
         }
     }
+}
+
+/* Parses the header block in c->in. Returns 1 when the body is to be read
+ * next, 0 when more input is needed or the request was answered. */
+static int parse_headers(conn *c) {
+    bs_server *s = c->s;
+    bs_reply er;
+    bs_reply_init(&er);
+    struct phr_header h[MAX_HEADERS];
+    size_t nh = MAX_HEADERS, ml = 0, pl = 0;
+    const char *m = NULL, *p = NULL;
+    int minor = 1;
+    /* last_len: only the new bytes are searched for the end of the block,
+     * so a header block trickling in byte by byte costs linear time */
+    int rc = phr_parse_request(c->in, c->in_len, &m, &ml, &p, &pl, &minor, h, &nh, c->scanned);
+    if (rc == -2 && c->in_len <= MAX_HEADER_BYTES) {
+        c->scanned = c->in_len;
+        return 0;
+    }
+    c->scanned = 0;
+    c->start_ms = bs_now_ms();
+    if (rc == -2 || rc > MAX_HEADER_BYTES || rc < 0) {
+        refuse_header_block(c, rc, nh);
+        return 0;
+    }
+    c->minor = minor;
+    if (!take_request_line(c, m, ml, p, pl)) return 0;
+    req_fields f = {0};
+    read_fields(c, h, nh, &f);
     /* the header block is consumed; h[] points into it and is dead below */
     memmove(c->in, c->in + rc, c->in_len - (size_t)rc);
     c->in_len -= (size_t)rc;
-    c->keep_alive = minor >= 1 ? !conn_close_tok : conn_keep && !conn_close_tok;
-    if (have_te && have_cl) {
+    c->keep_alive = minor >= 1 ? !f.conn_close_tok : f.conn_keep && !f.conn_close_tok;
+    if (f.have_te && f.have_cl) {
         bs_reply_bad_request(&er, c->dialect, "Content-Length and Transfer-Encoding together.");
-    } else if (bad_cl) {
+    } else if (f.bad_cl) {
         bs_reply_bad_request(&er, c->dialect, "Invalid or conflicting Content-Length.");
-    } else if (have_te && !te_chunked) {
+    } else if (f.have_te && !f.te_chunked) {
         bs_reply_not_implemented(&er, c->dialect);
     }
     if (er.status) {
-        free(auth);
+        free(f.auth);
         respond_error(c, &er, 1);
         return 0;
     }
-    c->chunked = have_te;
-    c->clen = cl;
+    c->chunked = f.have_te;
+    c->clen = f.cl;
     int inference = c->route == R_SYSTEMONE || c->route == R_BASAL;
     const char *allow;
     if (inference && bs_route_method_ok(c->route, c->method, &allow) == 0) {
@@ -1014,14 +1044,14 @@ static int parse_headers(conn *c) {
         bs_metrics_http_begin(s->metrics, c->endpoint);
     }
     reply_t rep;
-    int more = headers_step(s, c, auth, &rep);
-    free(auth);
+    int more = headers_step(s, c, f.auth, &rep);
+    free(f.auth);
     if (!more) {
         /* a body nobody reads: answer, then close */
         respond(c, &rep, c->chunked || c->clen > 0);
         return 0;
     }
-    if (expect && minor >= 1 && write_interim(c) < 0) {
+    if (f.expect && minor >= 1 && write_interim(c) < 0) {
         conn_close(c);
         return 0;
     }
