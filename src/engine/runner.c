@@ -171,32 +171,66 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Runs one forward over rows[0..nr) of the given items (row r holds items
- * items[first[r] .. first[r+1])). */
-static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_row *rows, size_t nr,
-                       const int32_t *row_state_len, bs_err *e) {
-    const bs_model *m = &r->m->model;
-    const bs_kv **px = calloc(nr, sizeof *px);
-    int32_t *uids = NULL;
-    float *lg = NULL;
-    bs_packed pk;
-    bs_ev_rows er;
-    int packed = 0, rc = BS_OK, ev_init = 0, ev_rows = 0;
+/* The letter token ids of the items, sorted and unique: the lm_head rows the
+ * forward reads out. */
+static int unique_letter_ids(const item_ref *items, const size_t *first, size_t nr, int32_t **out, size_t *nuniq,
+                             bs_err *e) {
     size_t nu = 0;
-    if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
     for (size_t i = first[0]; i < first[nr]; i++) nu += items[i].item->k;
-    uids = malloc((nu ? nu : 1) * sizeof *uids);
-    if (!uids) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+    int32_t *uids = *out = malloc((nu ? nu : 1) * sizeof *uids);
+    if (!uids) return bs_fail(e, BS_ENOMEM, "out of memory");
     nu = 0;
     for (size_t i = first[0]; i < first[nr]; i++)
         for (size_t l = 0; l < items[i].item->k; l++) uids[nu++] = items[i].item->letter_ids[l];
     qsort(uids, nu, sizeof *uids, cmp_i32);
-    size_t nuniq = 0;
+    size_t n = 0;
     for (size_t i = 0; i < nu; i++)
-        if (nuniq == 0 || uids[nuniq - 1] != uids[i]) uids[nuniq++] = uids[i];
+        if (n == 0 || uids[n - 1] != uids[i]) uids[n++] = uids[i];
+    *nuniq = n;
+    return BS_OK;
+}
 
-    if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
-    r->clock++;
+/* K4: a single-row forward whose prefix is none or pinned (chosen) may cache
+ * the state of its row: captured here, then px[0] is that state. */
+static int cache_row_state(bs_runner *r, const bs_row *row, int32_t state_len, bs_cache_entry *chosen, const bs_kv **px,
+                           bs_err *e) {
+    const bs_model *m = &r->m->model;
+    int32_t np = chosen ? chosen->kv.n_tokens : 0;
+    int32_t root = state_len < row->len - 1 ? state_len : row->len - 1;
+    size_t bytes = bs_kv_bytes(m, root > 0 ? root : 0);
+    if (!(root >= np + 32 && bytes <= r->st_budget)) return BS_OK;
+    evict_for(r, bytes);
+    if (r->n_st == r->cap_st) {
+        size_t ncap = r->cap_st ? r->cap_st * 2 : 8;
+        bs_cache_entry *ns = realloc(r->st, ncap * sizeof *ns);
+        if (!ns) return bs_fail(e, BS_ENOMEM, "out of memory");
+        r->st = ns;
+        r->cap_st = ncap;
+    }
+    bs_cache_entry *c = &r->st[r->n_st];
+    memset(c, 0, sizeof *c);
+    if (!(c->ids = malloc((size_t)root * sizeof *c->ids))) return bs_fail(e, BS_ENOMEM, "out of memory");
+    memcpy(c->ids, row->ids, (size_t)root * sizeof *c->ids);
+    int rc = capture(m, c->ids, root, chosen, &c->kv, r, e);
+    if (rc < 0) {
+        free(c->ids);
+        c->ids = NULL;
+        return rc;
+    }
+    r->forward_tokens += root - np;
+    c->bytes = bytes;
+    c->last_use = r->clock;
+    r->n_st++;
+    r->st_used += bytes;
+    r->state_inserts++;
+    px[0] = &c->kv;
+    return BS_OK;
+}
+
+/* The cached prefix of each row into px (NULL: none); then K4's state of a
+ * single row. */
+static int choose_prefixes(bs_runner *r, const bs_row *rows, size_t nr, const int32_t *row_state_len,
+                           const bs_kv **px, bs_err *e) {
     bs_cache_entry *chosen_one = NULL;
     int chosen_pinned = 0;
     for (size_t ri = 0; ri < nr; ri++) {
@@ -209,55 +243,80 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
         }
         if (ri == 0) { chosen_one = c; chosen_pinned = pinned; }
     }
-    /* K4: a single-row forward whose prefix is none or pinned may cache its state. */
-    if (nr == 1 && r->st_budget > 0 && (!chosen_one || chosen_pinned)) {
-        int32_t np = chosen_one ? chosen_one->kv.n_tokens : 0;
-        int32_t root = row_state_len[0] < rows[0].len - 1 ? row_state_len[0] : rows[0].len - 1;
-        size_t bytes = bs_kv_bytes(m, root > 0 ? root : 0);
-        if (root >= np + 32 && bytes <= r->st_budget) {
-            evict_for(r, bytes);
-            if (r->n_st == r->cap_st) {
-                size_t ncap = r->cap_st ? r->cap_st * 2 : 8;
-                bs_cache_entry *ns = realloc(r->st, ncap * sizeof *ns);
-                if (!ns) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
-                r->st = ns;
-                r->cap_st = ncap;
+    if (nr == 1 && r->st_budget > 0 && (!chosen_one || chosen_pinned))
+        return cache_row_state(r, &rows[0], row_state_len[0], chosen_one, px, e);
+    return BS_OK;
+}
+
+/* Evidence rows of the items' order-0 prompts, read from this forward on the
+ * CPU backend (engine/evidence_run.h: bitwise the separate forward): added
+ * to er, and when there are any, pk reads them out too. Returns their count
+ * (0: none) or an error. */
+static int add_evidence_rows(const item_ref *items, const size_t *first, const bs_row *rows, size_t nr,
+                             const bs_kv **px, int H, bs_packed *pk, bs_ev_rows *er, bs_err *e) {
+    int rc = BS_OK;
+    int32_t off = 0;
+    for (size_t ri = 0; ri < nr; ri++) {
+        int32_t skip = px[ri] ? px[ri]->n_tokens : 0, kp = 0; /* kp: the item's first prompt in the row */
+        for (size_t i = first[ri]; i < first[ri + 1] && rc == BS_OK; kp += items[i++].item->n_orders)
+            rc = bs_ev_rows_add(er, items[i].plan, items[i].item, &rows[ri], kp, off, skip, e);
+        if (rc < 0) return rc;
+        off += rows[ri].len - skip;
+    }
+    int ev_rows = bs_ev_rows_prepare(er, H, e);
+    if (ev_rows > 0) {
+        pk->in.readouts = er->readouts;
+        pk->in.n_readouts = er->n_readouts;
+        pk->in.hidden = er->hidden;
+    }
+    return ev_rows;
+}
+
+/* The letters' logits of every order of every item. readout_of is indexed
+ * by flat prompt: rows in order, items in row order, orders within an item. */
+static void store_letter_logits(const bs_runner *r, item_ref *items, const size_t *first, size_t nr,
+                                const int32_t *readout_of, const float *lg, const int32_t *uids, size_t nuniq) {
+    size_t k = 0;
+    for (size_t i = first[0]; i < first[nr]; i++) {
+        bs_item *it = items[i].item;
+        for (int o = 0; o < it->n_orders; o++, k++) {
+            const float *row_lg = lg + (size_t)readout_of[k] * nuniq;
+            for (size_t l = 0; l < it->k; l++) {
+                const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
+                float lv = row_lg[hit - uids];
+                /* a diagnostic that emulates a bf16 lm_head: round to nearest even, then widen */
+                it->orders[o].logits[l] = r->readout_bf16 ? bs_bf16_to_f32(bs_f32_to_bf16(lv)) : lv;
             }
-            bs_cache_entry *c = &r->st[r->n_st];
-            memset(c, 0, sizeof *c);
-            if (!(c->ids = malloc((size_t)root * sizeof *c->ids))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
-            memcpy(c->ids, rows[0].ids, (size_t)root * sizeof *c->ids);
-            rc = capture(m, c->ids, root, chosen_one, &c->kv, r, e);
-            if (rc < 0) { free(c->ids); c->ids = NULL; goto leave; }
-            r->forward_tokens += root - np;
-            c->bytes = bytes;
-            c->last_use = r->clock;
-            r->n_st++;
-            r->st_used += bytes;
-            r->state_inserts++;
-            px[0] = &c->kv;
         }
     }
+}
+
+/* Runs one forward over rows[0..nr) of the given items (row r holds items
+ * items[first[r] .. first[r+1])). */
+static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_row *rows, size_t nr,
+                       const int32_t *row_state_len, bs_err *e) {
+    const bs_model *m = &r->m->model;
+    const bs_kv **px = calloc(nr, sizeof *px);
+    int32_t *uids = NULL;
+    float *lg = NULL;
+    bs_packed pk;
+    bs_ev_rows er;
+    int packed = 0, rc = BS_OK, ev_init = 0, ev_rows = 0;
+    size_t nuniq = 0;
+    if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if ((rc = unique_letter_ids(items, first, nr, &uids, &nuniq, e)) < 0) goto done;
+
+    if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
+    r->clock++;
+    if ((rc = choose_prefixes(r, rows, nr, row_state_len, px, e)) < 0) goto leave;
     if ((rc = bs_packed_build(&pk, rows, (int32_t)nr, px, uids, (int32_t)nuniq, e)) < 0) goto leave;
     packed = 1;
-    /* evidence rows of the items' order-0 prompts, read from this forward on
-     * the CPU backend (engine/evidence_run.h: bitwise the separate forward) */
     if (r->m->evidence && !m->backend && !r->evidence_separate) {
         if ((rc = bs_ev_rows_init(&er, pk.in.readouts, pk.in.n_readouts, pk.in.n_tokens, e)) < 0) goto leave;
         ev_init = 1;
-        int32_t off = 0;
-        for (size_t ri = 0; ri < nr; ri++) {
-            int32_t skip = px[ri] ? px[ri]->n_tokens : 0, kp = 0; /* kp: the item's first prompt in the row */
-            for (size_t i = first[ri]; i < first[ri + 1] && rc == BS_OK; kp += items[i++].item->n_orders)
-                rc = bs_ev_rows_add(&er, items[i].plan, items[i].item, &rows[ri], kp, off, skip, e);
-            if (rc < 0) goto leave;
-            off += rows[ri].len - skip;
-        }
-        if ((ev_rows = bs_ev_rows_prepare(&er, m->cfg.hidden, e)) < 0) { rc = ev_rows; goto leave; }
-        if (ev_rows) {
-            pk.in.readouts = er.readouts;
-            pk.in.n_readouts = er.n_readouts;
-            pk.in.hidden = er.hidden;
+        if ((ev_rows = add_evidence_rows(items, first, rows, nr, px, m->cfg.hidden, &pk, &er, e)) < 0) {
+            rc = ev_rows;
+            goto leave;
         }
     }
     lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
@@ -276,21 +335,7 @@ leave:
         r->evidence_inline += (int64_t)er.n_jobs;
     }
     if (rc < 0) goto done;
-    /* readout_of is indexed by flat prompt: rows in order, items in row order,
-     * orders within an item */
-    size_t k = 0;
-    for (size_t i = first[0]; i < first[nr]; i++) {
-        bs_item *it = items[i].item;
-        for (int o = 0; o < it->n_orders; o++, k++) {
-            const float *row_lg = lg + (size_t)pk.readout_of[k] * nuniq;
-            for (size_t l = 0; l < it->k; l++) {
-                const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
-                float lv = row_lg[hit - uids];
-                /* a diagnostic that emulates a bf16 lm_head: round to nearest even, then widen */
-                it->orders[o].logits[l] = r->readout_bf16 ? bs_bf16_to_f32(bs_f32_to_bf16(lv)) : lv;
-            }
-        }
-    }
+    store_letter_logits(r, items, first, nr, pk.readout_of, lg, uids, nuniq);
 done:
     if (ev_init) bs_ev_rows_free(&er);
     if (packed) bs_packed_free(&pk);
