@@ -314,7 +314,10 @@ static void unit_desc(const bs_unit *u, bs_cu_unit *d) {
 }
 
 /* Builds the per-forward tables in pinned memory, uploads them and the
- * cached prefixes, and carves the activation arena. */
+ * cached prefixes, and carves the activation arena. Long on purpose: the
+ * offsets carved first are used by every later step up to the one upload at
+ * the end, and the code runs only on a GPU, so it stays as it was measured
+ * there. */
 static int setup(fwd *f, const int32_t *unit_of, bs_err *e) {
     cu_impl *c = f->c;
     cu_ws *w = f->w;

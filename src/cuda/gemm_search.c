@@ -230,6 +230,9 @@ static int shape_buf_make(sctx *x, shape_buf *b, int n, int k, int mmax, bs_err 
     return BS_OK;
 }
 
+/* Long on purpose: filter, time, group and pick are stages over the same
+ * per-candidate arrays with one cleanup, and the code runs only on a GPU, so
+ * it stays as it was measured there. */
 static int search_shape(sctx *x, int n, int k, const int *classes, int nc, bs_gemm_entry *out, bs_err *e) {
     const bs_gemm_search_opts *o = x->o;
     int mmax = classes[nc - 1], n_c = 0, rc = BS_OK;

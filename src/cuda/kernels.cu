@@ -141,6 +141,9 @@ __global__ void k_qkv_rope(const T *qkv, int m, int qd, int kvd, int hd, const f
 // and values are accumulated key by key in ordinal order. A tile's contents
 // and every operation on a row depend only on that row's own prompt; rows
 // that cannot see a tile skip it, which leaves their state untouched.
+// Long on purpose: one kernel body keeps each row's online-softmax state in
+// registers across the whole tile loop, and its order of operations is the
+// bitwise contract above; device-function pieces would only hide that flow.
 template <int NC>
 __global__ void __launch_bounds__(128)
     k_attn(int dt, const float *q, const float *k, const float *v, const int32_t *pos, const int32_t *qtok,

@@ -291,6 +291,9 @@ static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly
     }
 }
 
+/* Long on purpose: the forward pass reads best as one sequence in the
+ * llama2.c style (buffers, embedding, each layer's steps in order, readout),
+ * every step on the same buffers; the layer tail is already layer_tail. */
 int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
     if (m->backend) return m->backend->forward(m->backend, m, in, logits, e);
     const bs_config *c = &m->cfg;
