@@ -85,6 +85,59 @@ const cli_doc cli_doc_serve = {
     "access log file; SIGINT or SIGTERM finish the requests in flight, then exit 0.\n",
 };
 
+/* The numbers of the flags start at the configuration's defaults. */
+static void flags_defaults(flags_t *f, const bs_serve_config *dc, const bs_serve_model *dm) {
+    f->state_cache_mb = dm->state_cache_mb;
+    f->tree_max_tokens = dm->tree_max_tokens;
+    f->max_batch_tokens = dm->max_batch_tokens;
+    f->long_tokens = dm->long_tokens;
+    f->max_questions = dm->max_questions;
+    f->max_request_tokens = dm->max_request_tokens;
+    f->max_inflight = dc->max_inflight;
+    f->long_slice_ms = dc->long_slice_ms;
+    f->max_body_bytes = dc->max_body_bytes;
+    f->threads = dc->threads;
+    f->header_timeout = dc->header_timeout_s;
+    f->body_timeout = dc->body_timeout_s;
+    f->keepalive_timeout = dc->keepalive_timeout_s;
+    f->max_connections = dc->max_connections;
+    f->max_client_connections = dc->max_client_connections;
+}
+
+/* What the flags table cannot check: the combinations and the values of
+ * --kernels, --addr, --log-format and --access-log. 0, else 2 (a usage
+ * error, reported here). */
+static int check_flags(const flags_t *f) {
+    if (f->config && (f->n_models || f->gemm_table)) {
+        cli_error("serve", "--config cannot be combined with %s", f->n_models ? "--model" : "--gemm-table");
+        return 2;
+    }
+    if (f->kernels && strcmp(f->kernels, "fused")) {
+        cli_error("serve", "--kernels %s is not supported (the only value is fused)", f->kernels);
+        return 2;
+    }
+    if (f->addr) { /* a bad flag value is a usage error (06 §2), found before any model loads */
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        bs_err ae = {0};
+        if (bs_parse_addr(f->addr, &ss, &sl, &ae) < 0) {
+            cli_error("serve", "--addr: %s", ae.msg);
+            return 2;
+        }
+    }
+    bs_log_format lf;
+    if (f->log_format && bs_log_format_parse(f->log_format, &lf) < 0) {
+        cli_error("serve", "--log-format must be text or json");
+        return 2;
+    }
+    if (f->access_log && strcmp(f->access_log, "on") && strcmp(f->access_log, "off") && strcmp(f->access_log, "true") &&
+        strcmp(f->access_log, "false")) {
+        cli_error("serve", "--access-log must be on or off");
+        return 2;
+    }
+    return 0;
+}
+
 static int parse_flags(int argc, char **argv, flags_t *f) {
     memset(f, 0, sizeof *f);
     if (!(f->models = calloc((size_t)argc, sizeof *f->models))) return 1;
@@ -98,21 +151,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         bs_serve_config_free(&dc);
         return 1;
     }
-    f->state_cache_mb = dm.state_cache_mb;
-    f->tree_max_tokens = dm.tree_max_tokens;
-    f->max_batch_tokens = dm.max_batch_tokens;
-    f->long_tokens = dm.long_tokens;
-    f->max_questions = dm.max_questions;
-    f->max_request_tokens = dm.max_request_tokens;
-    f->max_inflight = dc.max_inflight;
-    f->long_slice_ms = dc.long_slice_ms;
-    f->max_body_bytes = dc.max_body_bytes;
-    f->threads = dc.threads;
-    f->header_timeout = dc.header_timeout_s;
-    f->body_timeout = dc.body_timeout_s;
-    f->keepalive_timeout = dc.keepalive_timeout_s;
-    f->max_connections = dc.max_connections;
-    f->max_client_connections = dc.max_client_connections;
+    flags_defaults(f, &dc, &dm);
     cli_list models = {f->models, 0};
 #define NUM(name, meta, def, help, field, lo, hi) \
     CLI_ROW(name, meta, def, NULL, help, CLI_LLONG, .dst = &f->field, .min = (lo), .max = (hi), .seen = &f->set_##field)
@@ -181,34 +220,7 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
     free(dm.dtype);
     free(dm.gemm_table);
     if (rc) return rc;
-    if (f->config && (f->n_models || f->gemm_table)) {
-        cli_error("serve", "--config cannot be combined with %s", f->n_models ? "--model" : "--gemm-table");
-        return 2;
-    }
-    if (f->kernels && strcmp(f->kernels, "fused")) {
-        cli_error("serve", "--kernels %s is not supported (the only value is fused)", f->kernels);
-        return 2;
-    }
-    if (f->addr) { /* a bad flag value is a usage error (06 §2), found before any model loads */
-        struct sockaddr_storage ss;
-        socklen_t sl;
-        bs_err ae = {0};
-        if (bs_parse_addr(f->addr, &ss, &sl, &ae) < 0) {
-            cli_error("serve", "--addr: %s", ae.msg);
-            return 2;
-        }
-    }
-    bs_log_format lf;
-    if (f->log_format && bs_log_format_parse(f->log_format, &lf) < 0) {
-        cli_error("serve", "--log-format must be text or json");
-        return 2;
-    }
-    if (f->access_log && strcmp(f->access_log, "on") && strcmp(f->access_log, "off") && strcmp(f->access_log, "true") &&
-        strcmp(f->access_log, "false")) {
-        cli_error("serve", "--access-log must be on or off");
-        return 2;
-    }
-    return 0;
+    return check_flags(f);
 }
 
 static int set_str(char **dst, const char *v) {
@@ -446,38 +458,36 @@ static int finish_downloads(bs_server *srv, bs_serve_checked *k, bs_err *e) {
     return BS_OK;
 }
 
-int cmd_serve(int argc, char **argv) {
-    double t_start = bs_now_ms();
+/* `basal serve` from the flags to the shutdown; serve_free releases it. */
+typedef struct {
     flags_t f;
+    bs_serve_config c;
+    bs_serve_checked k;
+    bs_pool *pool;
+    bs_gate *gate;
+    served_t *sv;
+    bs_server_model *sm;
+    bs_engine **engines;
+    bs_server *srv;
+    int listen_fd, shut;
+    size_t n;
+    char shown[96]; /* the bound address as the log shows it */
+    bs_err e;
+} serve_state;
+
+/* The format of the lines logged before the configuration is read: flag > env */
+static void early_log_format(int argc, char **argv) {
     bs_log_format lf;
-    /* the format of the lines logged before the configuration is read: flag > env */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--log-format") && bs_log_format_parse(argv[i + 1], &lf) == 0) bs_log_set_format(lf);
     for (int i = 1; i < argc; i++)
         if (!strncmp(argv[i], "--log-format=", 13) && bs_log_format_parse(argv[i] + 13, &lf) == 0) bs_log_set_format(lf);
-    int status = parse_flags(argc, argv, &f);
-    if (status) {
-        free(f.models);
-        return status < 0 ? 0 : status;
-    }
-    if (f.offline) setenv("HF_HUB_OFFLINE", "1", 1); /* read where every model reference resolves */
-    status = 1;
-    bs_err e = { 0 };
-    bs_serve_config c;
-    memset(&c, 0, sizeof c);
-    bs_serve_checked k;
-    memset(&k, 0, sizeof k);
-    bs_pool *pool = NULL;
-    bs_gate *gate = NULL;
-    served_t *sv = NULL;
-    bs_server_model *sm = NULL;
-    bs_engine **engines = NULL;
-    bs_server *srv = NULL;
-    int listen_fd = -1, shut = 0;
-    size_t n = 0;
+}
 
-    /* Before any other thread exists, so that every thread inherits the mask
-     * and only the signal thread sees these signals. */
+/* The process before any other thread exists, so that every thread inherits
+ * the mask and only the signal thread sees these signals; the signals it
+ * waits for. */
+static const sigset_t *prepare_process(void) {
     static sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -492,86 +502,120 @@ int cmd_serve(int argc, char **argv) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    return &sigs;
+}
 
-    /* 1. the whole configuration, before any weight is read */
-    if (build_config(&f, &c, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
-    if (bs_log_format_parse(c.log_format, &lf) == 0) bs_log_set_format(lf);
+/* 1. the whole configuration, before any weight is read; the signal thread
+ * and the access log. Negative on a failure (logged). */
+static int serve_configure(serve_state *s, const sigset_t *sigs) {
+    bs_log_format lf;
+    if (build_config(&s->f, &s->c, &s->e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg); return -1; }
+    if (bs_log_format_parse(s->c.log_format, &lf) == 0) bs_log_set_format(lf);
     /* the check may ask the Hub (retries, Retry-After): SIGINT/SIGTERM must end it */
     pthread_t sig_th;
-    if (pthread_create(&sig_th, NULL, signal_thread, &sigs) != 0) {
+    if (pthread_create(&sig_th, NULL, signal_thread, (void *)sigs) != 0) {
         bs_log(BS_LOG_ERROR, "serve", "cannot start the signal thread");
-        goto done;
+        return -1;
     }
     pthread_detach(sig_th);
-    if (bs_serve_config_check(&c, BS_HUB_DOWNLOAD, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
-    n = c.n_models;
-    if (c.access_log && bs_log_sink_open(&g_access, c.access_log_file, &e) < 0) {
-        bs_log(BS_LOG_ERROR, "serve", "%s", e.msg);
-        goto done;
+    if (bs_serve_config_check(&s->c, BS_HUB_DOWNLOAD, &s->k, &s->e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg);
+        return -1;
+    }
+    s->n = s->c.n_models;
+    if (s->c.access_log && bs_log_sink_open(&g_access, s->c.access_log_file, &s->e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg);
+        return -1;
     }
     atomic_store(&g_access_sig, g_access);
+    return 0;
+}
 
-    /* 2. the address, and the server in its loading state */
-    char shown[96] = "";
-    if (bind_listen(c.addr, &listen_fd, shown, sizeof shown, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
-    if (!(sv = calloc(n, sizeof *sv)) || !(sm = calloc(n, sizeof *sm)) || !(engines = calloc(n, sizeof *engines))) {
+/* 2. the address, and the server in its loading state. Negative on a
+ * failure (logged). */
+static int serve_start_server(serve_state *s) {
+    const bs_serve_config *c = &s->c;
+    size_t n = s->n;
+    if (bind_listen(c->addr, &s->listen_fd, s->shown, sizeof s->shown, &s->e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg);
+        return -1;
+    }
+    if (!(s->sv = calloc(n, sizeof *s->sv)) || !(s->sm = calloc(n, sizeof *s->sm)) ||
+        !(s->engines = calloc(n, sizeof *s->engines))) {
         bs_log(BS_LOG_ERROR, "serve", "out of memory");
-        goto done;
+        return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        sm[i].name = k.names[i];
-        sm[i].aliases = (const char *const *)c.models[i].aliases;
-        sm[i].n_aliases = c.models[i].n_aliases;
+        bs_server_model *sm = &s->sm[i];
+        sm->name = s->k.names[i];
+        sm->aliases = (const char *const *)c->models[i].aliases;
+        sm->n_aliases = c->models[i].n_aliases;
         /* the opt-in reduced-precision mode is visible to clients; the
          * default modes keep the spec's exact body */
-        if (c.models[i].dtype && !strcmp(c.models[i].dtype, "bf16")) sm[i].dtype = "bf16";
+        if (c->models[i].dtype && !strcmp(c->models[i].dtype, "bf16")) sm->dtype = "bf16";
     }
     bs_server_opts so = {
-        .models = sm, .n_models = n, .default_model = k.default_model, .listen_fd = listen_fd,
-        .max_inflight = c.max_inflight, .max_body_bytes = (unsigned long long)c.max_body_bytes,
-        .api_key = k.api_key, .api_key_len = k.api_key ? strlen(k.api_key) : 0, .release_date = c.release_date,
-        .metrics = c.metrics, .access_log = g_access, .no_ui = !c.ui,
-        .cors_origins = (const char *const *)c.cors_origins, .n_cors_origins = c.n_cors_origins,
-        .header_timeout_s = c.header_timeout_s, .body_timeout_s = c.body_timeout_s,
-        .keepalive_timeout_s = c.keepalive_timeout_s, .max_connections = c.max_connections,
-        .max_client_connections = c.max_client_connections,
+        .models = s->sm, .n_models = n, .default_model = s->k.default_model, .listen_fd = s->listen_fd,
+        .max_inflight = c->max_inflight, .max_body_bytes = (unsigned long long)c->max_body_bytes,
+        .api_key = s->k.api_key, .api_key_len = s->k.api_key ? strlen(s->k.api_key) : 0,
+        .release_date = c->release_date, .metrics = c->metrics, .access_log = g_access, .no_ui = !c->ui,
+        .cors_origins = (const char *const *)c->cors_origins, .n_cors_origins = c->n_cors_origins,
+        .header_timeout_s = c->header_timeout_s, .body_timeout_s = c->body_timeout_s,
+        .keepalive_timeout_s = c->keepalive_timeout_s, .max_connections = c->max_connections,
+        .max_client_connections = c->max_client_connections,
     };
-    if (bs_server_start(&srv, &so, &e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", e.msg); goto done; }
-    listen_fd = -1; /* the server owns it now */
+    if (bs_server_start(&s->srv, &so, &s->e) < 0) { bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg); return -1; }
+    s->listen_fd = -1; /* the server owns it now */
     bs_log(BS_LOG_INFO, "serve", "listening on http://%s; loading %zu model%s (GET /health answers 503 until ready)",
-           shown, n, n == 1 ? "" : "s");
-    if (c.access_log)
-        bs_log(BS_LOG_INFO, "serve", "access log on (%s)", bs_log_sink_is_file(g_access) ? c.access_log_file : "stderr");
+           s->shown, n, n == 1 ? "" : "s");
+    if (c->access_log)
+        bs_log(BS_LOG_INFO, "serve", "access log on (%s)", bs_log_sink_is_file(g_access) ? c->access_log_file : "stderr");
+    return 0;
+}
 
-    /* 3. what is to be downloaded, then the models */
-    if (finish_downloads(srv, &k, &e) < 0) { bs_log(BS_LOG_ERROR, "hub", "%s", e.msg); goto done; }
-    if (!(pool = bs_pool_create((int)c.threads))) { bs_log(BS_LOG_ERROR, "serve", "cannot start the thread pool"); goto done; }
+/* 3. what is to be downloaded, then the models, each on its device.
+ * Negative on a failure (logged). */
+static int serve_load_models(serve_state *s) {
+    size_t n = s->n;
+    if (finish_downloads(s->srv, &s->k, &s->e) < 0) { bs_log(BS_LOG_ERROR, "hub", "%s", s->e.msg); return -1; }
+    if (!(s->pool = bs_pool_create((int)s->c.threads))) {
+        bs_log(BS_LOG_ERROR, "serve", "cannot start the thread pool");
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
-        bs_serve_model *mc = &c.models[i];
+        bs_serve_model *mc = &s->c.models[i];
+        served_t *sv = &s->sv[i];
+        const char *name = s->k.names[i], *dir = s->k.dirs[i];
         const char *ref = mc->path ? mc->path : mc->repo;
         double t0 = bs_now_ms();
-        bs_log(BS_LOG_INFO, "model", "loading %s (%zu of %zu) from %s", k.names[i], i + 1, n, k.dirs[i]);
+        bs_log(BS_LOG_INFO, "model", "loading %s (%zu of %zu) from %s", name, i + 1, n, dir);
         test_load_delay();
-        if (bs_basal_load(&sv[i].m, k.dirs[i], pool, 1, &e) < 0) { bs_log(BS_LOG_ERROR, "model", "%s", e.msg); goto done; }
-        sv[i].loaded = 1;
-        if (strcmp(sv[i].m.name, k.names[i])) { /* basal.json changed while starting */
-            bs_log(BS_LOG_ERROR, "model", "%s: basal.json names %s, was %s a moment ago", k.dirs[i], sv[i].m.name,
-                   k.names[i]);
-            goto done;
+        if (bs_basal_load(&sv->m, dir, s->pool, 1, &s->e) < 0) { bs_log(BS_LOG_ERROR, "model", "%s", s->e.msg); return -1; }
+        sv->loaded = 1;
+        if (strcmp(sv->m.name, name)) { /* basal.json changed while starting */
+            bs_log(BS_LOG_ERROR, "model", "%s: basal.json names %s, was %s a moment ago", dir, sv->m.name, name);
+            return -1;
         }
         /* the backend of spec 05 §5: cpu, cuda, or auto (CUDA when a usable GPU is present);
          * dtype f16 on the CPU was refused by the check */
         const char *tbl = strcmp(mc->gemm_table, "auto") && strcmp(mc->gemm_table, "none") ? mc->gemm_table : NULL;
-        if (bs_device_attach_ex(&sv[i].m.model, c.backend, mc->dtype, tbl, &e) < 0) {
-            bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, e.msg);
-            goto done;
+        if (bs_device_attach_ex(&sv->m.model, s->c.backend, mc->dtype, tbl, &s->e) < 0) {
+            bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, s->e.msg);
+            return -1;
         }
-        bs_log(BS_LOG_INFO, "model", "loaded %s in %.1f s", k.names[i], (bs_now_ms() - t0) / 1e3);
-        bs_server_set_loaded(srv, i + 1);
+        bs_log(BS_LOG_INFO, "model", "loaded %s in %.1f s", name, (bs_now_ms() - t0) / 1e3);
+        bs_server_set_loaded(s->srv, i + 1);
     }
-    if (!(gate = bs_gate_create((double)c.long_slice_ms, NULL, NULL))) goto done;
-    for (size_t i = 0; i < n; i++) {
-        bs_serve_model *mc = &c.models[i];
+    return 0;
+}
+
+/* The device gate and one engine per model; then the server is ready.
+ * Negative on a failure (logged, but for the gate). */
+static int serve_start_engines(serve_state *s) {
+    if (!(s->gate = bs_gate_create((double)s->c.long_slice_ms, NULL, NULL))) return -1;
+    for (size_t i = 0; i < s->n; i++) {
+        bs_serve_model *mc = &s->c.models[i];
+        served_t *sv = &s->sv[i];
         bs_engine_opts eo;
         bs_engine_opts_default(&eo);
         eo.max_batch_tokens = (int)mc->max_batch_tokens;
@@ -582,54 +626,84 @@ int cmd_serve(int argc, char **argv) {
         eo.no_prefix_cache = mc->no_prefix_cache;
         eo.limits.max_questions = (size_t)mc->max_questions;
         eo.limits.max_request_tokens = mc->max_request_tokens;
-        eo.readout_bf16 = f.readout && !strcmp(f.readout, "bf16");
-        if (bs_engine_create(&sv[i].engine, &sv[i].m, &eo, gate, &e) < 0) {
-            bs_log(BS_LOG_ERROR, "engine", "%s: %s", sv[i].m.name, e.msg);
-            goto done;
+        eo.readout_bf16 = s->f.readout && !strcmp(s->f.readout, "bf16");
+        if (bs_engine_create(&sv->engine, &sv->m, &eo, s->gate, &s->e) < 0) {
+            bs_log(BS_LOG_ERROR, "engine", "%s: %s", sv->m.name, s->e.msg);
+            return -1;
         }
-        engines[i] = sv[i].engine;
+        s->engines[i] = sv->engine;
     }
-    bs_server_set_ready(srv, engines);
+    bs_server_set_ready(s->srv, s->engines);
     atomic_store(&g_serving, 1); /* before the readiness line: a signal from then on is graceful */
-    bs_log(BS_LOG_INFO, "serve", "serving on http://%s (ready %.1f s after the start)", shown, (bs_now_ms() - t_start) / 1e3);
-    for (size_t i = 0; i < n; i++) {
-        const bs_serve_model *mc = &c.models[i];
+    return 0;
+}
+
+/* The readiness line, then per model its device and admission. */
+static void log_serving(const serve_state *s, double t_start) {
+    bs_log(BS_LOG_INFO, "serve", "serving on http://%s (ready %.1f s after the start)", s->shown,
+           (bs_now_ms() - t_start) / 1e3);
+    for (size_t i = 0; i < s->n; i++) {
+        const bs_serve_model *mc = &s->c.models[i];
         char lane[64] = "no long lane";
         if (mc->long_tokens) snprintf(lane, sizeof lane, "long lane above %ld tokens", mc->long_tokens);
-        const bs_model *md = &sv[i].m.model;
+        const bs_model *md = &s->sv[i].m.model;
         char dev[128];
         if (md->backend) snprintf(dev, sizeof dev, "%s", md->backend->name);
         else if (md->compute == BS_COMPUTE_BF16) snprintf(dev, sizeof dev, "cpu, dtype bf16, kernel %s", bs_gemm_bf16_kernel_name());
         else snprintf(dev, sizeof dev, "cpu, dtype f32, kernel %s", bs_gemm_kernel_name(bs_gemm_kernel()));
-        bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s)", sv[i].m.name, dev,
+        bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s)", s->sv[i].m.name, dev,
                mc->max_batch_tokens, mc->schedule_fifo ? "Fifo" : "Hrrn", lane);
     }
+}
+
+/* Stop taking requests first (a failed start: nothing was submitted);
+ * then the engines, which complete every job they hold, whose
+ * connections the server then answers before it stops. */
+static void serve_free(serve_state *s, int status) {
+    if (s->srv && !s->shut) bs_server_shutdown(s->srv);
+    for (size_t i = 0; s->sv && i < s->n; i++)
+        if (s->sv[i].engine) bs_engine_destroy(s->sv[i].engine);
+    bs_server_destroy(s->srv);
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    for (size_t i = 0; s->sv && i < s->n; i++)
+        if (s->sv[i].loaded) bs_basal_free(&s->sv[i].m);
+    if (s->gate) bs_gate_destroy(s->gate);
+    bs_pool_destroy(s->pool);
+    free(s->sv);
+    free(s->sm);
+    free(s->engines);
+    bs_serve_checked_free(&s->k);
+    bs_serve_config_free(&s->c);
+    free(s->f.models);
+    if (status == 0) bs_log(BS_LOG_INFO, "serve", "stopped");
+    /* g_access stays open: the detached signal thread may still reopen it */
+}
+
+int cmd_serve(int argc, char **argv) {
+    double t_start = bs_now_ms();
+    early_log_format(argc, argv);
+    serve_state s;
+    memset(&s, 0, sizeof s);
+    s.listen_fd = -1;
+    int status = parse_flags(argc, argv, &s.f);
+    if (status) {
+        free(s.f.models);
+        return status < 0 ? 0 : status;
+    }
+    if (s.f.offline) setenv("HF_HUB_OFFLINE", "1", 1); /* read where every model reference resolves */
+    status = 1;
+    const sigset_t *sigs = prepare_process();
+    if (serve_configure(&s, sigs) < 0 || serve_start_server(&s) < 0 || serve_load_models(&s) < 0 ||
+        serve_start_engines(&s) < 0)
+        goto done;
+    log_serving(&s, t_start);
     while (sem_wait(&g_stop) != 0) {}
     bs_log(BS_LOG_INFO, "serve", "%s: answering the requests in flight, then exiting",
            g_signal == SIGINT ? "SIGINT" : "SIGTERM");
-    bs_server_shutdown(srv);
-    shut = 1;
+    bs_server_shutdown(s.srv);
+    s.shut = 1;
     status = 0;
 done:
-    /* Stop taking requests first (a failed start: nothing was submitted);
-     * then the engines, which complete every job they hold, whose
-     * connections the server then answers before it stops. */
-    if (srv && !shut) bs_server_shutdown(srv);
-    for (size_t i = 0; sv && i < n; i++)
-        if (sv[i].engine) bs_engine_destroy(sv[i].engine);
-    bs_server_destroy(srv);
-    if (listen_fd >= 0) close(listen_fd);
-    for (size_t i = 0; sv && i < n; i++)
-        if (sv[i].loaded) bs_basal_free(&sv[i].m);
-    if (gate) bs_gate_destroy(gate);
-    bs_pool_destroy(pool);
-    free(sv);
-    free(sm);
-    free(engines);
-    bs_serve_checked_free(&k);
-    bs_serve_config_free(&c);
-    free(f.models);
-    if (status == 0) bs_log(BS_LOG_INFO, "serve", "stopped");
-    /* g_access stays open: the detached signal thread may still reopen it */
+    serve_free(&s, status);
     return status;
 }

@@ -813,271 +813,337 @@ static char *settings_json(const bm_opts *o, int cpus) {
                      o->long_tokens, o->long_slice_ms, o->threads > 0 ? o->threads : (long long)cpus);
 }
 
-int cmd_benchmark(int argc, char **argv) {
+/* One run of `basal benchmark`: the report and what it is made from;
+ * bm_run_free releases it. */
+typedef struct {
     bm_opts o;
-    memset(&o, 0, sizeof o);
-    int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
-    FILE *out_f = NULL, *html_f = NULL;
-    int reported = 0; /* the report files were written; else they are removed (a rerun may create them) */
-    if (o.out && !(out_f = create_new(o.out))) return 1;
-    if (o.html && !(html_f = create_new(o.html))) {
-        fclose(out_f);
-        if (o.out) unlink(o.out);
+    bm_report r;
+    FILE *out_f, *html_f; /* --out and --html, created up front */
+    bm_server srv;
+    char *base;           /* the server's URL (owned; r.url points to it) */
+    bm_requests *rqs;     /* per workload, its planned requests */
+    bm_raw_file raws[2];  /* the workload files as read */
+    const char *names[2];
+    int shuffle[2], nw, model_loaded;
+    bs_basal_model model; /* the tokenizer and manifests of --model */
+    bs_letter_cache lc;
+} bm_run;
+
+/* --out and --html, each a new file. 0, else 1 (reported; none is left). */
+static int open_outputs(bm_run *b) {
+    const bm_opts *o = &b->o;
+    if (o->out && !(b->out_f = create_new(o->out))) return 1;
+    if (o->html && !(b->html_f = create_new(o->html))) {
+        fclose(b->out_f);
+        if (o->out) unlink(o->out);
         return 1;
     }
-    bm_report r;
-    memset(&r, 0, sizeof r);
-    machine_info(&r);
-    r.status = "not_run";
-    r.concurrency = o.conc;
-    r.n_concurrency = o.n_conc;
-    r.warmup = o.warmup;
-    r.timeout_ms = o.timeout_ms;
-    r.max_requests = o.max_requests;
-    r.ram_reserve_bytes = floor(o.ram_reserve_gib * 1073741824.0);
-    r.gpu_reserve_bytes = floor(o.gpu_reserve_gib * 1073741824.0);
-    r.swap_limit_bytes = SWAP_GROWTH_LIMIT;
-    r.load_s = NAN;
-    r.min_avail_bytes = NAN;
-    r.settings_json = settings_json(&o, r.cpus);
-    r.before = host_memory();
-    r.guard_checks = 1;
-    r.min_avail_bytes = r.before.available_bytes;
-    r.max_swap_growth_bytes = 0;
-    bm_server srv = {0};
-    char *base = NULL;
-    bm_requests *rqs = NULL;
-    bm_raw_file raws[2];
-    memset(raws, 0, sizeof raws);
-    const char *names[2];
-    int shuffle[2], nw = 0, model_loaded = 0;
-    bs_basal_model model;
-    bs_letter_cache lc;
-    bs_letter_cache_init(&lc);
-    rc = 1;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) return 1;
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old);
-    g_stop = 0;
-    if (o.model_dir) {
-        r.model_ref = strdup(o.model_dir);
-        r.checkpoint_bytes = checkpoint_bytes(o.model_dir);
-        double need = r.ram_reserve_bytes + r.checkpoint_bytes;
-        if (!(r.before.available_bytes >= need)) {
-            snprintf(r.reason, sizeof r.reason, "resource guard: not enough RAM: %.2f GiB available, %.2f GiB needed "
-                     "(weights %.2f GiB + --ram-reserve-gib %.2f)", r.before.available_bytes / 1073741824.0,
-                     need / 1073741824.0, r.checkpoint_bytes / 1073741824.0, o.ram_reserve_gib);
-            r.status = "aborted";
-            cli_error("benchmark", "%s", r.reason);
-            goto report;
-        }
-        bs_err e = {0};
-        bs_buf sha;
-        bs_buf_init(&sha);
-        if (cli_weights_sha256(o.model_dir, &sha, &e) != BS_OK || sha.oom) {
-            snprintf(r.reason, sizeof r.reason, "%.299s", sha.oom ? "out of memory" : e.msg);
-            bs_buf_free(&sha);
-            r.status = "aborted";
-            cli_error("benchmark", "%s", r.reason);
-            goto report;
-        }
-        r.weights_sha256 = sha.data; /* owned by r now */
-        /* the tokenizer and manifests only: plans the workload as the server will */
-        if (bs_basal_load(&model, o.model_dir, NULL, 0, &e) < 0) {
-            cli_error("benchmark", "%s", e.msg);
-            goto done;
-        }
-        model_loaded = 1;
-        r.model_name = strdup(model.name);
-        if (o.model_name && strcmp(o.model_name, model.name)) {
-            cli_error("benchmark", "--model-name %s, but %s serves %s", o.model_name, o.model_dir, model.name);
-            goto done;
-        }
-    } else {
-        size_t n = strlen(o.url);
-        while (n && o.url[n - 1] == '/') n--;
-        base = strndup(o.url, n);
-        r.url = base;
-        if (o.model_name) {
-            r.model_name = strdup(o.model_name);
-        } else {
-            char *url = bs_strfmt("%s/v1/models", base);
-            bs_buf b;
-            bs_buf_init(&b);
-            long st = url ? http_once(url, NULL, 0, 10000, &b) : 0;
-            free(url);
-            bj_value *v = NULL;
-            bs_err e = {0};
-            if (st == 200 && bj_parse(b.data, b.len, NULL, &v, &e) == 0) {
-                const bj_value *m = bj_get(v, "models");
-                const bj_value *name = m && m->type == BJ_ARRAY && m->n == 1 ? bj_get(m->items[0], "name") : NULL;
-                if (name && name->type == BJ_STRING) r.model_name = strndup(name->str, name->len);
-            }
-            bj_free(v);
-            bs_buf_free(&b);
-            if (!r.model_name) {
-                cli_error("benchmark", "%s/v1/models did not list exactly one model (HTTP %ld); use --model-name",
-                        base, st);
-                goto done;
-            }
-        }
+    return 0;
+}
+
+/* The report's settings, the machine and its memory before the run. */
+static void report_init(bm_run *b) {
+    bm_opts *o = &b->o; /* the report points to its concurrency list */
+    bm_report *r = &b->r;
+    memset(r, 0, sizeof *r);
+    machine_info(r);
+    r->status = "not_run";
+    r->concurrency = o->conc;
+    r->n_concurrency = o->n_conc;
+    r->warmup = o->warmup;
+    r->timeout_ms = o->timeout_ms;
+    r->max_requests = o->max_requests;
+    r->ram_reserve_bytes = floor(o->ram_reserve_gib * 1073741824.0);
+    r->gpu_reserve_bytes = floor(o->gpu_reserve_gib * 1073741824.0);
+    r->swap_limit_bytes = SWAP_GROWTH_LIMIT;
+    r->load_s = NAN;
+    r->min_avail_bytes = NAN;
+    r->settings_json = settings_json(o, r->cpus);
+    r->before = host_memory();
+    r->guard_checks = 1;
+    r->min_avail_bytes = r->before.available_bytes;
+    r->max_swap_growth_bytes = 0;
+}
+
+/* --model: the RAM guard, the weights' SHA-256, then the tokenizer and
+ * manifests (to plan the workload as the server will). 0 on success; 1 when
+ * the run is aborted before it starts (r.reason; the report is still
+ * written); negative on a failure (reported). */
+static int check_model(bm_run *b) {
+    const bm_opts *o = &b->o;
+    bm_report *r = &b->r;
+    r->model_ref = strdup(o->model_dir);
+    r->checkpoint_bytes = checkpoint_bytes(o->model_dir);
+    double need = r->ram_reserve_bytes + r->checkpoint_bytes;
+    if (!(r->before.available_bytes >= need)) {
+        snprintf(r->reason, sizeof r->reason, "resource guard: not enough RAM: %.2f GiB available, %.2f GiB needed "
+                 "(weights %.2f GiB + --ram-reserve-gib %.2f)", r->before.available_bytes / 1073741824.0,
+                 need / 1073741824.0, r->checkpoint_bytes / 1073741824.0, o->ram_reserve_gib);
+        r->status = "aborted";
+        cli_error("benchmark", "%s", r->reason);
+        return 1;
     }
-    /* workloads: read, checked against manifest.json, planned, before any load */
-    if (o.requests) {
-        if (bm_read_workload(o.requests, r.model_name, &raws[0]) != 0) goto done;
-        char hex[65];
-        bs_sha256_hex(raws[0].file_sha, hex);
-        bs_buf sb;
-        bs_buf_init(&sb);
-        bs_buf_printf(&sb, "{\"kind\":\"request_replay\",\"path\":");
-        bj_put_string(&sb, o.requests, strlen(o.requests));
-        bs_buf_printf(&sb, ",\"sha256\":\"%s\",\"requests\":%zu}", hex, raws[0].n);
-        r.source_json = sb.data;
-        if (strcmp(o.scenario, "mixed")) names[nw] = "sequential", shuffle[nw++] = 0;
-        if (strcmp(o.scenario, "sequential")) names[nw] = "mixed", shuffle[nw++] = 1;
-    } else {
-        bs_buf sb;
-        bs_buf_init(&sb);
-        bs_buf_puts(&sb, "{\"kind\":\"workload_files\",\"dir\":");
-        bj_put_string(&sb, o.workload_dir, strlen(o.workload_dir));
-        bs_buf_puts(&sb, ",\"workloads\":{");
-        int k = 0;
-        for (int i = 0; i < 2; i++) {
-            const char *name = i ? "mixed" : "sequential";
-            if (!strcmp(o.scenario, i ? "sequential" : "mixed")) continue;
-            char file[32];
-            snprintf(file, sizeof file, "%s.jsonl", name);
-            char *path = bs_path_join(o.workload_dir, file);
-            int checked = 0;
-            if (!path || bm_read_workload(path, r.model_name, &raws[k]) != 0 ||
-                bm_check_manifest(o.workload_dir, file, &raws[k], &checked) != 0) {
-                free(path);
-                bs_buf_free(&sb);
-                goto done;
-            }
+    bs_err e = {0};
+    bs_buf sha;
+    bs_buf_init(&sha);
+    if (cli_weights_sha256(o->model_dir, &sha, &e) != BS_OK || sha.oom) {
+        snprintf(r->reason, sizeof r->reason, "%.299s", sha.oom ? "out of memory" : e.msg);
+        bs_buf_free(&sha);
+        r->status = "aborted";
+        cli_error("benchmark", "%s", r->reason);
+        return 1;
+    }
+    r->weights_sha256 = sha.data; /* owned by r now */
+    /* the tokenizer and manifests only: plans the workload as the server will */
+    if (bs_basal_load(&b->model, o->model_dir, NULL, 0, &e) < 0) {
+        cli_error("benchmark", "%s", e.msg);
+        return -1;
+    }
+    b->model_loaded = 1;
+    r->model_name = strdup(b->model.name);
+    if (o->model_name && strcmp(o->model_name, b->model.name)) {
+        cli_error("benchmark", "--model-name %s, but %s serves %s", o->model_name, o->model_dir, b->model.name);
+        return -1;
+    }
+    return 0;
+}
+
+/* --url: the base URL, and the model's name (--model-name, else the only
+ * model GET /v1/models lists). Negative on a failure (reported). */
+static int url_model(bm_run *b) {
+    const bm_opts *o = &b->o;
+    bm_report *r = &b->r;
+    size_t n = strlen(o->url);
+    while (n && o->url[n - 1] == '/') n--;
+    b->base = strndup(o->url, n);
+    r->url = b->base;
+    if (o->model_name) {
+        r->model_name = strdup(o->model_name);
+        return 0;
+    }
+    char *url = bs_strfmt("%s/v1/models", b->base);
+    bs_buf buf;
+    bs_buf_init(&buf);
+    long st = url ? http_once(url, NULL, 0, 10000, &buf) : 0;
+    free(url);
+    bj_value *v = NULL;
+    bs_err e = {0};
+    if (st == 200 && bj_parse(buf.data, buf.len, NULL, &v, &e) == 0) {
+        const bj_value *m = bj_get(v, "models");
+        const bj_value *name = m && m->type == BJ_ARRAY && m->n == 1 ? bj_get(m->items[0], "name") : NULL;
+        if (name && name->type == BJ_STRING) r->model_name = strndup(name->str, name->len);
+    }
+    bj_free(v);
+    bs_buf_free(&buf);
+    if (!r->model_name) {
+        cli_error("benchmark", "%s/v1/models did not list exactly one model (HTTP %ld); use --model-name", b->base,
+                  st);
+        return -1;
+    }
+    return 0;
+}
+
+/* --requests: the one file as both workloads (as the scenario selects).
+ * Negative on a failure (reported by the reader). */
+static int read_replay(bm_run *b) {
+    const bm_opts *o = &b->o;
+    if (bm_read_workload(o->requests, b->r.model_name, &b->raws[0]) != 0) return -1;
+    char hex[65];
+    bs_sha256_hex(b->raws[0].file_sha, hex);
+    bs_buf sb;
+    bs_buf_init(&sb);
+    bs_buf_printf(&sb, "{\"kind\":\"request_replay\",\"path\":");
+    bj_put_string(&sb, o->requests, strlen(o->requests));
+    bs_buf_printf(&sb, ",\"sha256\":\"%s\",\"requests\":%zu}", hex, b->raws[0].n);
+    b->r.source_json = sb.data;
+    if (strcmp(o->scenario, "mixed")) b->names[b->nw] = "sequential", b->shuffle[b->nw++] = 0;
+    if (strcmp(o->scenario, "sequential")) b->names[b->nw] = "mixed", b->shuffle[b->nw++] = 1;
+    return 0;
+}
+
+/* --workloads: sequential.jsonl and mixed.jsonl (as the scenario selects),
+ * each checked against manifest.json. Negative on a failure (reported by the
+ * reader). */
+static int read_workload_files(bm_run *b) {
+    const bm_opts *o = &b->o;
+    bs_buf sb;
+    bs_buf_init(&sb);
+    bs_buf_puts(&sb, "{\"kind\":\"workload_files\",\"dir\":");
+    bj_put_string(&sb, o->workload_dir, strlen(o->workload_dir));
+    bs_buf_puts(&sb, ",\"workloads\":{");
+    int k = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "mixed" : "sequential";
+        if (!strcmp(o->scenario, i ? "sequential" : "mixed")) continue;
+        char file[32];
+        snprintf(file, sizeof file, "%s.jsonl", name);
+        char *path = bs_path_join(o->workload_dir, file);
+        int checked = 0;
+        if (!path || bm_read_workload(path, b->r.model_name, &b->raws[k]) != 0 ||
+            bm_check_manifest(o->workload_dir, file, &b->raws[k], &checked) != 0) {
             free(path);
-            char hex[65];
-            bs_sha256_hex(raws[k].file_sha, hex);
-            bs_buf_printf(&sb, "%s\"%s\":{\"sha256\":\"%s\",\"requests\":%zu,\"checked_against_manifest\":%s}",
-                          k ? "," : "", file, hex, raws[k].n, checked ? "true" : "false");
-            names[k] = name;
-            shuffle[k++] = i == 1;
+            bs_buf_free(&sb);
+            return -1;
         }
-        bs_buf_puts(&sb, "}}");
-        r.source_json = sb.data;
-        nw = k;
+        free(path);
+        char hex[65];
+        bs_sha256_hex(b->raws[k].file_sha, hex);
+        bs_buf_printf(&sb, "%s\"%s\":{\"sha256\":\"%s\",\"requests\":%zu,\"checked_against_manifest\":%s}",
+                      k ? "," : "", file, hex, b->raws[k].n, checked ? "true" : "false");
+        b->names[k] = name;
+        b->shuffle[k++] = i == 1;
     }
-    r.workloads = calloc((size_t)nw, sizeof *r.workloads);
-    rqs = calloc((size_t)nw, sizeof *rqs);
-    if (!r.workloads || !rqs) goto done;
+    bs_buf_puts(&sb, "}}");
+    b->r.source_json = sb.data;
+    b->nw = k;
+    return 0;
+}
+
+/* Every workload planned (requests over the context limit skipped), and the
+ * answers linked. Negative on a failure (reported, but for out of memory). */
+static int prepare_workloads(bm_run *b) {
+    bm_report *r = &b->r;
+    int nw = b->nw;
+    r->workloads = calloc((size_t)nw, sizeof *r->workloads);
+    b->rqs = calloc((size_t)nw, sizeof *b->rqs);
+    if (!r->workloads || !b->rqs) return -1;
     for (int i = 0; i < nw; i++) {
-        r.n_workloads++;
-        const bm_raw_file *f = o.requests ? &raws[0] : &raws[i];
-        if (bm_prepare_workload(f, names[i], shuffle[i], model_loaded ? &model : NULL, &lc, &r.workloads[i], &rqs[i])) {
-            cli_error("benchmark", "workload %s could not be prepared", names[i]);
-            goto done;
+        r->n_workloads++;
+        const bm_raw_file *f = b->o.requests ? &b->raws[0] : &b->raws[i];
+        if (bm_prepare_workload(f, b->names[i], b->shuffle[i], b->model_loaded ? &b->model : NULL, &b->lc,
+                                &r->workloads[i], &b->rqs[i])) {
+            cli_error("benchmark", "workload %s could not be prepared", b->names[i]);
+            return -1;
         }
-        if (!rqs[i].n) {
-            cli_error("benchmark", "workload %s: no requests within the model context limit", names[i]);
-            goto done;
+        if (!b->rqs[i].n) {
+            cli_error("benchmark", "workload %s: no requests within the model context limit", b->names[i]);
+            return -1;
         }
-        if (r.workloads[i].n_skipped)
-            fprintf(stderr, "benchmark: %s: %zu requests over the model's context limit skipped\n", names[i],
-                    r.workloads[i].n_skipped);
+        if (r->workloads[i].n_skipped)
+            fprintf(stderr, "benchmark: %s: %zu requests over the model's context limit skipped\n", b->names[i],
+                    r->workloads[i].n_skipped);
     }
-    if (bm_link_answers(rqs, nw)) goto done;
-    if (o.model_dir) {
-        fprintf(stderr, "benchmark: starting basal serve --model %s\n", o.model_dir);
-        if (start_server(&o, &srv, &r.server_argv) != 0) goto done;
-        base = bs_strfmt("http://127.0.0.1:%d", srv.port);
-        r.url = base;
-        r.started_server = 1;
-        server_describe(&srv, r.model_name, &r);
-    }
-    r.phases = calloc((size_t)(nw * o.n_conc), sizeof *r.phases);
-    if (!r.phases) goto done;
-    r.status = "running";
-    int progress = isatty(2), failed = 0;
-    bm_monitor mon = {.r = &r, .pid = srv.pid};
-    for (int wi = 0; wi < nw && !failed; wi++) {
-        bm_workload *w = &r.workloads[wi];
-        fprintf(stderr, "benchmark: %s: %zu requests, %d classes; warm-up\n", w->name, rqs[wi].n, w->n_classes);
-        if (warm_up(&o, base, &mon, w, &rqs[wi], r.reason, sizeof r.reason)) {
+    if (bm_link_answers(b->rqs, nw)) return -1;
+    return 0;
+}
+
+/* --model: `basal serve` on a loopback port, and what it says about the
+ * model. Negative on a failure. */
+static int start_local_server(bm_run *b) {
+    if (!b->o.model_dir) return 0;
+    fprintf(stderr, "benchmark: starting basal serve --model %s\n", b->o.model_dir);
+    if (start_server(&b->o, &b->srv, &b->r.server_argv) != 0) return -1;
+    b->base = bs_strfmt("http://127.0.0.1:%d", b->srv.port);
+    b->r.url = b->base;
+    b->r.started_server = 1;
+    server_describe(&b->srv, b->r.model_name, &b->r);
+    return 0;
+}
+
+/* Workload wi: its warm-up, then a phase per concurrency (the sequential
+ * workload at 1 only). 1 when the benchmark stops (r.reason says why). */
+static int run_workload(bm_run *b, int wi, bm_monitor *mon, int progress) {
+    const bm_opts *o = &b->o;
+    bm_report *r = &b->r;
+    bm_workload *w = &r->workloads[wi];
+    bm_requests *rq = &b->rqs[wi];
+    fprintf(stderr, "benchmark: %s: %zu requests, %d classes; warm-up\n", w->name, rq->n, w->n_classes);
+    if (warm_up(o, b->base, mon, w, rq, r->reason, sizeof r->reason)) return 1;
+    int sequential = !strcmp(w->name, "sequential"), failed = 0;
+    for (int ci = 0; ci < o->n_conc && !failed; ci++) {
+        if (sequential && ci > 0) break;
+        bm_phase *p = &r->phases[r->n_phases++];
+        p->workload = wi;
+        p->concurrency = sequential ? 1 : o->conc[ci];
+        size_t *order = malloc((rq->n ? rq->n : 1) * sizeof *order), total = 0;
+        if (!order) {
+            snprintf(r->reason, sizeof r->reason, "out of memory");
+            return 1;
+        }
+        for (size_t i = 0; i < rq->n; i++)
+            if (!rq->r[i].skipped) order[total++] = i;
+        if (o->max_requests > 0 && total > (size_t)o->max_requests) total = (size_t)o->max_requests;
+        fprintf(stderr, "benchmark %s: %zu requests, concurrency %d\n", w->name, total, p->concurrency);
+        if (run_phase(o, b->base, mon, w, rq, order, total, p, progress)) {
             failed = 1;
-            break;
+            snprintf(r->reason, sizeof r->reason, "%s", p->reason);
         }
-        int sequential = !strcmp(w->name, "sequential");
-        for (int ci = 0; ci < o.n_conc && !failed; ci++) {
-            if (sequential && ci > 0) break;
-            bm_phase *p = &r.phases[r.n_phases++];
-            p->workload = wi;
-            p->concurrency = sequential ? 1 : o.conc[ci];
-            size_t *order = malloc((rqs[wi].n ? rqs[wi].n : 1) * sizeof *order), total = 0;
-            if (!order) {
-                failed = 1;
-                snprintf(r.reason, sizeof r.reason, "out of memory");
-                break;
-            }
-            for (size_t i = 0; i < rqs[wi].n; i++)
-                if (!rqs[wi].r[i].skipped) order[total++] = i;
-            if (o.max_requests > 0 && total > (size_t)o.max_requests) total = (size_t)o.max_requests;
-            fprintf(stderr, "benchmark %s: %zu requests, concurrency %d\n", w->name, total, p->concurrency);
-            if (run_phase(&o, base, &mon, w, &rqs[wi], order, total, p, progress)) {
-                failed = 1;
-                snprintf(r.reason, sizeof r.reason, "%s", p->reason);
-            }
-            free(order);
-            if (progress) fputs("\r\033[K", stderr);
-        }
+        free(order);
+        if (progress) fputs("\r\033[K", stderr);
     }
-    r.complete = !failed;
+    return failed;
+}
+
+/* Every workload until one stops the benchmark; the report's status.
+ * Negative when the phases cannot be allocated. */
+static int run_workloads(bm_run *b) {
+    bm_report *r = &b->r;
+    r->phases = calloc((size_t)(b->nw * b->o.n_conc), sizeof *r->phases);
+    if (!r->phases) return -1;
+    r->status = "running";
+    int progress = isatty(2), failed = 0;
+    bm_monitor mon = {.r = r, .pid = b->srv.pid};
+    for (int wi = 0; wi < b->nw && !failed; wi++) failed = run_workload(b, wi, &mon, progress);
+    r->complete = !failed;
     int errors = 0;
-    for (int i = 0; i < r.n_phases; i++)
-        for (size_t k = 0; k < r.phases[i].n; k++) errors |= r.phases[i].s[k].error != BM_OK;
-    r.status = failed ? "aborted" : errors ? "completed_with_errors" : "completed";
-report:;
-    reported = 1;
-    bs_buf b;
-    bs_buf_init(&b);
-    if (o.json) bm_write_json(&r, &b);
-    else bm_write_text(&r, &b);
-    fwrite(b.data, 1, b.len, stdout);
+    for (int i = 0; i < r->n_phases; i++)
+        for (size_t k = 0; k < r->phases[i].n; k++) errors |= r->phases[i].s[k].error != BM_OK;
+    r->status = failed ? "aborted" : errors ? "completed_with_errors" : "completed";
+    return 0;
+}
+
+/* The text summary (or --json) on stdout, the JSON to --out, the HTML to
+ * --html. The exit status: 0 when every phase completed, 130 after SIGINT,
+ * else 1. */
+static int write_reports(bm_run *b) {
+    const bm_report *r = &b->r;
+    bs_buf buf;
+    bs_buf_init(&buf);
+    if (b->o.json) bm_write_json(r, &buf);
+    else bm_write_text(r, &buf);
+    fwrite(buf.data, 1, buf.len, stdout);
     fflush(stdout);
-    bs_buf_free(&b);
-    rc = r.complete ? 0 : g_stop ? 130 : 1;
-    if (out_f) {
-        bs_buf_init(&b);
-        bm_write_json(&r, &b);
-        if (b.oom || fwrite(b.data, 1, b.len, out_f) != b.len) rc = 1;
-        bs_buf_free(&b);
+    bs_buf_free(&buf);
+    int rc = r->complete ? 0 : g_stop ? 130 : 1;
+    if (b->out_f) {
+        bs_buf_init(&buf);
+        bm_write_json(r, &buf);
+        if (buf.oom || fwrite(buf.data, 1, buf.len, b->out_f) != buf.len) rc = 1;
+        bs_buf_free(&buf);
     }
-    if (html_f) {
-        bs_buf_init(&b);
-        bm_write_html(&r, &b);
-        if (b.oom || fwrite(b.data, 1, b.len, html_f) != b.len) rc = 1;
-        bs_buf_free(&b);
+    if (b->html_f) {
+        bs_buf_init(&buf);
+        bm_write_html(r, &buf);
+        if (buf.oom || fwrite(buf.data, 1, buf.len, b->html_f) != buf.len) rc = 1;
+        bs_buf_free(&buf);
     }
-done:
-    if (out_f && fclose(out_f) != 0) rc = 1;
-    if (html_f && fclose(html_f) != 0) rc = 1;
-    if (!reported && out_f) unlink(o.out);
-    if (!reported && html_f) unlink(o.html);
-    stop_server(&srv);
-    sigaction(SIGINT, &old, NULL);
-    if (rqs) {
-        for (int i = 0; i < nw; i++) {
-            for (size_t k = 0; k < rqs[i].n; k++) free(rqs[i].r[k].answer);
-            free(rqs[i].r);
+    return rc;
+}
+
+/* Closes --out and --html; unless the report was written, removes them (a
+ * rerun may create them). Negative when a file could not be closed. */
+static int close_outputs(bm_run *b, int reported) {
+    int rc = 0;
+    if (b->out_f && fclose(b->out_f) != 0) rc = -1;
+    if (b->html_f && fclose(b->html_f) != 0) rc = -1;
+    if (!reported && b->out_f) unlink(b->o.out);
+    if (!reported && b->html_f) unlink(b->o.html);
+    return rc;
+}
+
+static void bm_run_free(bm_run *b) {
+    bm_report *r = &b->r;
+    if (b->rqs) {
+        for (int i = 0; i < b->nw; i++) {
+            for (size_t k = 0; k < b->rqs[i].n; k++) free(b->rqs[i].r[k].answer);
+            free(b->rqs[i].r);
         }
-        free(rqs);
+        free(b->rqs);
     }
-    for (int i = 0; i < 2; i++) bm_raw_free(&raws[i]);
-    if (r.workloads) {
-        for (int i = 0; i < r.n_workloads; i++) {
-            bm_workload *w = &r.workloads[i];
+    for (int i = 0; i < 2; i++) bm_raw_free(&b->raws[i]);
+    if (r->workloads) {
+        for (int i = 0; i < r->n_workloads; i++) {
+            bm_workload *w = &r->workloads[i];
             free(w->name);
             for (int c = 0; c < w->n_classes; c++) free(w->classes[c]);
             for (size_t k = 0; k < w->n_skipped; k++) {
@@ -1088,21 +1154,53 @@ done:
             free(w->payload_bytes);
             free(w->input_tokens);
         }
-        free(r.workloads);
+        free(r->workloads);
     }
-    if (r.phases) {
-        for (int i = 0; i < r.n_phases; i++) free(r.phases[i].s);
-        free(r.phases);
+    if (r->phases) {
+        for (int i = 0; i < r->n_phases; i++) free(r->phases[i].s);
+        free(r->phases);
     }
-    if (model_loaded) bs_basal_free(&model);
-    bs_letter_cache_free(&lc);
-    free(r.source_json);
-    free(r.settings_json);
-    free(r.server_argv);
-    free(r.model_name);
-    free(r.model_ref);
-    free(r.weights_sha256);
-    free(base);
+    if (b->model_loaded) bs_basal_free(&b->model);
+    bs_letter_cache_free(&b->lc);
+    free(r->source_json);
+    free(r->settings_json);
+    free(r->server_argv);
+    free(r->model_name);
+    free(r->model_ref);
+    free(r->weights_sha256);
+    free(b->base);
+}
+
+int cmd_benchmark(int argc, char **argv) {
+    bm_run b;
+    memset(&b, 0, sizeof b);
+    int rc = parse_args(argc, argv, &b.o);
+    if (rc) return rc < 0 ? 0 : rc;
+    int reported = 0; /* the report files were written; else they are removed (a rerun may create them) */
+    if (open_outputs(&b)) return 1;
+    report_init(&b);
+    bs_letter_cache_init(&b.lc);
+    rc = 1;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) return 1;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old);
+    g_stop = 0;
+    int model = b.o.model_dir ? check_model(&b) : url_model(&b);
+    if (model > 0) goto report; /* aborted before the start: the report says why */
+    if (model < 0) goto done;
+    /* workloads: read, checked against manifest.json, planned, before any load */
+    if ((b.o.requests ? read_replay(&b) : read_workload_files(&b)) < 0) goto done;
+    if (prepare_workloads(&b) < 0 || start_local_server(&b) < 0 || run_workloads(&b) < 0) goto done;
+report:
+    reported = 1;
+    rc = write_reports(&b);
+done:
+    if (close_outputs(&b, reported) < 0) rc = 1;
+    stop_server(&b.srv);
+    sigaction(SIGINT, &old, NULL);
+    bm_run_free(&b);
     curl_global_cleanup();
     return rc;
 }

@@ -160,6 +160,144 @@ const cli_doc cli_doc_bench_requests = {
     "--reps timed decisions; the answers of every mode must agree. JSON with --out.\n",
 };
 
+/* One run: the session, the requests, and what the batching modes share. */
+typedef struct {
+    basal_session *ses;
+    const bs_basal_model *mp;
+    bs_letter_cache *lc;
+    bs_runner *run;
+    req_line *rq;
+    size_t nrq;
+    int reps, warmup;
+    double *ms;            /* one request's timed decisions */
+    char **first_answers;  /* per request, the first mode's answer */
+    size_t mismatches;     /* answers that differ from the first mode's */
+    bs_buf rep, ans;       /* the report; the answer of the latest decision */
+    bs_err e;
+} breq_run;
+
+/* One batching mode's totals over the requests. */
+typedef struct {
+    double total_ms;
+    size_t decisions, total_input;
+    int64_t total_fwd;
+} breq_mode;
+
+/* Request i in the mode tok (the nmode-th): the warm-up, --reps timed
+ * decisions, the comparison with the first mode's answer, and its entry in the
+ * report. Negative on a failure (reported here, but for out of memory). */
+static int bench_request(breq_run *b, size_t i, const char *tok, int nmode, bs_progress *pg, breq_mode *m) {
+    bs_buf *rep = &b->rep;
+    const req_line *r = &b->rq[i];
+    int reps = b->reps;
+    double *ms = b->ms;
+    bs_progress_set(pg, i);
+    bs_usage u = {0};
+    int64_t packed[2] = {0, 0};
+    if (packed_sizes(b->mp, b->lc, r, packed, &b->e) < 0 ||
+        (b->warmup && decide_once(b->ses, r, &u, &b->ans, &b->e) < 0)) { /* warm-up */
+        bs_progress_end(pg);
+        cli_error("bench-requests", "%s", b->e.msg);
+        return -1;
+    }
+    int64_t fwd_sum = 0;
+    for (int k = 0; k < reps; k++) {
+        double s = bs_now_ms();
+        if (decide_once(b->ses, r, &u, &b->ans, &b->e) < 0) {
+            bs_progress_end(pg);
+            cli_error("bench-requests", "%s", b->e.msg);
+            return -1;
+        }
+        ms[k] = bs_now_ms() - s;
+        m->total_ms += ms[k];
+        fwd_sum += u.computed_tokens;
+    }
+    int64_t fwd = fwd_sum / reps;
+    size_t nq = u.questions, input = u.input_tokens;
+    if (!nmode) {
+        if (!(b->first_answers[i] = bs_strfmt("%s", b->ans.data))) {
+            bs_progress_end(pg);
+            return -1;
+        }
+    } else if (strcmp(b->first_answers[i], b->ans.data)) {
+        cli_error("bench-requests", "%s: the %s answer differs from the first mode's", r->id, tok);
+        b->mismatches++;
+    }
+    m->decisions += nq * (size_t)reps;
+    m->total_input += input;
+    m->total_fwd += fwd;
+    if (i) bs_buf_putc(rep, ',');
+    bs_buf_puts(rep, "{\"id\":");
+    bs_resp_cstr(rep, r->id);
+    size_t at = rep->len;
+    for (int k = 0; k < reps; k++) bs_buf_printf(rep, k ? ",%.3f" : "%.3f", ms[k]); /* run order */
+    char *all = bs_strfmt("%.*s", (int)(rep->len - at), rep->data ? rep->data + at : "");
+    rep->len = at;
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
+    bs_buf_printf(rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"packed_tokens_per_question_rows\":%lld,"
+                       "\"packed_tokens_shared_tree\":%lld,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
+                       "\"min_ms\":%.3f,\"max_ms\":%.3f,\"all_ms\":[%s]}",
+                  nq, input, (long long)packed[0], (long long)packed[1], (long long)fwd, ms[reps / 2], ms[0],
+                  ms[reps - 1], all ? all : "");
+    if (!all) rep->oom = 1;
+    free(all);
+    return 0;
+}
+
+/* Every request in the batching mode tok (the nmode-th): its report object
+ * and its summary line; its decisions per second and forward tokens in
+ * *dec_s_out and *fwd_out. Negative on a failure. */
+static int bench_mode(breq_run *b, const char *tok, int nmode, double *dec_s_out, int64_t *fwd_out) {
+    int single = !strcmp(tok, "single"), budget = !strcmp(tok, "budget");
+    bs_session_set_batching(b->ses, budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE);
+    breq_mode m = {0};
+    if (nmode) bs_buf_putc(&b->rep, ',');
+    bs_buf_printf(&b->rep, "{\"batching\":\"%s\",\"requests\":[", tok);
+    char what[96];
+    snprintf(what, sizeof what, "bench-requests: %s batching", tok);
+    bs_progress *pg = bs_progress_start(what, (uint64_t)b->nrq, "requests");
+    cli_fwd_progress fwd_progress = {"bench-requests", pg, NULL};
+    b->run->watch = pg ? cli_fwd_progress_watch : NULL;
+    b->run->watch_ctx = &fwd_progress;
+    for (size_t i = 0; i < b->nrq; i++)
+        if (bench_request(b, i, tok, nmode, pg, &m) < 0) return -1;
+    bs_progress_set(pg, b->nrq);
+    bs_progress_end(pg);
+    double dec_s = m.total_ms > 0 ? (double)m.decisions / (m.total_ms / 1000.0) : 0;
+    bs_buf_printf(&b->rep, "],\"input_tokens\":%zu,\"forward_tokens\":%lld,\"decisions_per_s\":%.3f}", m.total_input,
+                  (long long)m.total_fwd, dec_s);
+    fprintf(stderr, "%-6s: input tokens %zu, computed %lld (%.2fx fewer), %.2f decisions/s\n", tok, m.total_input,
+            (long long)m.total_fwd, m.total_fwd ? (double)m.total_input / (double)m.total_fwd : 0.0, dec_s);
+    *dec_s_out = dec_s;
+    *fwd_out = m.total_fwd;
+    return 0;
+}
+
+/* The end of the report (the answers' agreement, the first two modes' ratios),
+ * then the report to --out or pretty on stdout. The exit status: 1 when
+ * something failed or two modes' answers differ. */
+static int finish_report(breq_run *b, int nmode, const double mode_dec_s[3], const int64_t mode_fwd[3],
+                         const char *out_path) {
+    bs_buf *rep = &b->rep;
+    bs_buf_putc(rep, ']');
+    bs_buf_printf(rep, ",\"answers_identical\":%s", b->mismatches ? "false" : "true");
+    if (nmode >= 2 && mode_dec_s[1] > 0 && mode_fwd[0] > 0) {
+        bs_buf_printf(rep, ",\"ratio_decisions_per_s\":%.3f,\"ratio_forward_tokens\":%.3f", mode_dec_s[0] / mode_dec_s[1],
+                      (double)mode_fwd[1] / (double)mode_fwd[0]);
+        fprintf(stderr, "ratio (first / second mode): %.2fx decisions/s, %.2fx fewer computed tokens\n",
+                mode_dec_s[0] / mode_dec_s[1], (double)mode_fwd[1] / (double)mode_fwd[0]);
+    }
+    bs_buf_putc(rep, '}');
+    if (rep->oom) return 1;
+    if (out_path) {
+        bs_buf_putc(rep, '\n');
+        if (bs_write_file(out_path, rep->data, rep->len, &b->e) < 0) { fprintf(stderr, "%s\n", b->e.msg); return 1; }
+    } else {
+        cli_print_pretty(stdout, rep->data, rep->len);
+    }
+    return b->mismatches ? 1 : 0;
+}
+
 int cmd_bench_requests(int argc, char **argv) {
     const char *model_dir = NULL, *requests = NULL, *out_path = NULL, *batching = "tree";
     int reps = 10, threads = 0, no_prefix_cache = 0, warmup = 1;
@@ -187,19 +325,14 @@ int cmd_bench_requests(int argc, char **argv) {
         return 1;
     }
     int status = 1;
-    char **first_answers = NULL;
-    bs_err e = {0};
-    basal_session *ses = NULL;
-    req_line *rq = NULL;
-    size_t nrq = 0;
-    bs_buf rep, ans;
-    bs_buf_init(&rep);
+    breq_run b = {.reps = reps, .warmup = warmup};
+    bs_buf_init(&b.rep);
     bs_buf wsha; /* the weights' SHA-256 (06 §7.6) */
     bs_buf_init(&wsha);
-    bs_buf_init(&ans);
-    double *ms = malloc((size_t)reps * sizeof *ms);
+    bs_buf_init(&b.ans);
+    b.ms = malloc((size_t)reps * sizeof *b.ms);
     double t0 = bs_now_ms();
-    if (!ms) goto done;
+    if (!b.ms) goto done;
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = threads;
@@ -207,20 +340,20 @@ int cmd_bench_requests(int argc, char **argv) {
     bo.dtype = dev.dtype;
     bo.gemm_table = dev.gemm_table;
     bo.no_prefix_cache = no_prefix_cache;
-    if (basal_open(&ses, model_dir, &bo, &e) < 0) { cli_error("bench-requests", "%s", e.msg); goto done; }
-    const bs_basal_model *mp = bs_session_model(ses);
-    bs_letter_cache *lc = bs_session_letters(ses);
-    bs_runner *run = bs_session_runner(ses);
+    if (basal_open(&b.ses, model_dir, &bo, &b.e) < 0) { cli_error("bench-requests", "%s", b.e.msg); goto done; }
+    const bs_basal_model *mp = b.mp = bs_session_model(b.ses);
+    b.lc = bs_session_letters(b.ses);
+    b.run = bs_session_runner(b.ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
-    if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
-        cli_error("bench-requests", "%s", e.msg);
+    if (cli_weights_sha256(model_dir, &wsha, &b.e) != BS_OK) {
+        cli_error("bench-requests", "%s", b.e.msg);
         goto done;
     }
-    if (read_requests(requests, mp->name, &rq, &nrq) < 0) goto done;
+    if (read_requests(requests, mp->name, &b.rq, &b.nrq) < 0) goto done;
     int bf16 = mp->model.compute == BS_COMPUTE_BF16;
-    bs_buf_printf(&rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                        "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
-                  mp->model.backend ? mp->model.backend->name : "cpu", load_s, bs_session_threads(ses),
+    bs_buf_printf(&b.rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                          "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
+                  mp->model.backend ? mp->model.backend->name : "cpu", load_s, bs_session_threads(b.ses),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
                   reps, no_prefix_cache ? "false" : "true");
     char modes[64];
@@ -228,117 +361,26 @@ int cmd_bench_requests(int argc, char **argv) {
     double mode_dec_s[3] = {0, 0, 0};
     int64_t mode_fwd[3] = {0, 0, 0};
     int nmode = 0;
-    size_t mismatches = 0;
-    if (!(first_answers = calloc(nrq ? nrq : 1, sizeof *first_answers))) goto done;
+    if (!(b.first_answers = calloc(b.nrq ? b.nrq : 1, sizeof *b.first_answers))) goto done;
     for (char *tok = strtok(modes, ","); tok; tok = strtok(NULL, ","), nmode++) {
-        int single = !strcmp(tok, "single"), budget = !strcmp(tok, "budget");
-        if (!single && !budget && strcmp(tok, "tree")) {
+        if (strcmp(tok, "single") && strcmp(tok, "budget") && strcmp(tok, "tree")) {
             cli_error("bench-requests", "--batching takes tree, single and budget");
             status = 2;
             goto done;
         }
         if (nmode >= 3) break;
-        bs_session_set_batching(ses, budget ? BS_BATCH_BUDGET : single ? BS_BATCH_SINGLE : BS_BATCH_TREE);
-        double total_ms = 0;
-        size_t decisions = 0, total_input = 0;
-        int64_t total_fwd = 0;
-        if (nmode) bs_buf_putc(&rep, ',');
-        bs_buf_printf(&rep, "{\"batching\":\"%s\",\"requests\":[", tok);
-        char what[96];
-        snprintf(what, sizeof what, "bench-requests: %s batching", tok);
-        bs_progress *pg = bs_progress_start(what, (uint64_t)nrq, "requests");
-        cli_fwd_progress fwd_progress = {"bench-requests", pg, NULL};
-        run->watch = pg ? cli_fwd_progress_watch : NULL;
-        run->watch_ctx = &fwd_progress;
-        for (size_t i = 0; i < nrq; i++) {
-            bs_progress_set(pg, i);
-            bs_usage u = {0};
-            int64_t packed[2] = {0, 0};
-            if (packed_sizes(mp, lc, &rq[i], packed, &e) < 0 ||
-                (warmup && decide_once(ses, &rq[i], &u, &ans, &e) < 0)) { /* warm-up */
-                bs_progress_end(pg);
-                cli_error("bench-requests", "%s", e.msg);
-                goto done;
-            }
-            int64_t fwd_sum = 0;
-            for (int r = 0; r < reps; r++) {
-                double s = bs_now_ms();
-                if (decide_once(ses, &rq[i], &u, &ans, &e) < 0) {
-                    bs_progress_end(pg);
-                    cli_error("bench-requests", "%s", e.msg);
-                    goto done;
-                }
-                ms[r] = bs_now_ms() - s;
-                total_ms += ms[r];
-                fwd_sum += u.computed_tokens;
-            }
-            int64_t fwd = fwd_sum / reps;
-            size_t nq = u.questions, input = u.input_tokens;
-            if (!nmode) {
-                if (!(first_answers[i] = bs_strfmt("%s", ans.data))) {
-                    bs_progress_end(pg);
-                    goto done;
-                }
-            } else if (strcmp(first_answers[i], ans.data)) {
-                cli_error("bench-requests", "%s: the %s answer differs from the first mode's", rq[i].id,
-                        tok);
-                mismatches++;
-            }
-            decisions += nq * (size_t)reps;
-            total_input += input;
-            total_fwd += fwd;
-            if (i) bs_buf_putc(&rep, ',');
-            bs_buf_puts(&rep, "{\"id\":");
-            bs_resp_cstr(&rep, rq[i].id);
-            size_t at = rep.len;
-            for (int r = 0; r < reps; r++) bs_buf_printf(&rep, r ? ",%.3f" : "%.3f", ms[r]); /* run order */
-            char *all = bs_strfmt("%.*s", (int)(rep.len - at), rep.data ? rep.data + at : "");
-            rep.len = at;
-            qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
-            bs_buf_printf(&rep, ",\"questions\":%zu,\"input_tokens\":%zu,\"packed_tokens_per_question_rows\":%lld,"
-                                "\"packed_tokens_shared_tree\":%lld,\"forward_tokens\":%lld,\"median_ms\":%.3f,"
-                                "\"min_ms\":%.3f,\"max_ms\":%.3f,\"all_ms\":[%s]}",
-                          nq, input, (long long)packed[0], (long long)packed[1], (long long)fwd, ms[reps / 2], ms[0],
-                          ms[reps - 1], all ? all : "");
-            if (!all) rep.oom = 1;
-            free(all);
-        }
-        bs_progress_set(pg, nrq);
-        bs_progress_end(pg);
-        double dec_s = total_ms > 0 ? (double)decisions / (total_ms / 1000.0) : 0;
-        bs_buf_printf(&rep, "],\"input_tokens\":%zu,\"forward_tokens\":%lld,\"decisions_per_s\":%.3f}", total_input,
-                      (long long)total_fwd, dec_s);
-        fprintf(stderr, "%-6s: input tokens %zu, computed %lld (%.2fx fewer), %.2f decisions/s\n", tok, total_input,
-                (long long)total_fwd, total_fwd ? (double)total_input / (double)total_fwd : 0.0, dec_s);
-        mode_dec_s[nmode] = dec_s;
-        mode_fwd[nmode] = total_fwd;
+        if (bench_mode(&b, tok, nmode, &mode_dec_s[nmode], &mode_fwd[nmode]) < 0) goto done;
     }
-    bs_buf_putc(&rep, ']');
-    bs_buf_printf(&rep, ",\"answers_identical\":%s", mismatches ? "false" : "true");
-    if (nmode >= 2 && mode_dec_s[1] > 0 && mode_fwd[0] > 0) {
-        bs_buf_printf(&rep, ",\"ratio_decisions_per_s\":%.3f,\"ratio_forward_tokens\":%.3f", mode_dec_s[0] / mode_dec_s[1],
-                      (double)mode_fwd[1] / (double)mode_fwd[0]);
-        fprintf(stderr, "ratio (first / second mode): %.2fx decisions/s, %.2fx fewer computed tokens\n",
-                mode_dec_s[0] / mode_dec_s[1], (double)mode_fwd[1] / (double)mode_fwd[0]);
-    }
-    bs_buf_putc(&rep, '}');
-    if (rep.oom) goto done;
-    if (out_path) {
-        bs_buf_putc(&rep, '\n');
-        if (bs_write_file(out_path, rep.data, rep.len, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
-    } else {
-        cli_print_pretty(stdout, rep.data, rep.len);
-    }
-    status = mismatches ? 1 : 0;
+    status = finish_report(&b, nmode, mode_dec_s, mode_fwd, out_path);
 done:
-    for (size_t i = 0; first_answers && i < nrq; i++) free(first_answers[i]);
-    free(first_answers);
-    for (size_t i = 0; i < nrq; i++) { free(rq[i].id); free(rq[i].body); }
-    free(rq);
-    free(ms);
-    bs_buf_free(&rep);
+    for (size_t i = 0; b.first_answers && i < b.nrq; i++) free(b.first_answers[i]);
+    free(b.first_answers);
+    for (size_t i = 0; i < b.nrq; i++) { free(b.rq[i].id); free(b.rq[i].body); }
+    free(b.rq);
+    free(b.ms);
+    bs_buf_free(&b.rep);
     bs_buf_free(&wsha);
-    bs_buf_free(&ans);
-    basal_close(ses);
+    bs_buf_free(&b.ans);
+    basal_close(b.ses);
     return status;
 }

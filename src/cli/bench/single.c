@@ -295,20 +295,290 @@ const cli_doc cli_doc_bench = {
     "medians and p95 of the rest. Summary on stderr, JSON on stdout or with --out.\n",
 };
 
+/* One run of `basal bench`: the options, the session, the items, and the
+ * figures of every pass. */
+typedef struct {
+    const char *reference, *batching;
+    int lat_n, state_tokens, group, passes, tp_items, acc_group;
+    const bs_basal_model *mp;
+    bs_letter_cache *lc;
+    bs_runner *run;
+    bs_pool *pool;
+    int n, nb, n_ref;          /* latency items (5 warm-up + lat_n), bodies, reference items */
+    bs_buf *bodies;
+    ref_item *refs;
+    int *argmax;               /* per reference item, the answer's option */
+    double *lat1, *lat2, *prep, *fwd;
+    int64_t *item_tokens;
+    bs_fwd_profile prof, prof1;
+    int correct, with_gold;
+    double all_items_s;        /* the accuracy pass */
+    double dec_runs[3];        /* the throughput passes, in run order */
+    double ours, blas, ours_bf16; /* the GEMM peaks, GFLOP/s */
+    int bf16;                  /* dtype bf16 on the CPU: also the bf16 GEMM peak */
+    bs_err e;
+} bench_run;
+
+/* What the report and the summary line say of the timed items. */
+typedef struct {
+    double l1, l2, p95, dec_s, gemm_gf, total_gf;
+} bench_figures;
+
+/* The items: a reference export's bench.jsonl, else synthetic ones; the
+ * counts of the passes follow from them. Negative on a failure (reported by
+ * read_reference; out of memory silently, as before). */
+static int load_items(bench_run *b) {
+    if (b->reference) {
+        if ((b->n_ref = read_reference(b->reference, b->mp->name, &b->bodies, &b->refs)) < 0) return -1;
+        if (b->lat_n > b->n_ref - 5) b->lat_n = b->n_ref - 5;
+        if (b->tp_items < 0) b->tp_items = b->n_ref < 128 ? b->n_ref : 128;
+        if (b->tp_items > b->n_ref) b->tp_items = b->n_ref;
+        b->n = b->lat_n + 5;
+        b->nb = b->n_ref;
+    } else {
+        if (b->tp_items < 0) b->tp_items = 32;
+        b->n = b->lat_n + 5;
+        b->nb = b->n > b->tp_items ? b->n : b->tp_items;
+        if (!(b->bodies = calloc((size_t)b->nb, sizeof *b->bodies))) return -1;
+        for (int i = 0; i < b->nb; i++) make_body(&b->bodies[i], b->mp->name, i, b->state_tokens);
+    }
+    return 0;
+}
+
+/* The per-item results of the passes. Negative when out of memory. */
+static int alloc_results(bench_run *b) {
+    size_t n = (size_t)b->n;
+    b->lat1 = calloc(n, sizeof *b->lat1);
+    b->lat2 = calloc(n, sizeof *b->lat2);
+    b->prep = calloc(n, sizeof *b->prep);
+    b->fwd = calloc(n, sizeof *b->fwd);
+    b->item_tokens = calloc(n, sizeof *b->item_tokens);
+    b->argmax = calloc((size_t)(b->n_ref ? b->n_ref : 1), sizeof *b->argmax);
+    return b->lat1 && b->lat2 && b->prep && b->fwd && b->item_tokens && b->argmax ? 0 : -1;
+}
+
+/* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2).
+ * Negative on a failure (in e). */
+static int accuracy_pass(bench_run *b) {
+    if (!b->n_ref) return 0;
+    b->run->batching = BS_BATCH_BUDGET;
+    double s = bs_now_ms();
+    bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)b->n_ref, "items");
+    for (int g0 = 0; g0 < b->n_ref; g0 += b->acc_group) {
+        int k = b->n_ref - g0 < b->acc_group ? b->n_ref - g0 : b->acc_group;
+        if (decide_items(b->mp, b->lc, b->run, &b->bodies[g0], k, &b->e, NULL, NULL, NULL, NULL, &b->refs[g0],
+                         &b->argmax[g0]) < 0) {
+            bs_progress_end(pg);
+            return -1;
+        }
+        bs_progress_add(pg, (uint64_t)k);
+    }
+    bs_progress_end(pg);
+    b->all_items_s = (bs_now_ms() - s) / 1000.0;
+    for (int i = 0; i < b->n_ref; i++)
+        if (b->refs[i].gold >= 0) {
+            b->with_gold++;
+            b->correct += b->argmax[i] == b->refs[i].gold;
+        }
+    b->run->batching = BS_BATCH_TREE;
+    return 0;
+}
+
+/* lat1 and lat2 of each latency item, the first 5 discarded; the profile of
+ * the timed ones. Negative on a failure (in e). */
+static int latency_pass(bench_run *b) {
+    const bs_basal_model *mp = b->mp;
+    bs_letter_cache *lcp = b->lc;
+    bs_runner *runp = b->run;
+    for (int i = 0; i < b->n; i++) {
+        /* warm-up once with one order and once with both, then the timed runs */
+        if (decide_one_order(mp, lcp, &b->bodies[i], NULL, &b->e) < 0 ||
+            decide_items(mp, lcp, runp, &b->bodies[i], 1, &b->e, NULL, NULL, NULL, NULL, NULL, NULL) < 0)
+            return -1;
+        double s = bs_now_ms();
+        if (decide_one_order(mp, lcp, &b->bodies[i], i >= 5 ? &b->prof1 : NULL, &b->e) < 0) return -1;
+        b->lat1[i] = bs_now_ms() - s;
+        runp->profile = i >= 5 ? &b->prof : NULL;
+        s = bs_now_ms();
+        double count_ms = 0;
+        if (decide_items(mp, lcp, runp, &b->bodies[i], 1, &b->e, &b->prep[i], &b->fwd[i], &b->item_tokens[i],
+                         &count_ms, NULL, NULL) < 0)
+            return -1;
+        b->lat2[i] = bs_now_ms() - s - count_ms;
+        runp->profile = NULL;
+        fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, b->n, i < 5 ? " (discarded)" : "",
+                b->lat1[i], b->lat2[i]);
+    }
+    return 0;
+}
+
+/* decisions/s: a warm-up group, then --passes passes over the throughput
+ * items in groups. Negative on a failure (in e). */
+static int throughput_pass(bench_run *b) {
+    /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
+    b->run->batching = strcmp(b->batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
+    if (b->tp_items <= 0) return 0;
+    int group = b->group, tp_items = b->tp_items;
+    int warm = group < tp_items ? group : tp_items;
+    char what[96];
+    snprintf(what, sizeof what, "bench: throughput, %d passes of %d decisions", b->passes, tp_items);
+    bs_progress *pg = bs_progress_start(what, (uint64_t)(warm + b->passes * tp_items), "decisions");
+    for (int pass = -1; pass < b->passes; pass++) { /* pass -1 is the warm-up group */
+        double s = bs_now_ms();
+        int items = pass < 0 ? warm : tp_items;
+        for (int g0 = 0; g0 < items; g0 += group) {
+            int k = items - g0 < group ? items - g0 : group;
+            if (decide_items(b->mp, b->lc, b->run, &b->bodies[g0], k, &b->e, NULL, NULL, NULL, NULL, NULL, NULL) < 0) {
+                bs_progress_end(pg);
+                return -1;
+            }
+            bs_progress_add(pg, (uint64_t)k);
+        }
+        if (pass >= 0) b->dec_runs[pass] = items / ((bs_now_ms() - s) / 1000.0);
+    }
+    bs_progress_end(pg);
+    return 0;
+}
+
+/* sgemm peak on the model's gate/up shape at 300 rows, same threads (CPU
+ * backend only: it says nothing about a GPU) */
+static void gemm_peak(bench_run *b) {
+    int H = b->mp->cfg.hidden, I = b->mp->cfg.inter;
+    const bs_backend *be = b->mp->model.backend;
+    b->ours = be ? 0 : gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_F32);
+    b->blas = 0;
+    b->bf16 = !be && b->mp->model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
+    b->ours_bf16 = b->bf16 ? gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_BF16) : 0;
+    void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
+        set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
+        if (f && st) {
+            st(bs_pool_size(b->pool));
+            b->blas = gemm_gflops(b->pool, 300, I, H, f, BS_COMPUTE_F32);
+        }
+        dlclose(lib);
+    }
+}
+
+/* The report's first fields, up to the opening of "lat2_ms_all". */
+static void put_report_head(const bench_run *b, bs_buf *rep, double load_s, const char *wsha, const bench_figures *fig) {
+    const bs_basal_model *mp = b->mp;
+    const bs_backend *be = mp->model.backend;
+    const bs_fwd_profile *prof = &b->prof;
+    int L = b->lat_n, H = mp->cfg.hidden, I = mp->cfg.inter;
+    double flop_per_dec = (prof->gemm_flop + prof->attn_flop) / L;
+    /* basal-rs writes the batching with Rust's Debug name */
+    const char *batching_name = strcmp(b->batching, "budget") ? "Tree" : "Budget";
+    int tp_done = b->tp_items > 0 ? b->tp_items : 0;
+    bs_buf_printf(rep,
+                  "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
+                  "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                  "\"state_tokens\":%d,\"n\":%d,"
+                  "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,"
+                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_group\":%d,"
+                  "\"dec_s_batching\":\"%s\","
+                  "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
+                  "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
+                  "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
+                  "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
+                  mp->name, wsha, be ? be->name : "cpu", load_s, bs_pool_size(b->pool), bs_gemm_kernel_name(bs_gemm_kernel()),
+                  b->bf16 ? "bf16" : "f32", b->bf16 ? bs_gemm_bf16_kernel_name() : "", b->state_tokens,
+                  b->n_ref ? b->n_ref : b->nb, L, fig->l1, fig->l2, fig->p95, fig->dec_s, b->dec_runs[0], b->dec_runs[1],
+                  b->dec_runs[2], tp_done, b->group, batching_name, prof->total_ms / L, prof->gemm_ms / L,
+                  prof->attn_ms / L, (prof->total_ms - prof->gemm_ms - prof->attn_ms) / L, prof->gemm_flop / L / 1e9,
+                  prof->attn_flop / L / 1e9, fig->gemm_gf, fig->total_gf, I, H, b->ours, b->blas, b->ours_bf16,
+                  b->blas > 0 ? flop_per_dec / (b->blas * 1e9) * 1000.0 : 0.0);
+}
+
+/* The JSON report into rep, and the figures of the summary line (the
+ * latency arrays end up sorted). acc: the accuracy as JSON. Negative when
+ * out of memory. */
+static int put_report(bench_run *b, bs_buf *rep, double load_s, const char *wsha, const bs_buf *acc,
+                      bench_figures *fig) {
+    int n = b->n, L = b->lat_n;
+    double *lat1 = b->lat1, *lat2 = b->lat2;
+    const bs_fwd_profile *prof = &b->prof;
+    /* per timed item, in item order (before the sorts below) */
+    bs_buf per_item;
+    bs_buf_init(&per_item);
+    for (int i = 5; i < n; i++)
+        bs_buf_printf(&per_item, "%s{\"index\":%d,\"packed_tokens\":%lld,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,"
+                                 "\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f}",
+                      i > 5 ? "," : "", i, (long long)b->item_tokens[i], lat1[i], lat2[i], b->prep[i], b->fwd[i]);
+    double *tok = calloc((size_t)L, sizeof *tok);
+    if (!tok) { bs_buf_free(&per_item); return -1; }
+    for (int i = 0; i < L; i++) tok[i] = (double)b->item_tokens[5 + i];
+    qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
+    qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
+    double dec_sorted[3] = {b->dec_runs[0], b->dec_runs[1], b->dec_runs[2]};
+    qsort(dec_sorted, 3, sizeof(double), cmp_d);
+    fig->l1 = ps_median_sorted(lat1 + 5, (size_t)L);
+    fig->l2 = ps_median_sorted(lat2 + 5, (size_t)L);
+    fig->p95 = ps_quantile_sorted(lat2 + 5, (size_t)L, 0.95);
+    fig->dec_s = dec_sorted[1];
+    fig->gemm_gf = prof->gemm_ms > 0 ? prof->gemm_flop / (prof->gemm_ms / 1000.0) / 1e9 : 0;
+    fig->total_gf = prof->total_ms > 0 ? (prof->gemm_flop + prof->attn_flop) / (prof->total_ms / 1000.0) / 1e9 : 0;
+    put_report_head(b, rep, load_s, wsha, fig);
+    for (int i = 5; i < n; i++) bs_buf_printf(rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
+    bs_buf_puts(rep, "],\"lat1_ms_all\":[");
+    for (int i = 5; i < n; i++) bs_buf_printf(rep, i > 5 ? ",%.3f" : "%.3f", lat1[i]);
+    /* per-stage summaries over the timed items (basal-rs stats.rs summary) */
+    int sum_fail = 0;
+    bs_buf_puts(rep, "],\"lat2_prepare_ms\":");
+    sum_fail |= put_summary(rep, b->prep + 5, L);
+    bs_buf_puts(rep, ",\"lat2_forward_ms\":");
+    sum_fail |= put_summary(rep, b->fwd + 5, L);
+    bs_buf_puts(rep, ",\"lat2_packed_tokens\":");
+    sum_fail |= put_summary(rep, tok, L);
+    free(tok);
+    if (sum_fail) { bs_buf_free(&per_item); return -1; }
+    bs_buf_puts(rep, ",\"per_item\":[");
+    bs_buf_put(rep, per_item.data ? per_item.data : "", per_item.len);
+    bs_buf_puts(rep, "],\"items\":");
+    if (b->n_ref) {
+        bs_buf_printf(rep, "\"reference\",\"reference\":");
+        bs_resp_cstr(rep, b->reference);
+        bs_buf_printf(rep, ",\"n_items\":%d,\"all_items_s\":%.3f,\"correct\":%d,\"with_gold\":%d,\"acc\":%s", b->n_ref,
+                      b->all_items_s, b->correct, b->with_gold, acc->data);
+    } else {
+        bs_buf_puts(rep, "\"synthetic\",\"all_items_s\":null,\"correct\":null,\"with_gold\":0,\"acc\":null");
+    }
+    bs_buf_puts(rep, "}");
+    bs_buf_free(&per_item);
+    return 0;
+}
+
+/* basal-rs's summary line (its "GEMM probe" is CUDA's), then this project's CPU figures */
+static void print_summary(const bench_run *b, const bench_figures *fig, const bs_buf *acc) {
+    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, %.3f dec/s, acc %s", fig->l2, fig->p95, fig->l1,
+            fig->dec_s, acc->oom ? "?" : acc->data);
+    if (b->with_gold) fprintf(stderr, " (%d/%d)", b->correct, b->with_gold);
+    fprintf(stderr, "; forward %.1f GFLOP/s (GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f "
+                    "GFLOP/s)\n", fig->total_gf, fig->gemm_gf, b->ours, b->blas);
+    if (!b->mp->model.backend)
+        fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), b->ours);
+    if (b->bf16)
+        fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
+                bs_gemm_bf16_kernel_name(), b->ours_bf16, b->ours > 0 ? b->ours_bf16 / b->ours : 0.0);
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *model_dir = NULL, *out_path = NULL, *batching = "budget", *reference = NULL;
-    int lat_n = 39, state_tokens = 250, threads = 0, group = 16, passes = 3, tp_items = -1, acc_group = 32;
+    const char *model_dir = NULL, *out_path = NULL;
+    bench_run b = {.batching = "budget", .lat_n = 39, .state_tokens = 250, .group = 16, .passes = 3, .tp_items = -1,
+                   .acc_group = 32};
+    int threads = 0;
     cli_device dev = {0};
     const cli_opt opts[] = {
         CLI_MODEL("model directory or reference (owner/name[@revision], mini, 4.5B, max; required)", &model_dir),
-        CLI_STR("--reference", "DIR", "", NULL, "reference export whose bench.jsonl gives the items", &reference),
-        CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items (at most items - 5)", &lat_n,
-                1, 1 << 20),
-        CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each synthetic item", &state_tokens,
+        CLI_STR("--reference", "DIR", "", NULL, "reference export whose bench.jsonl gives the items", &b.reference),
+        CLI_INT("--lat-n", "N", NULL, NULL, "latency items measured after 5 warm-up items (at most items - 5)",
+                &b.lat_n, 1, 1 << 20),
+        CLI_INT("--state-tokens", "N", NULL, NULL, "approximate state length of each synthetic item", &b.state_tokens,
                 1, 1 << 20),
         CLI_INT("--throughput-items", "N", "min(items, 128) with --reference, else 32", NULL,
-                "items of the dec/s phase (0 skips it)", &tp_items, 0, 1 << 20),
-        CLI_CHOICE("--batching", NULL, NULL, "packing of the dec/s groups", &batching, "budget|tree"),
+                "items of the dec/s phase (0 skips it)", &b.tp_items, 0, 1 << 20),
+        CLI_CHOICE("--batching", NULL, NULL, "packing of the dec/s groups", &b.batching, "budget|tree"),
         CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &threads, 0, 1 << 16),
         CLI_STR("--out", "FILE", "", NULL, "JSON report (must not exist)", &out_path),
         CLI_DEVICE_ROWS(&dev),
@@ -323,19 +593,13 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "%s exists; choose a new output path\n", out_path);
         return 1;
     }
-    int status = 1, n = 0, nb = 0, n_ref = 0;
-    bs_err e = {0};
-    ref_item *refs = NULL;
-    int *argmax = NULL;
-    double *prep = NULL, *fwd = NULL;
-    int64_t *item_tokens = NULL;
+    int status = 1;
     basal_session *ses = NULL;
-    bs_buf rep;
+    bs_buf rep, acc;
     bs_buf_init(&rep);
+    bs_buf_init(&acc);
     bs_buf wsha; /* the weights' SHA-256 (06 §7.6) */
     bs_buf_init(&wsha);
-    bs_buf *bodies = NULL;
-    double *lat1 = NULL, *lat2 = NULL;
     double t0 = bs_now_ms();
     basal_options bo;
     basal_options_init(&bo);
@@ -343,223 +607,47 @@ int cmd_bench(int argc, char **argv) {
     bo.backend = dev.device;
     bo.dtype = dev.dtype;
     bo.gemm_table = dev.gemm_table;
-    if (basal_open(&ses, model_dir, &bo, &e) < 0) { cli_error("bench", "%s", e.msg); goto done; }
-    const bs_basal_model *mp = bs_session_model(ses);
-    bs_letter_cache *lcp = bs_session_letters(ses);
-    bs_runner *runp = bs_session_runner(ses);
-    bs_pool *pool = bs_session_pool(ses);
+    if (basal_open(&ses, model_dir, &bo, &b.e) < 0) { cli_error("bench", "%s", b.e.msg); goto done; }
+    b.mp = bs_session_model(ses);
+    b.lc = bs_session_letters(ses);
+    b.run = bs_session_runner(ses);
+    b.pool = bs_session_pool(ses);
     double load_s = (bs_now_ms() - t0) / 1000.0;
-    if (cli_weights_sha256(model_dir, &wsha, &e) != BS_OK) {
-        cli_error("bench", "%s", e.msg);
+    if (cli_weights_sha256(model_dir, &wsha, &b.e) != BS_OK) {
+        cli_error("bench", "%s", b.e.msg);
         goto done;
     }
-    if (reference) {
-        if ((n_ref = read_reference(reference, mp->name, &bodies, &refs)) < 0) goto done;
-        if (lat_n > n_ref - 5) lat_n = n_ref - 5;
-        if (tp_items < 0) tp_items = n_ref < 128 ? n_ref : 128;
-        if (tp_items > n_ref) tp_items = n_ref;
-        n = lat_n + 5;
-        nb = n_ref;
-    } else {
-        if (tp_items < 0) tp_items = 32;
-        n = lat_n + 5;
-        nb = n > tp_items ? n : tp_items;
-        if (!(bodies = calloc((size_t)nb, sizeof *bodies))) goto done;
-        for (int i = 0; i < nb; i++) make_body(&bodies[i], mp->name, i, state_tokens);
-    }
-    lat1 = calloc((size_t)n, sizeof *lat1);
-    lat2 = calloc((size_t)n, sizeof *lat2);
-    prep = calloc((size_t)n, sizeof *prep);
-    fwd = calloc((size_t)n, sizeof *fwd);
-    item_tokens = calloc((size_t)n, sizeof *item_tokens);
-    argmax = calloc((size_t)(n_ref ? n_ref : 1), sizeof *argmax);
-    if (!lat1 || !lat2 || !prep || !fwd || !item_tokens || !argmax) { cli_error("bench", "out of memory"); goto done; }
-    bs_fwd_profile prof = {0}, prof1 = {0};
-    /* accuracy: every item, 32 questions per call, budget batching (06 §7.1 step 2) */
-    int correct = 0, with_gold = 0;
-    double all_items_s = 0;
-    if (n_ref) {
-        runp->batching = BS_BATCH_BUDGET;
-        double s = bs_now_ms();
-        bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)n_ref, "items");
-        for (int g0 = 0; g0 < n_ref; g0 += acc_group) {
-            int k = n_ref - g0 < acc_group ? n_ref - g0 : acc_group;
-            if (decide_items(mp, lcp, runp, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, &refs[g0], &argmax[g0]) < 0) {
-                bs_progress_end(pg);
-                goto fail_run;
-            }
-            bs_progress_add(pg, (uint64_t)k);
-        }
-        bs_progress_end(pg);
-        all_items_s = (bs_now_ms() - s) / 1000.0;
-        for (int i = 0; i < n_ref; i++)
-            if (refs[i].gold >= 0) {
-                with_gold++;
-                correct += argmax[i] == refs[i].gold;
-            }
-        runp->batching = BS_BATCH_TREE;
-    }
-    for (int i = 0; i < n; i++) {
-        /* warm-up once with one order and once with both, then the timed runs */
-        if (decide_one_order(mp, lcp, &bodies[i], NULL, &e) < 0 ||
-            decide_items(mp, lcp, runp, &bodies[i], 1, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0)
-            goto fail_run;
-        double s = bs_now_ms();
-        if (decide_one_order(mp, lcp, &bodies[i], i >= 5 ? &prof1 : NULL, &e) < 0) goto fail_run;
-        lat1[i] = bs_now_ms() - s;
-        runp->profile = i >= 5 ? &prof : NULL;
-        s = bs_now_ms();
-        double count_ms = 0;
-        if (decide_items(mp, lcp, runp, &bodies[i], 1, &e, &prep[i], &fwd[i], &item_tokens[i], &count_ms, NULL,
-                         NULL) < 0)
-            goto fail_run;
-        lat2[i] = bs_now_ms() - s - count_ms;
-        runp->profile = NULL;
-        fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, n, i < 5 ? " (discarded)" : "", lat1[i],
-                lat2[i]);
-    }
-    double dec_runs[3] = {0, 0, 0};
-    /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
-    runp->batching = strcmp(batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
-    if (tp_items > 0) {
-        int warm = group < tp_items ? group : tp_items;
-        char what[96];
-        snprintf(what, sizeof what, "bench: throughput, %d passes of %d decisions", passes, tp_items);
-        bs_progress *pg = bs_progress_start(what, (uint64_t)(warm + passes * tp_items), "decisions");
-        for (int pass = -1; pass < passes; pass++) { /* pass -1 is the warm-up group */
-            double s = bs_now_ms();
-            int items = pass < 0 ? warm : tp_items;
-            for (int g0 = 0; g0 < items; g0 += group) {
-                int k = items - g0 < group ? items - g0 : group;
-                if (decide_items(mp, lcp, runp, &bodies[g0], k, &e, NULL, NULL, NULL, NULL, NULL, NULL) < 0) {
-                    bs_progress_end(pg);
-                    goto fail_run;
-                }
-                bs_progress_add(pg, (uint64_t)k);
-            }
-            if (pass >= 0) dec_runs[pass] = items / ((bs_now_ms() - s) / 1000.0);
-        }
-        bs_progress_end(pg);
-    }
-    /* sgemm peak on the model's gate/up shape at 300 rows, same threads (CPU
-     * backend only: it says nothing about a GPU) */
-    int H = mp->cfg.hidden, I = mp->cfg.inter;
-    const bs_backend *be = mp->model.backend;
-    double ours = be ? 0 : gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_F32), blas = 0;
-    int bf16 = !be && mp->model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
-    double ours_bf16 = bf16 ? gemm_gflops(pool, 300, I, H, NULL, BS_COMPUTE_BF16) : 0;
-    void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-        sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
-        set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
-        if (f && st) {
-            st(bs_pool_size(pool));
-            blas = gemm_gflops(pool, 300, I, H, f, BS_COMPUTE_F32);
-        }
-        dlclose(lib);
-    }
-    int L = lat_n;
-    /* per timed item, in item order (before the sorts below) */
-    bs_buf per_item;
-    bs_buf_init(&per_item);
-    for (int i = 5; i < n; i++)
-        bs_buf_printf(&per_item, "%s{\"index\":%d,\"packed_tokens\":%lld,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,"
-                                 "\"lat2_prepare_ms\":%.3f,\"lat2_forward_ms\":%.3f}",
-                      i > 5 ? "," : "", i, (long long)item_tokens[i], lat1[i], lat2[i], prep[i], fwd[i]);
-    double *tok = calloc((size_t)L, sizeof *tok);
-    if (!tok) { bs_buf_free(&per_item); cli_error("bench", "out of memory"); goto done; }
-    for (int i = 0; i < L; i++) tok[i] = (double)item_tokens[5 + i];
-    qsort(lat1 + 5, (size_t)L, sizeof *lat1, cmp_d);
-    qsort(lat2 + 5, (size_t)L, sizeof *lat2, cmp_d);
-    double dec_sorted[3] = {dec_runs[0], dec_runs[1], dec_runs[2]};
-    qsort(dec_sorted, 3, sizeof(double), cmp_d);
-    double l1 = ps_median_sorted(lat1 + 5, (size_t)L), l2 = ps_median_sorted(lat2 + 5, (size_t)L);
-    double p95 = ps_quantile_sorted(lat2 + 5, (size_t)L, 0.95);
-    double gemm_gf = prof.gemm_ms > 0 ? prof.gemm_flop / (prof.gemm_ms / 1000.0) / 1e9 : 0;
-    double total_gf = prof.total_ms > 0 ? (prof.gemm_flop + prof.attn_flop) / (prof.total_ms / 1000.0) / 1e9 : 0;
-    double flop_per_dec = (prof.gemm_flop + prof.attn_flop) / L;
-    /* basal-rs writes the batching with Rust's Debug name */
-    const char *batching_name = strcmp(batching, "budget") ? "Tree" : "Budget";
-    int tp_done = tp_items > 0 ? tp_items : 0;
-    bs_buf_printf(&rep,
-                  "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
-                  "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                  "\"state_tokens\":%d,\"n\":%d,"
-                  "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,"
-                  "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_group\":%d,"
-                  "\"dec_s_batching\":\"%s\","
-                  "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
-                  "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
-                  "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
-                  "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
-                  mp->name, wsha.data, be ? be->name : "cpu", load_s, bs_pool_size(pool), bs_gemm_kernel_name(bs_gemm_kernel()),
-                  bf16 ? "bf16" : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "", state_tokens, n_ref ? n_ref : nb, L, l1,
-                  l2, p95, dec_sorted[1], dec_runs[0], dec_runs[1], dec_runs[2], tp_done, group,
-                  batching_name, prof.total_ms / L, prof.gemm_ms / L, prof.attn_ms / L, (prof.total_ms - prof.gemm_ms - prof.attn_ms) / L,
-                  prof.gemm_flop / L / 1e9, prof.attn_flop / L / 1e9, gemm_gf, total_gf, I, H, ours, blas, ours_bf16,
-                  blas > 0 ? flop_per_dec / (blas * 1e9) * 1000.0 : 0.0);
-    for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat2[i]);
-    bs_buf_puts(&rep, "],\"lat1_ms_all\":[");
-    for (int i = 5; i < n; i++) bs_buf_printf(&rep, i > 5 ? ",%.3f" : "%.3f", lat1[i]);
-    /* per-stage summaries over the timed items (basal-rs stats.rs summary) */
-    int sum_fail = 0;
-    bs_buf_puts(&rep, "],\"lat2_prepare_ms\":");
-    sum_fail |= put_summary(&rep, prep + 5, L);
-    bs_buf_puts(&rep, ",\"lat2_forward_ms\":");
-    sum_fail |= put_summary(&rep, fwd + 5, L);
-    bs_buf_puts(&rep, ",\"lat2_packed_tokens\":");
-    sum_fail |= put_summary(&rep, tok, L);
-    free(tok);
-    if (sum_fail) { bs_buf_free(&per_item); cli_error("bench", "out of memory"); goto done; }
-    bs_buf_puts(&rep, ",\"per_item\":[");
-    bs_buf_put(&rep, per_item.data ? per_item.data : "", per_item.len);
-    bs_buf_puts(&rep, "],\"items\":");
-    bs_buf acc;
-    bs_buf_init(&acc);
-    if (with_gold) bs_resp_double(&acc, (double)correct / with_gold);
+    if (load_items(&b) < 0) goto done;
+    if (alloc_results(&b) < 0) { cli_error("bench", "out of memory"); goto done; }
+    if (accuracy_pass(&b) < 0 || latency_pass(&b) < 0 || throughput_pass(&b) < 0) goto fail_run;
+    gemm_peak(&b);
+    if (b.with_gold) bs_resp_double(&acc, (double)b.correct / b.with_gold);
     else bs_buf_puts(&acc, "null");
-    if (n_ref) {
-        bs_buf_printf(&rep, "\"reference\",\"reference\":");
-        bs_resp_cstr(&rep, reference);
-        bs_buf_printf(&rep, ",\"n_items\":%d,\"all_items_s\":%.3f,\"correct\":%d,\"with_gold\":%d,\"acc\":%s", n_ref,
-                      all_items_s, correct, with_gold, acc.data);
-    } else {
-        bs_buf_puts(&rep, "\"synthetic\",\"all_items_s\":null,\"correct\":null,\"with_gold\":0,\"acc\":null");
-    }
-    bs_buf_puts(&rep, "}");
-    bs_buf_free(&per_item);
-    /* basal-rs's summary line (its "GEMM probe" is CUDA's), then this project's CPU figures */
-    fprintf(stderr, "lat2 median %.1f ms, p95 %.1f ms, lat1 %.1f ms, %.3f dec/s, acc %s", l2, p95, l1, dec_sorted[1],
-            acc.oom ? "?" : acc.data);
-    if (with_gold) fprintf(stderr, " (%d/%d)", correct, with_gold);
-    fprintf(stderr, "; forward %.1f GFLOP/s (GEMM %.1f GFLOP/s in the forward; sgemm peak: basal %.1f, OpenBLAS %.1f "
-                    "GFLOP/s)\n", total_gf, gemm_gf, ours, blas);
-    bs_buf_free(&acc);
-    if (!be) fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), ours);
-    if (bf16)
-        fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
-                bs_gemm_bf16_kernel_name(), ours_bf16, ours > 0 ? ours_bf16 / ours : 0.0);
+    bench_figures fig;
+    if (put_report(&b, &rep, load_s, wsha.data, &acc, &fig) < 0) { cli_error("bench", "out of memory"); goto done; }
+    print_summary(&b, &fig, &acc);
     if (out_path) {
         bs_buf_putc(&rep, '\n');
-        if (bs_write_file(out_path, rep.data, rep.len, &e) < 0) { fprintf(stderr, "%s\n", e.msg); goto done; }
+        if (bs_write_file(out_path, rep.data, rep.len, &b.e) < 0) { fprintf(stderr, "%s\n", b.e.msg); goto done; }
     } else {
         cli_print_pretty(stdout, rep.data, rep.len);
     }
     status = 0;
     goto done;
 fail_run:
-    cli_error("bench", "%s", e.msg);
+    cli_error("bench", "%s", b.e.msg);
 done:
-    for (int i = 0; bodies && i < nb; i++) bs_buf_free(&bodies[i]);
-    free(bodies);
-    free(refs);
-    free(argmax);
-    free(prep);
-    free(fwd);
-    free(item_tokens);
-    free(lat1);
-    free(lat2);
+    for (int i = 0; b.bodies && i < b.nb; i++) bs_buf_free(&b.bodies[i]);
+    free(b.bodies);
+    free(b.refs);
+    free(b.argmax);
+    free(b.prep);
+    free(b.fwd);
+    free(b.item_tokens);
+    free(b.lat1);
+    free(b.lat2);
     bs_buf_free(&rep);
+    bs_buf_free(&acc);
     bs_buf_free(&wsha);
     basal_close(ses);
     return status;

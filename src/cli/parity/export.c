@@ -317,6 +317,81 @@ static int put_files_sha256(bs_buf *b, const char *dir, bs_err *e) {
     return BS_OK;
 }
 
+/* manifest.json of the export: the tool, the model and its backend, the
+ * batching, the calibration, the SHA-256 of the model's files and the times.
+ * Negative: a failure in e (the caller reports it); an allocation failure
+ * shows as man->oom. */
+static int put_manifest(bs_buf *man, const export_opts *o, basal_session *ses, const char *dir, size_t n_bench,
+                        size_t n_cases, double bench_s, double t0, bs_err *e) {
+    const bs_basal_model *md = bs_session_model(ses);
+    static const char *const tnames[BS_N_TYPES] = {"choice", "noul", "score", "multi", "act"};
+    const bs_backend *be = md->model.backend;
+    bs_buf_puts(man, "{\"tool\":\"basal export\",\"inputs\":");
+    bs_resp_cstr(man, o->inputs);
+    bs_buf_puts(man, ",\"model\":");
+    bs_resp_cstr(man, md->name);
+    bs_buf_puts(man, ",\"model_dir\":");
+    bs_resp_cstr(man, dir);
+    bs_buf_puts(man, ",\"backend\":");
+    if (be) {
+        bs_resp_cstr(man, be->name);
+    } else {
+        char desc[160];
+        snprintf(desc, sizeof desc, "cpu %s (%d threads, kernel %s)",
+                 md->model.compute == BS_COMPUTE_BF16 ? "bf16" : "f32", bs_session_threads(ses),
+                 bs_gemm_kernel_name(bs_gemm_kernel()));
+        bs_resp_cstr(man, desc);
+    }
+    bs_buf_puts(man, ",\"bench_batching\":");
+    bs_resp_cstr(man, o->batching);
+    bs_buf_printf(man, ",\"request_batching\":\"tree\",\"items_batching\":\"single\",\"prefix_cache\":%s,"
+                       "\"host_math\":\"softmax, order average and calibration in f64\","
+                       "\"calibration\":{\"temperatures\":{",
+                  o->no_prefix_cache ? "false" : "true");
+    for (int t = 0, first = 1; t < BS_N_TYPES; t++) {
+        if (!md->calib.has_temp[t]) continue;
+        bs_buf_printf(man, "%s\"%s\":", first ? "" : ",", tnames[t]);
+        bj_fmt_pyfloat(md->calib.temp[t], man);
+        first = 0;
+    }
+    bs_buf_puts(man, "}},\"files_sha256\":{");
+    if (put_files_sha256(man, dir, e) < 0) return -1;
+    bs_buf_puts(man, "},\"weights_sha256\":");
+    if (cli_weights_sha256(dir, man, e) != BS_OK) return -1;
+    bs_buf_printf(man, ",\"bench_items\":%zu,\"systemone_cases\":%zu,\"bench_s\":", n_bench, n_cases);
+    bj_fmt_pyfloat(bench_s, man);
+    bs_buf_puts(man, ",\"total_s\":");
+    bj_fmt_pyfloat((bs_now_ms() - t0) / 1000.0, man);
+    bs_buf_printf(man, ",\"version\":\"%s\",\"git_commit\":\"%s\"}", BASAL_VERSION, cli_git_commit());
+    return BS_OK;
+}
+
+/* manifest.json into the export directory, pretty-printed. 0 when written, else 1
+ * (reported here). */
+static int write_manifest(const char *out, const bs_buf *man) {
+    int status = 1;
+    FILE *mf = NULL;
+    char *mp = par_path_in(out, "manifest.json");
+    if (mp && (mf = fopen(mp, "w"))) {
+        cli_print_pretty(mf, man->data, man->len);
+        if (fclose(mf) == 0) status = 0;
+    }
+    if (status) cli_error("export", "writing %s failed", mp ? mp : "manifest.json");
+    free(mp);
+    return status;
+}
+
+/* Removes what a failed export wrote, and its directory. */
+static void remove_export(const char *out) {
+    static const char *const files[] = {"bench.jsonl", "systemone.jsonl", "manifest.json"};
+    for (size_t i = 0; i < 3; i++) {
+        char *fp = par_path_in(out, files[i]);
+        if (fp) unlink(fp);
+        free(fp);
+    }
+    rmdir(out);
+}
+
 int cmd_export(int argc, char **argv) {
     export_opts o = {0};
     o.batching = "single";
@@ -383,67 +458,14 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "systemone %s\n", id && id->type == BJ_STRING ? id->str : "?");
     }
     if (write_in(o.out, "systemone.jsonl", &sout, &e) < 0) goto fail;
-    static const char *const tnames[BS_N_TYPES] = {"choice", "noul", "score", "multi", "act"};
-    const bs_backend *be = md->model.backend;
-    bs_buf_puts(&man, "{\"tool\":\"basal export\",\"inputs\":");
-    bs_resp_cstr(&man, o.inputs);
-    bs_buf_puts(&man, ",\"model\":");
-    bs_resp_cstr(&man, md->name);
-    bs_buf_puts(&man, ",\"model_dir\":");
-    bs_resp_cstr(&man, dir);
-    bs_buf_puts(&man, ",\"backend\":");
-    if (be) {
-        bs_resp_cstr(&man, be->name);
-    } else {
-        char desc[160];
-        snprintf(desc, sizeof desc, "cpu %s (%d threads, kernel %s)",
-                 md->model.compute == BS_COMPUTE_BF16 ? "bf16" : "f32", bs_session_threads(ses),
-                 bs_gemm_kernel_name(bs_gemm_kernel()));
-        bs_resp_cstr(&man, desc);
-    }
-    bs_buf_puts(&man, ",\"bench_batching\":");
-    bs_resp_cstr(&man, o.batching);
-    bs_buf_printf(&man, ",\"request_batching\":\"tree\",\"items_batching\":\"single\",\"prefix_cache\":%s,"
-                        "\"host_math\":\"softmax, order average and calibration in f64\","
-                        "\"calibration\":{\"temperatures\":{",
-                  o.no_prefix_cache ? "false" : "true");
-    for (int t = 0, first = 1; t < BS_N_TYPES; t++) {
-        if (!md->calib.has_temp[t]) continue;
-        bs_buf_printf(&man, "%s\"%s\":", first ? "" : ",", tnames[t]);
-        bj_fmt_pyfloat(md->calib.temp[t], &man);
-        first = 0;
-    }
-    bs_buf_puts(&man, "}},\"files_sha256\":{");
-    if (put_files_sha256(&man, dir, &e) < 0) goto fail;
-    bs_buf_puts(&man, "},\"weights_sha256\":");
-    if (cli_weights_sha256(dir, &man, &e) != BS_OK) goto fail;
-    bs_buf_printf(&man, ",\"bench_items\":%zu,\"systemone_cases\":%zu,\"bench_s\":", bench.n, cases.n);
-    bj_fmt_pyfloat(bench_s, &man);
-    bs_buf_puts(&man, ",\"total_s\":");
-    bj_fmt_pyfloat((bs_now_ms() - t0) / 1000.0, &man);
-    bs_buf_printf(&man, ",\"version\":\"%s\",\"git_commit\":\"%s\"}", BASAL_VERSION, cli_git_commit());
+    if (put_manifest(&man, &o, ses, dir, bench.n, cases.n, bench_s, t0, &e) < 0) goto fail;
     if (man.oom) goto done;
-    FILE *mf = NULL;
-    char *mp = par_path_in(o.out, "manifest.json");
-    if (mp && (mf = fopen(mp, "w"))) {
-        cli_print_pretty(mf, man.data, man.len);
-        if (fclose(mf) == 0) status = 0;
-    }
-    if (status) cli_error("export", "writing %s failed", mp ? mp : "manifest.json");
-    free(mp);
+    status = write_manifest(o.out, &man);
     goto done;
 fail:
     cli_error("export", "%s", e.msg);
 done:
-    if (status && created) { /* a failed export leaves no half-written directory behind */
-        static const char *const files[] = {"bench.jsonl", "systemone.jsonl", "manifest.json"};
-        for (size_t i = 0; i < 3; i++) {
-            char *fp = par_path_in(o.out, files[i]);
-            if (fp) unlink(fp);
-            free(fp);
-        }
-        rmdir(o.out);
-    }
+    if (status && created) remove_export(o.out); /* a failed export leaves no half-written directory behind */
     basal_close(ses);
     cli_jsonl_free(&bench);
     cli_jsonl_free(&cases);
