@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "protocol/pyjson.h"
-#include "protocol/respjson.h"
 
 void bs_reply_init(bs_reply *r) {
     r->status = 0;
@@ -57,19 +56,47 @@ void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t
     bs_buf_free(&msg);
 }
 
+void bs_reply_validation(bs_reply *r, const char *items, size_t n) {
+    bs_buf *b = reset(r, 422);
+    bs_buf_puts(b, "{\"detail\":[");
+    bs_buf_put(b, items, n);
+    bs_buf_puts(b, "]}");
+}
+
+void bs_reply_usage(bs_reply *r, int as_object, const char *msg, size_t n) {
+    if (as_object) {
+        typesafe(r, 400, "api_usage_error", msg, n);
+        return;
+    }
+    bs_buf *b = reset(r, 400);
+    bs_buf_puts(b, "{\"detail\":");
+    bj_put_string(b, msg, n);
+    bs_buf_putc(b, '}');
+}
+
+void bs_reply_unsupported_items(bs_reply *r, const char *items, size_t n) {
+    bs_buf *b = reset(r, 422);
+    bs_buf_puts(b, "{\"error\":\"unsupported\",\"detail\":[");
+    bs_buf_put(b, items, n);
+    bs_buf_puts(b, "]}");
+}
+
 void bs_reply_act_refusal(bs_reply *r, bs_dialect d, const char *qid, size_t qid_len) {
     static const char msg[] = "max_error needs a defer action (\"defer\"/\"human\" or defer_action)";
     if (d == BS_DIALECT_BASAL) {
         bs_reply_basal(r, 422, msg, sizeof msg - 1);
         return;
     }
-    r->status = 422;
-    r->body.len = 0;
-    bs_buf_puts(&r->body, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\",\"questions\",");
-    bs_resp_string(&r->body, qid, qid_len);
-    bs_buf_puts(&r->body, "],\"msg\":");
-    bs_resp_string(&r->body, msg, sizeof msg - 1);
-    bs_buf_puts(&r->body, "}]}");
+    bs_buf item;
+    bs_buf_init(&item);
+    bs_buf_puts(&item, "{\"type\":\"value_error\",\"loc\":[\"body\",\"questions\",");
+    bj_put_string(&item, qid, qid_len);
+    bs_buf_puts(&item, "],\"msg\":");
+    bj_put_string(&item, msg, sizeof msg - 1);
+    bs_buf_putc(&item, '}');
+    bs_reply_validation(r, item.data ? item.data : "", item.len);
+    if (item.oom) r->body.oom = 1;
+    bs_buf_free(&item);
 }
 
 void bs_reply_auth(bs_reply *r, bs_dialect d, int status) {
@@ -177,14 +204,8 @@ void bs_unsupported_add(bs_unsupported *u, const char *type, const char *qid, si
 
 void bs_unsupported_reply(const bs_unsupported *u, bs_reply *r) {
     const char *items = u->items.data ? u->items.data : "";
-    if (u->d == BS_DIALECT_BASAL) {
-        bs_reply_basal(r, 422, items, u->items.len);
-    } else {
-        bs_buf *b = reset(r, 422);
-        bs_buf_puts(b, "{\"error\":\"unsupported\",\"detail\":[");
-        bs_buf_put(b, items, u->items.len);
-        bs_buf_puts(b, "]}");
-    }
+    if (u->d == BS_DIALECT_BASAL) bs_reply_basal(r, 422, items, u->items.len);
+    else bs_reply_unsupported_items(r, items, u->items.len);
     if (u->items.oom) r->body.oom = 1;
 }
 

@@ -1,7 +1,8 @@
 /* Every error reply of both dialects, in one place (spec 02 §2, §4.3–§4.5,
  * §5.2, §6, §10). A request that fails anywhere — HTTP layer, validation,
  * planning, the engine — gets its status and JSON body from a function here
- * (validation's error lists are built by request_err.c, on the same shapes).
+ * (request_err.c writes the error objects of validation lists; their envelopes
+ * are here).
  *
  *   /v1/systemone  FastAPI/TypeSafe shapes: {"detail":…} or {"error":…,"detail":…}
  *   /v1/basal      422 {"error":"<message>"} for almost everything */
@@ -35,6 +36,13 @@ void bs_reply_fatal(bs_reply *r, const char *msg);
 #define BS_MSG_ENGINE_STOPPED "engine stopped"
 /* Step 7: /v1/systemone 400 api_usage_error, /v1/basal 422 "Unknown model: <m>". */
 void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t len);
+/* The validation envelopes (request_err.c writes the error objects, comma-
+ * joined, as items): 422 {"detail":[items]} (FastAPI's list); 400
+ * {"detail":{"error_type":"api_usage_error","message":msg}} (as_object) or
+ * {"detail":msg}; 422 {"error":"unsupported","detail":[items]}. */
+void bs_reply_validation(bs_reply *r, const char *items, size_t n);
+void bs_reply_usage(bs_reply *r, int as_object, const char *msg, size_t n);
+void bs_reply_unsupported_items(bs_reply *r, const char *items, size_t n);
 /* 03 §2.5 / 02 §4.5: an act decision refused by max_error without a defer
  * action fails the whole request: /v1/systemone 422 {"detail":[{"type":
  * "value_error","loc":["body","questions",q],"msg":…}]}, /v1/basal 422

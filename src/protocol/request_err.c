@@ -158,79 +158,53 @@ static void put_error(bs_buf *b, const verr *e, int full) {
     bs_buf_putc(b, '}');
 }
 
-/* /v1/basal: the msgs of the chosen errors joined with "; ". */
-static void put_joined(bs_buf *b, const verrs *l, int schema_only) {
-    bs_buf_puts(b, "{\"error\":");
-    bs_buf msg;
-    bs_buf_init(&msg);
+/* The chosen errors (schema_only: the schema errors) as the comma-joined
+ * error objects of a FastAPI list (full: with input, ctx and the type segment),
+ * or for /v1/basal their msgs joined with "; ". */
+static void put_items(bs_buf *b, const verrs *l, int schema_only, int full, bs_dialect d) {
     int first = 1;
     for (size_t i = 0; i < l->n; i++) {
         if (schema_only && l->v[i].kind != VE_SCHEMA) continue;
-        if (!first) bs_buf_put(&msg, "; ", 2);
-        bs_buf_put(&msg, l->v[i].msg, l->v[i].msg_len);
+        if (!first) bs_buf_puts(b, d == BS_DIALECT_BASAL ? "; " : ",");
+        if (d == BS_DIALECT_BASAL) bs_buf_put(b, l->v[i].msg, l->v[i].msg_len);
+        else put_error(b, &l->v[i], full);
         first = 0;
     }
-    bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-    if (msg.oom) b->oom = 1;
-    bs_buf_free(&msg);
-    bs_buf_putc(b, '}');
 }
 
-void verrs_reply(const verrs *l, bs_dialect d, bs_reply *rep) {
-    bs_buf *b = &rep->body;
-    b->len = 0;
-    rep->status = 422;
+/* Sends the list through reply.c's envelope for its kind: unsupported (the
+ * capability errors), validation (a schema error present: only those), or
+ * usage (only usage errors: the first one; /v1/basal its msg). */
+typedef enum { LIST_VALIDATION, LIST_UNSUPPORTED } list_kind;
+
+static void reply_list(const verrs *l, bs_dialect d, list_kind kind, bs_reply *rep) {
     int schema = verrs_has_schema(l);
-    if (d == BS_DIALECT_BASAL) {
-        if (schema) {
-            put_joined(b, l, 1);
-        } else if (l->n) { /* only usage errors: the first one's text */
-            bs_buf_puts(b, "{\"error\":");
-            bs_resp_string(b, l->v[0].msg, l->v[0].msg_len);
-            bs_buf_putc(b, '}');
+    if (kind == LIST_VALIDATION && !schema) {
+        if (!l->n) {
+            rep->status = 422;
+            rep->body.len = 0;
+            return;
         }
+        const verr *e = &l->v[0];
+        if (d == BS_DIALECT_BASAL) bs_reply_basal(rep, 422, e->msg, e->msg_len);
+        else bs_reply_usage(rep, e->kind == VE_USAGE_OBJ, e->msg, e->msg_len);
         return;
     }
-    if (schema) {
-        bs_buf_puts(b, "{\"detail\":[");
-        int first = 1;
-        for (size_t i = 0; i < l->n; i++) {
-            if (l->v[i].kind != VE_SCHEMA) continue;
-            if (!first) bs_buf_putc(b, ',');
-            put_error(b, &l->v[i], 1);
-            first = 0;
-        }
-        bs_buf_puts(b, "]}");
-        return;
-    }
-    if (!l->n) return;
-    const verr *e = &l->v[0];
-    rep->status = 400;
-    if (e->kind == VE_USAGE_OBJ) {
-        bs_buf_puts(b, "{\"detail\":{\"error_type\":\"api_usage_error\",\"message\":");
-        bs_resp_string(b, e->msg, e->msg_len);
-        bs_buf_puts(b, "}}");
-    } else {
-        bs_buf_puts(b, "{\"detail\":");
-        bs_resp_string(b, e->msg, e->msg_len);
-        bs_buf_putc(b, '}');
-    }
+    bs_buf items;
+    bs_buf_init(&items);
+    put_items(&items, l, kind == LIST_VALIDATION, kind == LIST_VALIDATION, d);
+    const char *s = items.data ? items.data : "";
+    if (d == BS_DIALECT_BASAL) bs_reply_basal(rep, 422, s, items.len);
+    else if (kind == LIST_VALIDATION) bs_reply_validation(rep, s, items.len);
+    else bs_reply_unsupported_items(rep, s, items.len);
+    if (items.oom) rep->body.oom = 1;
+    bs_buf_free(&items);
 }
+
+void verrs_reply(const verrs *l, bs_dialect d, bs_reply *rep) { reply_list(l, d, LIST_VALIDATION, rep); }
 
 void verrs_reply_unsupported(const verrs *l, bs_dialect d, bs_reply *rep) {
-    bs_buf *b = &rep->body;
-    b->len = 0;
-    rep->status = 422;
-    if (d == BS_DIALECT_BASAL) {
-        put_joined(b, l, 0);
-        return;
-    }
-    bs_buf_puts(b, "{\"error\":\"unsupported\",\"detail\":[");
-    for (size_t i = 0; i < l->n; i++) {
-        if (i) bs_buf_putc(b, ',');
-        put_error(b, &l->v[i], 0);
-    }
-    bs_buf_puts(b, "]}");
+    reply_list(l, d, LIST_UNSUPPORTED, rep);
 }
 
 /* Whether Rust's {:?} writes the character as \u{hex}: grapheme extenders
