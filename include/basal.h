@@ -67,6 +67,10 @@ typedef struct basal_options {
     int tree_max_tokens;    /* the longest packed row; 0 = 32768 */
     int readout_bf16;       /* 1: round each letter logit to bf16 first (diagnostic) */
     int evidence_separate;  /* 1: evidence spans in forwards of their own (diagnostic) */
+    int orders;             /* option orders per readout: 2 (original and reversed, averaged; 0 too) or 1
+                             * (the original order only: half the option tokens, less accurate) */
+    const char *calibration; /* a CALIBRATION.json used instead of the model's; NULL = the model's */
+    int no_calibration;     /* 1: no calibration (temperature 1 for every type); wins over calibration */
 } basal_options;
 
 /* The defaults (every field 0 / NULL). */

@@ -39,6 +39,7 @@ int basal_open(basal_session **out, const char *model, const basal_options *opt,
         opt = &defaults;
     }
     if (!model) return bs_fail(e, BS_EINVAL, "no model given");
+    if (opt->orders < 0 || opt->orders > 2) return bs_fail(e, BS_EINVAL, "orders is %d (1 or 2)", opt->orders);
     basal_session *s = calloc(1, sizeof *s);
     if (!s) return bs_fail(e, BS_ENOMEM, "out of memory");
     bs_letter_cache_init(&s->lc);
@@ -49,6 +50,10 @@ int basal_open(basal_session **out, const char *model, const basal_options *opt,
     }
     if ((rc = bs_basal_load(&s->m, dir, s->pool, 1, e)) < 0) goto fail;
     s->loaded = 1;
+    if (opt->orders) s->m.orders = opt->orders;
+    if ((opt->no_calibration || opt->calibration) &&
+        (rc = bs_basal_set_calibration(&s->m, opt->no_calibration ? NULL : opt->calibration, e)) < 0)
+        goto fail;
     rc = bs_device_attach_ex(&s->m.model, opt->backend ? opt->backend : "auto", opt->dtype, opt->gemm_table, e);
     if (rc < 0) goto fail;
     if (!opt->no_prefix_cache && (rc = bs_prefix_set_build(&s->pinned, &s->m, NULL, e)) < 0) goto fail;

@@ -51,6 +51,23 @@ typedef struct cli_device {
     CLI_CHOICE("--dtype", "auto", NULL, "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA)",       \
                &(d)->dtype, "auto|f16|bf16|f32"),                                                                \
     CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
+/* The decision knobs of an in-process model (upstream's --orders,
+ * --calibration, --no-calibration; serve has them per model in YAML). */
+typedef struct cli_decision {
+    int orders;              /* 1 or 2 */
+    const char *calibration; /* NULL = the model's CALIBRATION.json */
+    int no_calibration;
+} cli_decision;
+#define CLI_DECISION_ROWS(k)                                                                                     \
+    CLI_INT("--orders", "1|2", "2", NULL,                                                                        \
+            "option orders per question: 2 = original and reversed, averaged; 1 = original only (faster)",     \
+            &(k)->orders, 1, 2),                                                                                 \
+    CLI_STR("--calibration", "FILE", "the model's CALIBRATION.json", NULL,                                       \
+            "per-type temperatures (and max_error thresholds) from this file", &(k)->calibration),              \
+    CLI_SW("--no-calibration", "no calibration: temperature 1 for every question type", &(k)->no_calibration)
+/* Sets the knobs' fields of o (orders 2 when k->orders is 0). */
+struct basal_options;
+void cli_decision_apply(const cli_decision *k, struct basal_options *o);
 /* --model REF (06 §3): a directory, a short name (mini, 4.5B, max) or
  * owner/name[@revision] from the Hugging Face cache, downloaded first when
  * it is not there (cli_hub_resolve); *(const char **)dst becomes the model

@@ -14,3 +14,9 @@ int cli_device_attach(const char *cmd, struct bs_model *m, const cli_device *d) 
     }
     return 0;
 }
+
+void cli_decision_apply(const cli_decision *k, basal_options *o) {
+    o->orders = k->orders ? k->orders : 2;
+    o->calibration = k->calibration;
+    o->no_calibration = k->no_calibration;
+}

@@ -20,6 +20,7 @@ typedef struct {
     const char *model_dir, *request;
     int timing, threads, no_prefix_cache, readout_bf16, evidence_separate, tree_max_tokens;
     cli_device dev;
+    cli_decision knobs;
 } opts_t;
 
 const cli_doc cli_doc_decide = {
@@ -49,6 +50,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         CLI_CHOICE("--kernels", "fused", NULL, "the only value, as for serve (basal-rs's candle path is refused)",
                    &kernels, "fused"),
         CLI_DEVICE_ROWS(&o->dev),
+        CLI_DECISION_ROWS(&o->knobs),
     };
     int rc = cli_parse(&cli_doc_decide, opts, CLI_N(opts), NULL, argc, argv);
     if (rc) return rc;
@@ -82,6 +84,7 @@ int cmd_decide(int argc, char **argv) {
     bo.tree_max_tokens = o.tree_max_tokens;
     bo.readout_bf16 = o.readout_bf16;
     bo.evidence_separate = o.evidence_separate;
+    cli_decision_apply(&o.knobs, &bo);
     if (basal_open(&s, o.model_dir, &bo, &e) < 0) {
         cli_error("decide", "%s", e.msg);
         goto done;

@@ -210,7 +210,7 @@ static int plan_items(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, 
             it->question = qi;
             it->branch = br;
             it->k = plc ? (size_t)plc->lc.group[br].size : q->n_options;
-            it->n_orders = plc ? 1 : BS_N_ORDERS;
+            it->n_orders = plc ? 1 : m->orders == 1 ? 1 : BS_N_ORDERS;
             bs_text qtext = bs_plan_item_question(q, br, &qtmp);
             if (qtmp.oom) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
             for (int o = 0; o < it->n_orders; o++) {

@@ -47,7 +47,9 @@ typedef struct bs_item {
                             round-1 item: its group index; else 0 */
     size_t k;            /* options */
     int n_orders;        /* order prompts computed: 2 (original, reversed), or 1 for a round-1 group of a
-                            large choice (03 §5.2: order 0 only); orders[n_orders..] are empty */
+                            large choice (03 §5.2: order 0 only) and for every readout of a model served
+                            with orders 1 (its large choices' finals keep both); orders[n_orders..] are
+                            empty */
     int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
     bs_order orders[BS_N_ORDERS];

@@ -1,6 +1,7 @@
 #include "model/basal_model.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,13 @@ int bs_basal_load(bs_basal_model *b, const char *dir, bs_pool *pool, int load_we
         b->has_weights = 1;
     }
     if ((rc = bs_calibration_load(&b->calib, dir, e)) < 0) goto fail;
+    b->orders = 2;
+    free(path);
+    if (!(path = bs_path_join(dir, "CALIBRATION.json"))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
+    if (!(b->calib_source = strdup(bs_file_exists(path) ? path : "none"))) {
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+        goto fail;
+    }
     /* 05 §1 D2: last, optional; a broken head is a load error (03 §6) */
     free(path);
     if (!(path = bs_path_join(dir, BS_EVIDENCE_FILE))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
@@ -183,8 +191,43 @@ void bs_basal_free(bs_basal_model *b) {
     if (b->evidence) bs_evidence_head_free(b->evidence);
     free(b->evidence);
     free(b->dir);
+    free(b->calib_source);
     free(b->name);
     free(b->version);
     free(b->bos);
     memset(b, 0, sizeof *b);
+}
+
+int bs_basal_set_calibration(bs_basal_model *b, const char *file, bs_err *e) {
+    bs_calibration c;
+    memset(&c, 0, sizeof c);
+    char *text = NULL, *src = strdup(file ? file : "off");
+    size_t len = 0;
+    int rc = BS_OK;
+    if (!src) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if (file) {
+        if (!bs_file_exists(file)) {
+            rc = bs_fail(e, BS_EIO, "calibration file %s does not exist (give a CALIBRATION.json, or --no-calibration)",
+                         file);
+            goto done;
+        }
+        if ((rc = bs_read_regular_file(file, &text, &len, BS_MODEL_FILE_MAX, e)) < 0) goto done;
+        if ((rc = bs_calibration_parse(&c, text, len, e)) < 0) {
+            /* the parser names CALIBRATION.json; this one may be called otherwise */
+            const char *why = strncmp(e->msg, "CALIBRATION.json: ", 18) ? e->msg : e->msg + 18;
+            char tmp[sizeof e->msg];
+            snprintf(tmp, sizeof tmp, "%s", why);
+            bs_fail(e, rc, "%s: %s", file, tmp);
+            goto done;
+        }
+    }
+    bs_calibration_free(&b->calib);
+    b->calib = c;
+    free(b->calib_source);
+    b->calib_source = src;
+    src = NULL;
+done:
+    free(src);
+    free(text);
+    return rc;
 }

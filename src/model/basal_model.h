@@ -20,6 +20,10 @@ typedef struct bs_basal_model {
     int32_t bos_id, im_start_id, im_end_id;
     bs_tokenizer *tok;
     bs_calibration calib;
+    char *calib_source;    /* where calib came from: "<dir>/CALIBRATION.json", another file, "none" (the
+                              model has none) or "off" (bs_basal_set_calibration) */
+    int orders;            /* option orders per readout (01 §2.9): 2 = original and reversed, averaged
+                              (bs_basal_load's default); 1 = the original order alone */
     bs_config cfg;
     int has_weights;
     bs_model model;        /* valid when has_weights */
@@ -30,6 +34,12 @@ typedef struct bs_basal_model {
  * weights are not even opened (for `prepare`: tokenizer and manifests only). */
 int bs_basal_load(bs_basal_model *b, const char *dir, bs_pool *pool, int load_weights, bs_err *e);
 void bs_basal_free(bs_basal_model *b);
+
+/* Serving knobs (upstream's --calibration / --no-calibration): replaces the
+ * model's calibration with the CALIBRATION.json at file (a missing or broken
+ * file is an error naming it), or with none (file NULL: temperature 1 for
+ * every type, no max_error thresholds, "calibration":"unvalidated"). */
+int bs_basal_set_calibration(bs_basal_model *b, const char *file, bs_err *e);
 
 /* The individual manifest checks, for tests. */
 int bs_basal_json_check(const char *text, size_t len, char **name, char **version, int *templates_object,
