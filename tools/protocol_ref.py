@@ -92,7 +92,9 @@ def text(v):
 # ---------------------------------------------------------------- model directory
 
 class ModelDir:
-    def __init__(self, path):
+    def __init__(self, path, calibration=None):
+        """calibration: None = <path>/CALIBRATION.json; "" = none (upstream's
+        --no-calibration: temperature 1 everywhere, no thresholds); else a file."""
         self.path = path
         with open(os.path.join(path, "basal.json"), encoding="utf-8") as f:
             bj = json.load(f)
@@ -120,8 +122,8 @@ class ModelDir:
             raise RefError(f"{path}: tokenizer.json pre_tokenizer {pt!r} is not a Basal one")
         self.temps = {}
         self.thresholds = {}
-        cal = os.path.join(path, "CALIBRATION.json")
-        if os.path.exists(cal):
+        cal = os.path.join(path, "CALIBRATION.json") if calibration is None else calibration
+        if cal and os.path.exists(cal):
             with open(cal, encoding="utf-8") as f:
                 cj = json.load(f)
             tp = cj.get("temperature_per_prim")
@@ -356,6 +358,12 @@ def readouts(it):
     return [it] if "orders" in it else []
 
 
+# Option orders per readout of 2..10 options and multi label (upstream's
+# --orders): 2 = as written and reversed, 1 = as written only. A large
+# choice's round 2 keeps both orders (basal-c's rule for --orders 1).
+ORDERS = 2
+
+
 def order_perms(k, one_order=False):
     """01 §2.9: order 0 as written, order 1 reversed (03 §5.2: round 1 only order 0)."""
     perms = [list(range(k))]
@@ -396,7 +404,7 @@ def plan_request(md, body_text):
             if k >= 2:
                 ro["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, ro["lang"], state_text, ro["qtext"],
                                                                      ro["options"], p)}
-                                for p in order_perms(k, ro.get("one_order", False))]
+                                for p in order_perms(k, ro.get("one_order", False) or ORDERS == 1)]
         questions.append(it)
     return questions
 
@@ -762,8 +770,8 @@ def detail_items(it):
     return out
 
 
-def run(model_dir, bodies, with_detail=False, with_forward=True):
-    md = ModelDir(model_dir)
+def run(model_dir, bodies, with_detail=False, with_forward=True, calibration=None):
+    md = ModelDir(model_dir, calibration)
     plans = [plan_request(md, b) for b in bodies]
     tokenize_plans(md, plans)
     if with_forward:
@@ -786,7 +794,14 @@ def main():
     g.add_argument("--requests", help="FILE.jsonl: one request body a line")
     ap.add_argument("--detail", action="store_true", help="prompts, ids and logits with each result (default off)")
     ap.add_argument("--no-forward", action="store_true", help="prompts and ids only, no torch (default off)")
+    ap.add_argument("--orders", type=int, choices=(1, 2), default=2,
+                    help="option orders per readout: 2 = as written and reversed, 1 = as written (default 2)")
+    cg = ap.add_mutually_exclusive_group()
+    cg.add_argument("--calibration", help="CALIBRATION.json to use (default the model's)")
+    cg.add_argument("--no-calibration", action="store_true", help="temperature 1 everywhere (default off)")
     a = ap.parse_args()
+    global ORDERS
+    ORDERS = a.orders
     if a.request:
         src = sys.stdin if a.request == "-" else open(a.request, encoding="utf-8")
         bodies = [src.read()]
@@ -794,7 +809,7 @@ def main():
         with open(a.requests, encoding="utf-8") as f:
             bodies = [ln for ln in f.read().split("\n") if ln.strip()]
     try:
-        res = run(a.model, bodies, a.detail, not a.no_forward)
+        res = run(a.model, bodies, a.detail, not a.no_forward, "" if a.no_calibration else a.calibration)
     except RefError as e:
         print(f"protocol_ref: {e}", file=sys.stderr)
         return 1

@@ -326,6 +326,12 @@ double bs_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+double bs_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 void *bs_malloc_big(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
     if (bytes < huge) return malloc(bytes ? bytes : 1);

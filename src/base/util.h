@@ -52,6 +52,8 @@ void *bs_malloc_big(size_t bytes);
 
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
 double bs_now_ms(void);
+/* Wall-clock time, ms since the epoch (for timestamps; bs_now_ms measures). */
+double bs_wall_ms(void);
 
 /* Growable byte buffer; data is always NUL-terminated. On allocation failure
  * the buffer sets oom and later appends are no-ops (check once at the end). */

@@ -38,6 +38,8 @@
 #include "model/basal_model.h"
 #include "server/config.h"
 #include "hub/hub.h"
+#include "protocol/pyjson.h"
+#include "server/decision_log.h"
 #include "server/modelref.h"
 #include "server/server.h"
 
@@ -55,6 +57,10 @@ typedef struct {
         set_long_slice_ms, set_max_body_bytes, set_threads, set_max_questions, set_max_request_tokens,
         set_header_timeout, set_body_timeout, set_keepalive_timeout, set_max_connections, set_max_client_connections;
     int no_prefix_cache, metrics, no_ui, offline;
+    /* decision knobs (YAML per model) and the decision log (YAML decision_log) */
+    long long orders;
+    int set_orders, no_calibration, log_decisions_state;
+    const char *calibration, *name, *log_decisions;
 } flags_t;
 
 const cli_doc cli_doc_serve = {
@@ -70,8 +76,8 @@ const cli_doc cli_doc_serve = {
     "           (debug|info|warn|error, default info)\n"
     "With a configuration file the model and admission flags (--dtype, --schedule, --max-batch-tokens,\n"
     "--long-tokens, --state-cache-mb, --tree-max-tokens, --no-prefix-cache, --max-inflight,\n"
-    "--long-slice-ms, --max-questions, --max-request-tokens, --release-date) are ignored with a\n"
-    "warning; set them in the file. `basal init` writes a commented basal-serve.yml with every key.\n"
+    "--long-slice-ms, --max-questions, --max-request-tokens, --release-date, --orders, --calibration,\n"
+    "--no-calibration, --name) are ignored with a warning; set them in the file. `basal init` writes a commented basal-serve.yml with every key.\n"
     "A repository reference (mini, 4.5B, max, owner/name[@revision]; YAML repo: + revision:) that is\n"
     "not in the Hugging Face cache is downloaded into it before it loads (as `basal pull` does),\n"
     "while GET /health answers 503 with the progress. Hub environment: HF_HUB_CACHE, HF_HOME\n"
@@ -93,6 +99,7 @@ static void flags_defaults(flags_t *f, const bs_serve_config *dc, const bs_serve
     f->long_tokens = dm->long_tokens;
     f->max_questions = dm->max_questions;
     f->max_request_tokens = dm->max_request_tokens;
+    f->orders = dm->orders;
     f->max_inflight = dc->max_inflight;
     f->long_slice_ms = dc->long_slice_ms;
     f->max_body_bytes = dc->max_body_bytes;
@@ -110,6 +117,18 @@ static void flags_defaults(flags_t *f, const bs_serve_config *dc, const bs_serve
 static int check_flags(const flags_t *f) {
     if (f->config && (f->n_models || f->gemm_table)) {
         cli_error("serve", "--config cannot be combined with %s", f->n_models ? "--model" : "--gemm-table");
+        return 2;
+    }
+    if (f->name && f->n_models > 1) {
+        cli_error("serve", "--name names one model; with several, set name: per model in a configuration file");
+        return 2;
+    }
+    if (f->name && !*f->name) {
+        cli_error("serve", "--name must not be empty");
+        return 2;
+    }
+    if (f->log_decisions_state && !f->log_decisions) {
+        cli_error("serve", "--log-decisions-state needs --log-decisions FILE|-");
         return 2;
     }
     if (f->kernels && strcmp(f->kernels, "fused")) {
@@ -194,6 +213,17 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         NUM("--state-cache-mb", "N", NULL, "state K/V cache per engine in MiB (0 = off)", state_cache_mb, 0, INT_MAX),
         NUM("--tree-max-tokens", "N", NULL, "longest packed tree row", tree_max_tokens, 1, INT_MAX),
         CLI_SW("--no-prefix-cache", "do not precompute the template prefixes", &f->no_prefix_cache),
+        NUM("--orders", "1|2", NULL, "option orders per question: 2 = original and reversed, averaged; 1 = original only",
+            orders, 1, 2),
+        CLI_STR("--calibration", "FILE", "the model's CALIBRATION.json", NULL,
+                "per-type temperatures (and max_error thresholds) from this file", &f->calibration),
+        CLI_SW("--no-calibration", "no calibration: temperature 1 for every question type", &f->no_calibration),
+        CLI_STR("--name", "NAME", "basal.json name", NULL, "the served model name (one --model)", &f->name),
+        CLI_STR("--log-decisions", "FILE|-", "off", NULL,
+                "one JSON line per answered request (appended; - = stdout; SIGHUP reopens); YAML decision_log",
+                &f->log_decisions),
+        CLI_SW("--log-decisions-state", "the decision log also holds the state text (YAML decision_log_state)",
+               &f->log_decisions_state),
         NUM("--max-questions", "N", NULL, "questions per request", max_questions, 1, INT_MAX),
         NUM("--max-request-tokens", "N", NULL, "distinct prompt tokens per request", max_request_tokens, 1, INT_MAX),
         NUM("--max-body-bytes", "N", NULL, "request body limit; larger gets 413", max_body_bytes, 1, LLONG_MAX),
@@ -253,7 +283,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
                        file);
         if (f->set_max_batch_tokens || f->set_long_tokens || f->set_state_cache_mb || f->set_tree_max_tokens ||
             f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms || f->set_max_questions ||
-            f->set_max_request_tokens)
+            f->set_max_request_tokens || f->set_orders || f->calibration || f->no_calibration || f->name)
             bs_log(BS_LOG_WARN, "serve", "model and admission flags are ignored with a configuration file (%s)", file);
     } else {
         const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
@@ -278,6 +308,15 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
             if (f->set_max_questions) m.max_questions = (long)f->max_questions;
             if (f->set_max_request_tokens) m.max_request_tokens = (long)f->max_request_tokens;
             m.no_prefix_cache = f->no_prefix_cache;
+            m.orders = (long)f->orders;
+            m.no_calibration = f->no_calibration;
+            if ((f->calibration && set_str(&m.calibration, f->calibration)) || (f->name && set_str(&m.name, f->name))) {
+                free(m.path);
+                free(m.dtype);
+                free(m.gemm_table);
+                free(m.calibration);
+                return bs_fail(e, BS_ENOMEM, "out of memory");
+            }
             if ((rc = bs_serve_config_add_model(c, &m, e)) < 0) return rc;
         }
         if (f->set_max_inflight) c->max_inflight = (long)f->max_inflight;
@@ -289,6 +328,8 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
     if ((f->api_key_env && set_str(&c->api_key_env, f->api_key_env)) || (f->backend && set_str(&c->backend, f->backend)))
         return bs_fail(e, BS_ENOMEM, "out of memory");
     if (f->metrics) c->metrics = 1;
+    if (f->log_decisions && set_str(&c->decision_log, f->log_decisions)) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if (f->log_decisions_state) c->decision_log_state = 1;
     if (f->no_ui) c->ui = 0;
     const char *env_cors = getenv("BASAL_CORS");
     const char *cors = f->cors ? f->cors : env_cors && *env_cors ? env_cors : NULL;
@@ -351,6 +392,22 @@ static bs_log_sink *g_access; /* the access log; never freed (the signal thread 
  * thread starts before the configuration check, which may talk to the Hub
  * for minutes, so that a stop signal then still ends the process) */
 static _Atomic(bs_log_sink *) g_access_sig;
+/* The decision log as the signal thread sees it; g_sig_mu keeps it alive
+ * while SIGHUP reopens it (serve_free closes it under the same lock). */
+static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
+static bs_dlog *g_dlog_sig;
+
+static void sighup_decision_log(void) {
+    pthread_mutex_lock(&g_sig_mu);
+    bs_err e = { 0 };
+    if (bs_dlog_is_file(g_dlog_sig)) {
+        if (bs_dlog_reopen(g_dlog_sig, &e) < 0)
+            bs_log(BS_LOG_ERROR, "serve", "SIGHUP: %s; still writing to the old file", e.msg);
+        else
+            bs_log(BS_LOG_INFO, "serve", "SIGHUP: decision log reopened");
+    }
+    pthread_mutex_unlock(&g_sig_mu);
+}
 
 static void *signal_thread(void *arg) {
     const sigset_t *set = arg;
@@ -366,6 +423,7 @@ static void *signal_thread(void *arg) {
                 bs_log(BS_LOG_ERROR, "serve", "SIGHUP: %s; still writing to the old file", e.msg);
             else
                 bs_log(BS_LOG_INFO, "serve", "SIGHUP: access log reopened");
+            sighup_decision_log();
             continue;
         }
         const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
@@ -469,6 +527,7 @@ typedef struct {
     bs_server_model *sm;
     bs_engine **engines;
     bs_server *srv;
+    bs_dlog *dlog;  /* the decision log, or NULL */
     int listen_fd, shut;
     size_t n;
     char shown[96]; /* the bound address as the log shows it */
@@ -528,6 +587,14 @@ static int serve_configure(serve_state *s, const sigset_t *sigs) {
         return -1;
     }
     atomic_store(&g_access_sig, g_access);
+    if (s->c.decision_log &&
+        bs_dlog_open(&s->dlog, s->c.decision_log, s->n, s->c.decision_log_state, 0, &s->e) < 0) {
+        bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg);
+        return -1;
+    }
+    pthread_mutex_lock(&g_sig_mu);
+    g_dlog_sig = s->dlog;
+    pthread_mutex_unlock(&g_sig_mu);
     return 0;
 }
 
@@ -559,6 +626,7 @@ static int serve_start_server(serve_state *s) {
         .max_inflight = c->max_inflight, .max_body_bytes = (unsigned long long)c->max_body_bytes,
         .api_key = s->k.api_key, .api_key_len = s->k.api_key ? strlen(s->k.api_key) : 0,
         .release_date = c->release_date, .metrics = c->metrics, .access_log = g_access, .no_ui = !c->ui,
+        .decision_log = s->dlog,
         .cors_origins = (const char *const *)c->cors_origins, .n_cors_origins = c->n_cors_origins,
         .header_timeout_s = c->header_timeout_s, .body_timeout_s = c->body_timeout_s,
         .keepalive_timeout_s = c->keepalive_timeout_s, .max_connections = c->max_connections,
@@ -570,6 +638,54 @@ static int serve_start_server(serve_state *s) {
            s->shown, n, n == 1 ? "" : "s");
     if (c->access_log)
         bs_log(BS_LOG_INFO, "serve", "access log on (%s)", bs_log_sink_is_file(g_access) ? c->access_log_file : "stderr");
+    if (s->dlog)
+        bs_log(BS_LOG_INFO, "serve", "decision log on (%s%s)", bs_dlog_is_file(s->dlog) ? c->decision_log : "stdout",
+               c->decision_log_state ? ", with the state texts" : "");
+    return 0;
+}
+
+/* The dtype a model computes in, as the decision log records it. */
+static const char *served_dtype(const bs_serve_model *mc, const bs_model *md) {
+    if (md->backend) return mc->dtype && strcmp(mc->dtype, "auto") ? mc->dtype : "f16";
+    return md->compute == BS_COMPUTE_BF16 ? "bf16" : "f32";
+}
+
+/* The members every decision log line of model i carries (decision_log.h). */
+static int dlog_model(serve_state *s, size_t i, const char *dir) {
+    const bs_basal_model *m = &s->sv[i].m;
+    bs_buf b;
+    bs_buf_init(&b);
+    bs_buf_puts(&b, "\"model\":");
+    bj_put_string(&b, m->name, strlen(m->name));
+    /* a Hugging Face snapshot directory is named by its commit */
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    bs_buf_puts(&b, ",\"revision\":");
+    if (bs_hub_is_commit(base) && strstr(dir, "/snapshots/")) bs_buf_printf(&b, "\"%s\"", base);
+    else bs_buf_puts(&b, "null");
+    bs_buf_puts(&b, ",\"version\":");
+    if (m->version) bj_put_string(&b, m->version, strlen(m->version));
+    else bs_buf_puts(&b, "null");
+    bs_buf_printf(&b, ",\"dtype\":\"%s\",\"orders\":%d,\"calibration\":", served_dtype(&s->c.models[i], &m->model),
+                  m->orders);
+    bj_put_string(&b, m->calib_source, strlen(m->calib_source));
+    int rc = b.oom ? bs_fail(&s->e, BS_ENOMEM, "out of memory") : bs_dlog_set_model(s->dlog, i, b.data, &s->e);
+    bs_buf_free(&b);
+    return rc;
+}
+
+/* The decision knobs of a model's entry: orders, calibration, served name. */
+static int apply_knobs(bs_basal_model *m, const bs_serve_model *mc, bs_err *e) {
+    m->orders = (int)mc->orders;
+    if ((mc->no_calibration || mc->calibration) &&
+        bs_basal_set_calibration(m, mc->no_calibration ? NULL : mc->calibration, e) < 0)
+        return -1;
+    if (mc->name) {
+        char *n = strdup(mc->name);
+        if (!n) return bs_fail(e, BS_ENOMEM, "out of memory");
+        free(m->name);
+        m->name = n;
+    }
     return 0;
 }
 
@@ -592,10 +708,11 @@ static int serve_load_models(serve_state *s) {
         test_load_delay();
         if (bs_basal_load(&sv->m, dir, s->pool, 1, &s->e) < 0) { bs_log(BS_LOG_ERROR, "model", "%s", s->e.msg); return -1; }
         sv->loaded = 1;
-        if (strcmp(sv->m.name, name)) { /* basal.json changed while starting */
+        if (!mc->name && strcmp(sv->m.name, name)) { /* basal.json changed while starting */
             bs_log(BS_LOG_ERROR, "model", "%s: basal.json names %s, was %s a moment ago", dir, sv->m.name, name);
             return -1;
         }
+        if (apply_knobs(&sv->m, mc, &s->e) < 0) { bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, s->e.msg); return -1; }
         /* the backend of spec 05 §5: cpu, cuda, or auto (CUDA when a usable GPU is present);
          * dtype f16 on the CPU was refused by the check */
         const char *tbl = strcmp(mc->gemm_table, "auto") && strcmp(mc->gemm_table, "none") ? mc->gemm_table : NULL;
@@ -603,6 +720,7 @@ static int serve_load_models(serve_state *s) {
             bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, s->e.msg);
             return -1;
         }
+        if (s->dlog && dlog_model(s, i, dir) < 0) { bs_log(BS_LOG_ERROR, "model", "%s", s->e.msg); return -1; }
         bs_log(BS_LOG_INFO, "model", "loaded %s in %.1f s", name, (bs_now_ms() - t0) / 1e3);
         bs_server_set_loaded(s->srv, i + 1);
     }
@@ -651,8 +769,10 @@ static void log_serving(const serve_state *s, double t_start) {
         if (md->backend) snprintf(dev, sizeof dev, "%s", md->backend->name);
         else if (md->compute == BS_COMPUTE_BF16) snprintf(dev, sizeof dev, "cpu, dtype bf16, kernel %s", bs_gemm_bf16_kernel_name());
         else snprintf(dev, sizeof dev, "cpu, dtype f32, kernel %s", bs_gemm_kernel_name(bs_gemm_kernel()));
-        bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s)", s->sv[i].m.name, dev,
-               mc->max_batch_tokens, mc->schedule_fifo ? "Fifo" : "Hrrn", lane);
+        const bs_basal_model *bm = &s->sv[i].m;
+        bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s; %d option order%s, calibration %s)",
+               bm->name, dev, mc->max_batch_tokens, mc->schedule_fifo ? "Fifo" : "Hrrn", lane, bm->orders,
+               bm->orders == 1 ? "" : "s", bm->calib_source);
     }
 }
 
@@ -664,6 +784,10 @@ static void serve_free(serve_state *s, int status) {
     for (size_t i = 0; s->sv && i < s->n; i++)
         if (s->sv[i].engine) bs_engine_destroy(s->sv[i].engine);
     bs_server_destroy(s->srv);
+    pthread_mutex_lock(&g_sig_mu);
+    g_dlog_sig = NULL;
+    pthread_mutex_unlock(&g_sig_mu);
+    bs_dlog_close(s->dlog); /* after the server: every answered request is queued; its lines are written */
     if (s->listen_fd >= 0) close(s->listen_fd);
     for (size_t i = 0; s->sv && i < s->n; i++)
         if (s->sv[i].loaded) bs_basal_free(&s->sv[i].m);

@@ -252,6 +252,7 @@ static void admit_and_run(lane *L) {
             j->queue_ms = now - j->arrival_ms;
             j->first_admit_ms = now;
             j->batch_requests = (int)nb;
+            j->orders = en->m->orders;
         }
         j->computed += computed;
         j->compute_ms = end - j->first_admit_ms; /* 04 §14: admission start to the end of all its rounds */
@@ -483,6 +484,8 @@ void bs_engine_destroy(bs_engine *en) {
     if (en->own_gate) bs_gate_destroy(en->gate);
     free(en);
 }
+
+int bs_engine_orders(const bs_engine *en) { return en->m->orders; }
 
 const char *bs_engine_model_name(const bs_engine *en) { return en->m->name; }
 

@@ -58,6 +58,7 @@ struct bs_job {
     double compute_ms;       /* admission start -> end of the batch (200 only) */
     int batch_requests;      /* requests in that batch (200 only) */
     int lane;                /* 0 main, 1 long */
+    int orders;              /* 200 only: the model's option orders per readout (1 or 2) */
     bs_usage usage;          /* 200 only: the usage object of the reply, and the batch's computed tokens */
     /* engine-private */
     struct bs_job *next;
@@ -108,6 +109,8 @@ void bs_engine_stop(bs_engine *en);
 /* Finishes queued and running work, completes every job, joins the threads. */
 void bs_engine_destroy(bs_engine *en);
 const char *bs_engine_model_name(const bs_engine *en);
+/* The option orders per readout of its model (1 or 2). */
+int bs_engine_orders(const bs_engine *en);
 void bs_engine_get_stats(bs_engine *en, bs_engine_stats *s);
 
 

@@ -32,6 +32,7 @@ int bs_serve_model_init(bs_serve_model *m, bs_err *e) {
     m->tree_max_tokens = 32768;
     m->max_questions = BS_DEFAULT_MAX_QUESTIONS;
     m->max_request_tokens = BS_DEFAULT_MAX_REQUEST_TOKENS;
+    m->orders = 2;
     if (!m->dtype || !m->gemm_table) {
         free(m->dtype);
         free(m->gemm_table);
@@ -46,6 +47,8 @@ static void model_free(bs_serve_model *m) {
     free(m->revision);
     free(m->dtype);
     free(m->gemm_table);
+    free(m->calibration);
+    free(m->name);
     for (size_t i = 0; i < m->n_aliases; i++) free(m->aliases[i]);
     free(m->aliases);
     memset(m, 0, sizeof *m);
@@ -81,6 +84,7 @@ void bs_serve_config_free(bs_serve_config *c) {
     free(c->backend);
     free(c->access_log_file);
     free(c->log_format);
+    free(c->decision_log);
     for (size_t i = 0; i < c->n_cors_origins; i++) free(c->cors_origins[i]);
     free(c->cors_origins);
     for (size_t i = 0; i < c->n_models; i++) model_free(&c->models[i]);
@@ -352,12 +356,13 @@ static int each_pair(yctx *y, const yaml_node_t *map, const char *what, pair_fn 
 static const char *const model_keys[] = {
     "path", "repo", "revision", "dtype", "gemm_table", "max_batch_tokens", "long_tokens", "state_cache_mb",
     "tree_max_tokens", "max_questions", "max_request_tokens", "no_prefix_cache", "schedule", "aliases",
+    "orders", "calibration", "no_calibration", "name",
 };
 static const char *const top_keys[] = {
     "addr", "default_model", "max_inflight", "long_slice_ms", "release_date", "access_log", "metrics",
     "gemm_cache", "api_key_env", "max_body_bytes", "backend", "threads", "header_timeout_s", "body_timeout_s",
     "keepalive_timeout_s", "max_connections", "max_client_connections", "models", "access_log_file", "log_format", "ui",
-    "cors_origins",
+    "cors_origins", "decision_log", "decision_log_state",
 };
 
 static int unknown_key(yctx *y, const yaml_node_t *k, const char *key, const char *const *known, size_t n) {
@@ -382,6 +387,18 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
     if (!strcmp(key, "max_questions")) return get_long(y, key, v, 1, &m->max_questions);
     if (!strcmp(key, "max_request_tokens")) return get_long(y, key, v, 1, &m->max_request_tokens);
     if (!strcmp(key, "no_prefix_cache")) return get_bool(y, key, v, &m->no_prefix_cache);
+    if (!strcmp(key, "orders")) {
+        int rc = get_long(y, key, v, 1, &m->orders);
+        if (rc == BS_OK && m->orders > 2) return yfail(y, v, "%s: expected 1 or 2", key);
+        return rc;
+    }
+    if (!strcmp(key, "calibration")) return get_str(y, key, v, &m->calibration);
+    if (!strcmp(key, "no_calibration")) return get_bool(y, key, v, &m->no_calibration);
+    if (!strcmp(key, "name")) {
+        int rc = get_str(y, key, v, &m->name);
+        if (rc == BS_OK && m->name && !*m->name) return yfail(y, v, "%s: expected a non-empty string", key);
+        return rc;
+    }
     if (!strcmp(key, "schedule")) {
         const char *s = scalar(v);
         if (!s || bs_cfg_check_schedule(s, &m->schedule_fifo) < 0)
@@ -450,6 +467,8 @@ static int top_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml_n
     if (!strcmp(key, "access_log_file")) return get_str(y, key, v, &c->access_log_file);
     if (!strcmp(key, "log_format")) return get_enum(y, key, v, check_log_format_fn, "text, json", &c->log_format);
     if (!strcmp(key, "ui")) return get_bool(y, key, v, &c->ui);
+    if (!strcmp(key, "decision_log")) return get_str(y, key, v, &c->decision_log);
+    if (!strcmp(key, "decision_log_state")) return get_bool(y, key, v, &c->decision_log_state);
     if (!strcmp(key, "gemm_cache")) return get_str(y, key, v, &c->gemm_cache);
     if (!strcmp(key, "api_key_env")) return get_str(y, key, v, &c->api_key_env);
     if (!strcmp(key, "max_body_bytes")) return get_int(y, key, v, 1, LLONG_MAX, &c->max_body_bytes);

@@ -24,6 +24,10 @@ typedef struct bs_serve_model {
     long max_questions;      /* >= 1: questions per request */
     long max_request_tokens; /* >= 1: distinct prompt tokens per request (engine/plan.h) */
     int no_prefix_cache;
+    long orders;             /* 1 | 2: option orders per readout (01 §2.9; 1 = the original order only) */
+    char *calibration;       /* a CALIBRATION.json instead of the model's, or NULL */
+    int no_calibration;      /* 1: temperature 1 for every type (wins over calibration) */
+    char *name;              /* the served name instead of basal.json's, or NULL */
     char **aliases;
     size_t n_aliases;
 } bs_serve_model;
@@ -37,6 +41,8 @@ typedef struct bs_serve_config {
     int access_log, metrics;  /* access_log: on by default (issue 18) */
     char *access_log_file;    /* NULL = stderr */
     char *log_format;         /* text | json */
+    char *decision_log;       /* the decision log: a file (appended; SIGHUP reopens it), "-" = stdout, NULL = off */
+    int decision_log_state;   /* 1: the decision log also holds each request's state text */
     int ui;                  /* GET / serves the playground page (default 1) */
     char *gemm_cache;        /* NULL = default */
     char *api_key_env;       /* NULL = no authentication */

@@ -193,8 +193,20 @@ int bs_serve_config_check(const bs_serve_config *c, bs_hub_mode mode, bs_serve_c
             rc = bs_fail(e, BS_EIO, "%s: gemm_table %s: no such file", ref, m->gemm_table);
             goto fail;
         }
+        if (m->calibration && !m->no_calibration && !bs_file_exists(m->calibration)) {
+            rc = bs_fail(e, BS_EIO, "%s: calibration file %s does not exist (give a CALIBRATION.json, or no_calibration)",
+                         ref, m->calibration);
+            goto fail;
+        }
         const char *name_file = k->pending[i] ? bs_hub_pending_name_file(k->pending[i]) : NULL;
         if ((rc = read_name(k->dirs[i] ? k->dirs[i] : ref, name_file, &k->names[i], e)) < 0) goto fail;
+        if (m->name) { /* the served name replaces basal.json's (basal.json is still checked) */
+            free(k->names[i]);
+            if (!(k->names[i] = strdup(m->name))) {
+                rc = bs_fail(e, BS_ENOMEM, "out of memory");
+                goto fail;
+            }
+        }
         if (name_taken(c, k, i, k->names[i])) {
             rc = bs_fail(e, BS_EINVAL, "model %s configured twice", k->names[i]);
             goto fail;

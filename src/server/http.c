@@ -81,6 +81,8 @@ typedef struct {
     double queue_ms, compute_ms;
     int batch;
     long questions;          /* usage.questions of a 200, else -1 (access log) */
+    int orders;              /* a 200 of a model: its option orders (x-basal-orders), else 0 */
+    bs_dlog_entry *dlog;     /* a decision to log once the answer has its request id, or NULL */
 } reply_t;
 
 struct conn {
@@ -126,6 +128,7 @@ struct conn {
     unsigned long long clen, received;
     bs_chunked dec;          /* a chunked body's decoder (routes.c) */
     bs_buf body;
+    bs_buf logged_body;      /* the decision log's copy of a parsed body (only with a decision log) */
     size_t model;            /* BS_METRICS_NO_MODEL until routed */
     int admitted;            /* counted in basal_model_inflight_requests */
     atomic_int slot;         /* holds an in-flight slot */
@@ -235,6 +238,7 @@ static void reset_request(conn *c) {
     if (c->job_live) bs_job_release(&c->job);
     c->job_live = c->job_done = 0;
     bs_buf_free(&c->body);
+    bs_buf_free(&c->logged_body);
     free(c->path);
     c->path = NULL;
     free(c->origin);
@@ -257,6 +261,7 @@ static void maybe_free(conn *c) {
     bs_server *s = c->s;
     if (c->job_live) bs_job_release(&c->job);
     bs_buf_free(&c->body);
+    bs_buf_free(&c->logged_body);
     bs_buf_free(&c->out);
     free(c->path);
     free(c->origin);
@@ -598,14 +603,25 @@ static void respond(conn *c, reply_t *r, int close_after) {
     if (r->timing)
         bs_buf_printf(o, "x-basal-queue-ms: %.3f\r\nx-basal-compute-ms: %.3f\r\nx-basal-batch-requests: %d\r\n",
                       r->queue_ms, r->compute_ms, r->batch);
+    if (r->orders) bs_buf_printf(o, "x-basal-orders: %d\r\n", r->orders);
     /* Draining for shutdown: keep-alive clients must reconnect elsewhere. */
     if (close_after) bs_buf_puts(o, "Connection: close\r\n");
     else if (c->minor == 0) bs_buf_puts(o, "Connection: keep-alive\r\n");
     bs_buf_puts(o, "\r\n");
     if (!c->head && r->body.len) bs_buf_put(o, r->body.data, r->body.len);
+    if (r->dlog) { /* the decision log gets the body as sent, moved */
+        bs_buf_free(&r->dlog->reply);
+        r->dlog->reply = r->body;
+        bs_buf_init(&r->body);
+    }
     bs_buf_free(&r->body);
     record(s, c, r->status);
     if (s->access_log) access_log(c, r, bs_now_ms() - c->start_ms);
+    if (r->dlog) {
+        memcpy(r->dlog->request_id, c->rid, sizeof r->dlog->request_id);
+        r->dlog->ts_ms = bs_wall_ms();
+        bs_dlog_submit(s->decision_log, r->dlog);
+    }
     c->rid[0] = 0;
     if (c->state == C_WAITING || c->state == C_BODY) release_slot(s, c);
     c->state = C_WRITING;
@@ -666,12 +682,26 @@ static void answer(conn *c) {
     reply_init(&rep, j->status);
     rep.body = j->reply;
     bs_buf_init(&j->reply);
+    bs_dlog_entry le;
     if (j->status == 200) {
         rep.timing = 1;
         rep.queue_ms = j->queue_ms;
         rep.compute_ms = j->compute_ms;
         rep.batch = j->batch_requests;
         rep.questions = (long)j->usage.questions;
+        rep.orders = j->orders;
+        if (c->s->decision_log) { /* respond() adds the reply and the request id */
+            memset(&le, 0, sizeof le);
+            bs_buf_init(&le.reply);
+            le.body = c->logged_body;
+            bs_buf_init(&c->logged_body);
+            le.model = c->model;
+            le.basal_dialect = c->dialect == BS_DIALECT_BASAL;
+            le.latency_ms = bs_now_ms() - j->arrival_ms;
+            le.queue_ms = j->queue_ms;
+            le.compute_ms = j->compute_ms;
+            rep.dlog = &le;
+        }
     }
     respond(c, &rep, 0);
 }
@@ -710,6 +740,11 @@ static void body_complete(conn *c) {
     bs_err e = { 0 };
     bj_value *body = NULL;
     int rc = bs_body_parse(c->body.data ? c->body.data : "", c->body.len, c->dialect, &body, &er, &e);
+    bs_buf_free(&c->logged_body);
+    if (s->decision_log && rc >= 0) { /* kept for the line of its answer; moved, not copied */
+        c->logged_body = c->body;
+        bs_buf_init(&c->body);
+    }
     bs_buf_free(&c->body);
     if (rc < 0) {
         if (!er.body.len) bs_reply_fatal(&er, "out of memory");
@@ -848,10 +883,19 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
             fw[i].forward_tokens = st.forward_tokens;
             fw[i].lc_rounds[0] = st.lc_rounds[0];
             fw[i].lc_rounds[1] = st.lc_rounds[1];
+            fw[i].orders = bs_engine_orders(s->models[i].engine);
+        }
+        bs_metrics_dlog dl = { 0 };
+        if (s->decision_log) {
+            bs_dlog_counts dc;
+            bs_dlog_get_counts(s->decision_log, &dc);
+            dl.lines = dc.lines;
+            dl.dropped = dc.dropped;
+            dl.failed = dc.failed;
         }
         reply_init(rep, 200);
         rep->ctype = "text/plain; version=0.0.4";
-        bs_metrics_render(s->metrics, fw, &rep->body);
+        bs_metrics_render(s->metrics, fw, s->decision_log ? &dl : NULL, &rep->body);
         if (!fw) rep->body.oom = 1;
         free(fw);
         return 0;

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "base/util.h"
+#include "server/decision_log.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -52,6 +53,7 @@ struct bs_server {
     char *api_key;
     size_t api_key_len;
     bs_log_sink *access_log; /* NULL: off */
+    bs_dlog *decision_log;   /* NULL: off; borrowed */
     int metrics_on, ui_on;
     bs_metrics *metrics;
     bs_buf models_body, health_body;

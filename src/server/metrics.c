@@ -237,7 +237,7 @@ static void model_labels(bs_buf *l, const bs_metrics *m, size_t i, int lane, int
     if (outcome >= 0) bs_buf_printf(l, ",outcome=\"%s\"", OUTCOME[outcome]);
 }
 
-void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, bs_buf *b) {
+void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, const bs_metrics_dlog *dlog, bs_buf *b) {
     bs_buf l;
     bs_buf_init(&l);
     pthread_mutex_lock(&m->mu);
@@ -330,6 +330,23 @@ void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, bs_buf *b) {
             bs_buf_printf(&l, ",round=\"%d\"", round + 1);
             sample(b, n, "", l.data, eng ? (double)eng[i].lc_rounds[round] : 0.0);
         }
+    n = "basal_model_option_orders";
+    family(b, n, "gauge", "Option orders asked per question: 2 (original and reversed, averaged) or 1 (original only).");
+    for (size_t i = 0; i < m->n_models; i++) {
+        if (!eng || !eng[i].orders) continue; /* still loading */
+        model_labels(&l, m, i, -1, -1);
+        sample(b, n, "", l.data, (double)eng[i].orders);
+    }
+    if (dlog) {
+        family(b, "basal_decision_log_lines_total", "counter", "Decision log lines written whole.");
+        sample(b, "basal_decision_log_lines_total", "", "", (double)dlog->lines);
+        family(b, "basal_decision_log_dropped_total", "counter",
+               "Answered requests left out of the decision log because its queue was full (the disk was too slow).");
+        sample(b, "basal_decision_log_dropped_total", "", "", (double)dlog->dropped);
+        family(b, "basal_decision_log_failed_total", "counter",
+               "Decision log lines lost to a failed write (disk full, I/O error); the server kept answering.");
+        sample(b, "basal_decision_log_failed_total", "", "", (double)dlog->failed);
+    }
     pthread_mutex_unlock(&m->mu);
     if (l.oom) b->oom = 1;
     bs_buf_free(&l);

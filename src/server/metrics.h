@@ -38,10 +38,16 @@ void bs_metrics_batch(bs_metrics *m, size_t model, int lane, int requests, doubl
 typedef struct bs_metrics_engine {
     int64_t forward_tokens;  /* basal_forward_tokens_total */
     int64_t lc_rounds[2];    /* basal_large_choice_rounds_total{round="1"|"2"} */
+    int orders;              /* basal_model_option_orders (0: not known yet) */
 } bs_metrics_engine;
 
+/* The decision log's counts (server/decision_log.h), when there is one. */
+typedef struct bs_metrics_dlog {
+    uint64_t lines, dropped, failed;
+} bs_metrics_dlog;
+
 /* The text exposition 0.0.4; eng[i] = the engine counters of model i (NULL:
- * all zero). */
-void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, bs_buf *out);
+ * all zero); dlog NULL: no decision log (its families are left out). */
+void bs_metrics_render(bs_metrics *m, const bs_metrics_engine *eng, const bs_metrics_dlog *dlog, bs_buf *out);
 
 #endif

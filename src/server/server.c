@@ -144,6 +144,7 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     s->max_inflight = o->max_inflight;
     s->max_body = o->max_body_bytes;
     s->access_log = o->access_log;
+    s->decision_log = o->decision_log;
     int have_engines = 1;
     s->metrics_on = o->metrics;
     s->ui_on = !o->no_ui;

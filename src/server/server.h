@@ -42,6 +42,8 @@ typedef struct bs_server_opts {
     int metrics;                   /* serve GET /metrics */
     int no_ui;                     /* GET / is a 404 instead of the playground page */
     bs_log_sink *access_log;       /* one line per request (base/log.h), or NULL; borrowed */
+    struct bs_dlog *decision_log;  /* one line per answered request (server/decision_log.h), or NULL;
+                                      borrowed: close it after bs_server_stop */
     /* HTTP deadlines and connection limits; 0 = the default below */
     long header_timeout_s;         /* request line + headers, from their first byte */
     long body_timeout_s;           /* the body, from the end of the headers; also for taking an answer */

@@ -35,8 +35,8 @@ int bs_cors_allowed(const char *const *origins, size_t n, const char *origin, si
  * nothing here: a fixed list keeps the answer cacheable by Max-Age). */
 #define BS_CORS_ALLOW_HEADERS "Authorization, Content-Type, X-Request-Id"
 #define BS_CORS_EXPOSE_HEADERS \
-    "x-typesafe-request-id, x-basal-queue-ms, x-basal-compute-ms, x-basal-batch-requests, x-basal-served-models, " \
-    "retry-after"
+    "x-typesafe-request-id, x-basal-queue-ms, x-basal-compute-ms, x-basal-batch-requests, x-basal-orders, " \
+    "x-basal-served-models, retry-after"
 #define BS_CORS_MAX_AGE "600"
 
 /* The served names for a header value (x-basal-served-models on an unknown

@@ -345,9 +345,20 @@ static void test_metrics(void) {
     bs_metrics_batch(m, 0, 1, 2, 700.0, 0);
     bs_buf out;
     bs_buf_init(&out);
-    bs_metrics_engine fw[2] = { { 123, { 7, 5 } }, { 0, { 0, 0 } } };
-    bs_metrics_render(m, fw, &out);
+    bs_metrics_engine fw[2] = { { 123, { 7, 5 }, 1 }, { 0, { 0, 0 }, 0 } };
+    bs_metrics_dlog dl = { 9, 2, 1 };
+    bs_metrics_render(m, fw, &dl, &out);
     const char *t = out.data;
+    /* a model's option orders; a model still loading (0) has no sample */
+    LINE(t, "basal_model_option_orders{model=\"m-a\"} 1");
+    {
+        int samples = 0;
+        for (const char *q = t; (q = strstr(q, "\nbasal_model_option_orders{")); q++) samples++;
+        CHECK_INT(samples, 1);
+    }
+    LINE(t, "basal_decision_log_lines_total 9");
+    LINE(t, "basal_decision_log_dropped_total 2");
+    LINE(t, "basal_decision_log_failed_total 1");
     LINE(t, "# TYPE basal_http_requests_total counter");
     LINE(t, "basal_http_requests_total{endpoint=\"/v1/systemone\",model=\"m-a\",status=\"200\"} 2");
     LINE(t, "basal_http_requests_total{endpoint=\"/v1/basal\",model=\"m-a\",status=\"200\"} 0");

@@ -1,0 +1,333 @@
+"""Upstream's serving knobs and the decision log (issue 33 items 1-2).
+
+Oracle of the knobs: tools/protocol_ref.py (prompts from the spec text, the
+npm tokenizer, the torch f32 forward, float64 decision math) run with the
+same --orders / --calibration / --no-calibration:
+- `basal decide` with orders 1|2 x calibration model|none|FILE on several
+  requests: probabilities within 1e-5 of the reference, the same argmax, and
+  usage.input_tokens exactly (orders 1 = half the prompt tokens);
+- `basal serve --orders 1 --no-calibration --name X` answers byte for byte as
+  `basal decide` with the same knobs (latency aside), with x-basal-orders: 1,
+  basal_model_option_orders 1, and serves X instead of basal.json's name;
+- a YAML configuration serving one directory twice (name:, orders:,
+  calibration:, no_calibration:) answers each name with its own knobs;
+- errors: a missing or broken calibration file (exit 1, the file named),
+  usage errors (exit 2), bad YAML values.
+Decision log, against the responses themselves:
+- under 48 concurrent requests every 200 has exactly one line, with its
+  x-typesafe-request-id, the answers and usage exactly as the client got
+  them (same JSON text), the SHA-256 of the body it sent, the model's
+  members; failed requests have none; the API key appears nowhere; the state
+  only with --log-decisions-state;
+- SIGHUP reopens the file (rotate, HUP, the next line lands in the new file);
+- a full disk (/dev/full): every request still answered, the failure logged
+  once, basal_decision_log_failed_total counts the lost lines."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from srvlib import BASAL, FIXTURES, SLOW, Checks, Server, metric, parse_metrics, run_parallel, wait_until  # noqa: E402
+
+C = Checks()
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PY = "/usr/bin/python3"
+tmp = tempfile.mkdtemp(prefix="knobs-", dir=os.environ.get("TMPDIR"))
+MODEL = os.path.join(FIXTURES, "tiny-f32")
+NAME = json.load(open(os.path.join(MODEL, "basal.json")))["name"]
+TOL = 1e-5
+
+CUSTOM_CAL = os.path.join(tmp, "my-calibration.json")
+with open(CUSTOM_CAL, "w") as f:
+    json.dump({"temperature_per_prim": {"choice": 1.7, "noul": 0.6, "score": 2.5}}, f)
+
+REQUESTS = [
+    {"state": "Paczka nie dotarła, żądam zwrotu pieniędzy!",
+     "questions": {"q": {"type": "choice", "instructions": "Jaka jest intencja?",
+                         "criteria": {"refund": "zwrot", "info": "informacja", "other": "inne"}},
+                   "n": {"type": "noul", "instructions": "Czy klient jest zły?"}}},
+    {"state": {"ticket": 17, "text": "The app crashes when I upload a photo."},
+     "questions": {"s": {"type": "score", "instructions": "How severe is it?",
+                         "criteria": ["low", "medium", "high", "critical"]},
+                   "c": {"type": "choice", "instructions": "Which team?",
+                         "criteria": ["mobile", "backend", "billing", "design", "support"],
+                         "option_keys": "hide"}}},
+    {"state": "Dzień dobry, chciałbym zmienić adres dostawy i numer telefonu.",
+     "questions": {"m": {"type": "multi", "instructions": "Czego dotyczy prośba?",
+                         "criteria": {"addr": "adres", "phone": "telefon", "pay": "płatność"}}}},
+]
+for r in REQUESTS:
+    r["model"] = NAME
+
+KNOBS = [  # (label, decide/serve flags, protocol_ref flags)
+    ("orders 2, model calibration", [], []),
+    ("orders 1, model calibration", ["--orders", "1"], ["--orders", "1"]),
+    ("orders 2, no calibration", ["--no-calibration"], ["--no-calibration"]),
+    ("orders 1, no calibration", ["--orders", "1", "--no-calibration"], ["--orders", "1", "--no-calibration"]),
+    ("orders 2, calibration FILE", ["--calibration", CUSTOM_CAL], ["--calibration", CUSTOM_CAL]),
+]
+
+
+def decide(body, flags, model=MODEL):
+    p = subprocess.run([BASAL, "decide", "--model", model, *flags], input=json.dumps(body, ensure_ascii=False).encode(),
+                       capture_output=True, timeout=120 * SLOW)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def reference(bodies, flags):
+    path = os.path.join(tmp, "ref-in.jsonl")
+    with open(path, "w") as f:
+        for b in bodies:
+            f.write(json.dumps(b, ensure_ascii=False) + "\n")
+    p = subprocess.run([PY, os.path.join(ROOT, "tools/protocol_ref.py"), "--model", MODEL, "--requests", path, *flags],
+                       capture_output=True, timeout=600)
+    if p.returncode:
+        raise RuntimeError("protocol_ref.py: " + p.stderr.decode()[-2000:])
+    return json.loads(p.stdout)
+
+
+def probs_of(ans):
+    """Every probability of an answer as {path: value} (noul: P(true); multi: the labels)."""
+    out = {}
+    for qid, a in ans.items():
+        if "probabilities" in a:
+            for k, v in a["probabilities"].items():
+                out[f"{qid}.{k}"] = v
+        if a.get("type") == "noul":
+            out[f"{qid}.noul"] = a["noul"]
+        for k in ("score", "confidence"):
+            if k in a:
+                out[f"{qid}.{k}"] = a[k]
+    return out
+
+
+def compare_to_reference(tag, got, ref):
+    C.eq(sorted(got["answers"]), sorted(ref["answers"]), f"{tag}: questions")
+    C.eq(got["usage"]["input_tokens"], ref["usage"]["input_tokens"], f"{tag}: usage.input_tokens")
+    gp, rp = probs_of(got["answers"]), probs_of(ref["answers"])
+    C.eq(sorted(gp), sorted(rp), f"{tag}: probability keys")
+    worst = max((abs(gp[k] - rp[k]) for k in gp if k in rp), default=0.0)
+    C.ok(worst <= TOL, f"{tag}: largest difference to the torch reference {worst:.3g} > {TOL}")
+    for qid, a in ref["answers"].items():
+        if a.get("type") == "choice":
+            C.eq(got["answers"][qid]["choice"], a["choice"], f"{tag}: {qid} choice")
+
+
+def part_decide():
+    tokens = {}
+    for label, flags, rflags in KNOBS:
+        refs = reference(REQUESTS, rflags)
+        for i, body in enumerate(REQUESTS):
+            rc, out, err = decide(body, flags)
+            if not C.eq(rc, 0, f"decide {label} #{i}: exit ({err[-300:]})"):
+                continue
+            got = json.loads(out)
+            compare_to_reference(f"decide {label} #{i}", got, refs[i])
+            tokens[(label, i)] = got["usage"]["input_tokens"]
+    for i in range(len(REQUESTS)):  # one order: exactly half the prompt tokens of two
+        t2, t1 = tokens.get(("orders 2, model calibration", i)), tokens.get(("orders 1, model calibration", i))
+        C.ok(t1 is not None and t2 is not None and 2 * t1 == t2, f"#{i}: orders 1 tokens {t1} = half of {t2}")
+    # the knobs change the answer (the test above would pass for ignored flags only if the reference ignored them too)
+    base = json.loads(decide(REQUESTS[0], [])[1])["answers"]["q"]["probabilities"]
+    one = json.loads(decide(REQUESTS[0], ["--orders", "1"])[1])["answers"]["q"]["probabilities"]
+    C.ok(base != one, "orders 1 gives another distribution than orders 2")
+    # errors
+    rc, out, err = decide(REQUESTS[0], ["--calibration", os.path.join(tmp, "missing.json")])
+    C.ok(rc == 1 and "missing.json" in err and "does not exist" in err, f"missing calibration file: {rc} {err[-300:]}")
+    bad = os.path.join(tmp, "broken.json")
+    with open(bad, "w") as f:
+        f.write('{"temperature_per_prim": {"choice": -1}}')
+    rc, out, err = decide(REQUESTS[0], ["--calibration", bad])
+    C.ok(rc == 1 and "broken.json" in err and "positive" in err, f"broken calibration file: {rc} {err[-300:]}")
+    rc, out, err = decide(REQUESTS[0], ["--orders", "3"])
+    C.eq(rc, 2, f"--orders 3 is a usage error ({err[-200:]})")
+
+
+def strip_latency(text):
+    d = json.loads(text)
+    d["usage"].pop("latency_ms", None)
+    return json.dumps(d, ensure_ascii=False, sort_keys=True)
+
+
+def part_serve_flags():
+    srv = Server(["--model", MODEL, "--orders", "1", "--no-calibration", "--name", "tiny-one", "--metrics"])
+    try:
+        for i, body in enumerate(REQUESTS):
+            b = dict(body, model="tiny-one")
+            st, h, data = srv.post("/v1/systemone", b)
+            C.eq(st, 200, f"serve knobs #{i}: status")
+            C.eq(h.get("x-basal-orders"), "1", f"serve knobs #{i}: x-basal-orders")
+            # decide serves basal.json's name: compare with that request and the name swapped
+            rc, out, err = decide(body, ["--orders", "1", "--no-calibration"])
+            want = json.loads(out)
+            want["model"] = "tiny-one"
+            C.eq(strip_latency(data.decode()), json.dumps(want, ensure_ascii=False, sort_keys=True),
+                 f"serve --orders 1 --no-calibration #{i} = decide with the same knobs")
+        st, h, data = srv.post("/v1/systemone", REQUESTS[0])  # basal.json's name is not served any more
+        C.eq(st, 400, "the basal.json name is not served under --name")
+        st, h, data = srv.request("GET", "/v1/models")
+        C.eq([m["name"] for m in json.loads(data)["models"]], ["tiny-one"], "/v1/models lists --name")
+        ms = srv.metrics()
+        C.eq(metric(ms, "basal_model_option_orders", model="tiny-one"), 1.0, "basal_model_option_orders")
+        C.ok("1 option order, calibration off" in srv.log(), "the serving line names orders and calibration")
+    finally:
+        srv.stop()
+    srv = Server(["--model", MODEL, "--metrics"])
+    try:
+        st, h, data = srv.post("/v1/systemone", REQUESTS[0])
+        C.eq(h.get("x-basal-orders"), "2", "default: x-basal-orders 2")
+        C.eq(metric(srv.metrics(), "basal_model_option_orders", model=NAME), 2.0, "default: option orders 2")
+        C.ok("basal_decision_log" not in srv.request("GET", "/metrics")[2].decode(),
+             "no decision log: no decision log families")
+    finally:
+        srv.stop()
+
+
+def part_serve_yaml():
+    cfg = os.path.join(tmp, "knobs.yml")
+    with open(cfg, "w") as f:
+        f.write(f"""models:
+  - path: {MODEL}
+    name: fast
+    orders: 1
+    calibration: {CUSTOM_CAL}
+  - path: {MODEL}
+    name: exact
+    no_calibration: true
+""")
+    srv = Server(["--config", cfg])
+    try:
+        for name, flags in (("fast", ["--orders", "1", "--calibration", CUSTOM_CAL]), ("exact", ["--no-calibration"])):
+            st, h, data = srv.post("/v1/systemone", dict(REQUESTS[1], model=name))
+            C.eq(st, 200, f"YAML {name}: status")
+            want = json.loads(decide(REQUESTS[1], flags)[1])
+            want["model"] = name
+            C.eq(strip_latency(data.decode()), json.dumps(want, ensure_ascii=False, sort_keys=True),
+                 f"YAML model {name} answers with its own knobs")
+    finally:
+        srv.stop()
+    for text, want in (("orders: 3", "expected 1 or 2"), ("name: ''", "non-empty"), ("ordres: 1", "did you mean orders")):
+        with open(cfg, "w") as f:
+            f.write(f"models:\n  - path: {MODEL}\n    {text}\n")
+        p = subprocess.run([BASAL, "serve", "--config", cfg, "--addr", "127.0.0.1:0"], capture_output=True,
+                           timeout=60 * SLOW)
+        C.ok(p.returncode != 0 and want in p.stderr.decode(), f"YAML {text!r}: {p.returncode} {p.stderr.decode()[-300:]}")
+    with open(cfg, "w") as f:
+        f.write(f"models:\n  - path: {MODEL}\n    calibration: {tmp}/nope.json\n")
+    p = subprocess.run([BASAL, "serve", "--config", cfg, "--addr", "127.0.0.1:0"], capture_output=True, timeout=60 * SLOW)
+    C.ok(p.returncode == 1 and "nope.json" in p.stderr.decode(), "YAML calibration: a missing file stops the start")
+    for args, what in ((["--model", MODEL, "--model", MODEL, "--name", "x"], "--name with two models"),
+                       (["--model", MODEL, "--log-decisions-state"], "--log-decisions-state alone"),
+                       (["--model", MODEL, "--orders", "0"], "--orders 0")):
+        p = subprocess.run([BASAL, "serve", *args, "--addr", "127.0.0.1:0"], capture_output=True, timeout=60 * SLOW)
+        C.eq(p.returncode, 2, f"usage error: {what} ({p.stderr.decode()[-200:]})")
+    p = subprocess.run([BASAL, "serve", "--model", MODEL, "--log-decisions", "/nonexistent-dir/d.jsonl",
+                        "--addr", "127.0.0.1:0"], capture_output=True, timeout=60 * SLOW)
+    C.ok(p.returncode == 1 and "/nonexistent-dir/d.jsonl" in p.stderr.decode(),
+         f"an unwritable decision log stops the start, naming it ({p.stderr.decode()[-200:]})")
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(ln) for ln in f.read().splitlines()]
+
+
+def answers_text(body_text, key):
+    """The verbatim JSON text of a top-level member, as the client got it."""
+    d = json.loads(body_text)
+    return json.dumps(d[key], ensure_ascii=False)
+
+
+def part_decision_log():
+    path = os.path.join(tmp, "decisions.jsonl")
+    key = "sekret-klucz-123"
+    srv = Server(["--model", MODEL, "--log-decisions", path, "--metrics", "--api-key-env", "KNOBS_KEY"],
+                 env={"KNOBS_KEY": key})
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    try:
+        bodies = []
+        for i in range(48):
+            b = json.loads(json.dumps(REQUESTS[i % len(REQUESTS)]))
+            b["state"] = (b["state"] + f" #{i}") if isinstance(b["state"], str) else dict(b["state"], n=i)
+            bodies.append(json.dumps(b, ensure_ascii=False).encode())
+        bad = json.dumps({"model": NAME, "state": "x", "questions": {}}).encode()
+        res = run_parallel(lambda data: srv.request("POST", "/v1/systemone", data, auth), bodies + [bad, bad])
+        ok = [(bodies[i], r) for i, r in enumerate(res[:48]) if not isinstance(r, Exception) and r[0] == 200]
+        C.eq(len(ok), 48, "48 concurrent requests answered")
+        C.eq([r[0] for r in res[48:]], [422, 422], "two invalid requests refused")
+        wait_until(lambda: os.path.exists(path) and len(open(path).read().splitlines()) >= 48, 20)
+        lines = read_lines(path)
+        C.eq(len(lines), 48, "one line per answered request, none for the refused ones")
+        by_id = {ln["request_id"]: ln for ln in lines}
+        C.eq(len(by_id), 48, "request ids unique")
+        raw = open(path, encoding="utf-8").read()
+        C.ok(key not in raw, "the API key is not in the decision log")
+        first_keys = list(lines[0])
+        C.eq(first_keys, ["ts", "request_id", "endpoint", "model", "revision", "version", "dtype", "orders",
+                          "calibration", "request_sha256", "latency_ms", "queue_ms", "compute_ms", "answers", "usage",
+                          "reviewed"], "line members, in order")
+        matched = 0
+        for body, (st, h, data) in ok:
+            ln = by_id.get(h.get("x-typesafe-request-id"))
+            if not C.ok(ln is not None, "a line for each response's x-typesafe-request-id"):
+                continue
+            text = data.decode()
+            same = (json.dumps(ln["answers"], ensure_ascii=False) == answers_text(text, "answers")
+                    and ln["usage"] == json.loads(text)["usage"]
+                    and ln["request_sha256"] == hashlib.sha256(body).hexdigest()
+                    and ln["model"] == NAME and ln["orders"] == 2 and ln["dtype"] == "f32"
+                    and ln["endpoint"] == "/v1/systemone" and "state" not in ln and ln["reviewed"] is None
+                    and ln["calibration"].endswith("CALIBRATION.json"))
+            matched += same
+        C.eq(matched, 48, "every line equals its response (answers text, usage, body hash, model members)")
+        # the answers' numbers are the response's literals, at full precision
+        body, (st, h, data) = ok[0]
+        line_text = next(t for t in raw.splitlines() if h["x-typesafe-request-id"] in t)
+        C.ok(answers_text(data.decode(), "answers").replace(" ", "") in line_text.replace(" ", ""),
+             "the answers object appears verbatim in its line")
+        C.eq(metric(srv.metrics(), "basal_decision_log_lines_total"), 48.0, "basal_decision_log_lines_total")
+        # SIGHUP: rotate, reopen, the next line goes to the new file
+        os.rename(path, path + ".1")
+        os.kill(srv.pid, signal.SIGHUP)
+        C.ok(wait_until(lambda: "decision log reopened" in srv.log(), 10), "SIGHUP: decision log reopened")
+        st, h, data = srv.request("POST", "/v1/systemone", bodies[0], auth)
+        C.ok(wait_until(lambda: os.path.exists(path) and len(open(path).read().splitlines()) == 1, 10),
+             "after SIGHUP the next line is in the new file")
+        C.eq(len(read_lines(path + ".1")), 48, "the rotated file keeps its lines")
+    finally:
+        C.eq(srv.stop(), 0, "decision log server exits 0")
+    # the state, with the explicit option only; /v1/basal lines too
+    srv = Server(["--model", MODEL, "--log-decisions", path + ".state", "--log-decisions-state"])
+    try:
+        st, h, data = srv.post("/v1/systemone", REQUESTS[1])
+        st2, h2, data2 = srv.post("/v1/basal", REQUESTS[0])
+        C.eq((st, st2), (200, 200), "state log: answered")
+    finally:
+        srv.stop()
+    lines = read_lines(path + ".state")
+    C.eq(len(lines), 2, "state log: two lines")
+    if len(lines) == 2:
+        C.eq(lines[0].get("state"), REQUESTS[1]["state"], "--log-decisions-state: the state as sent")
+        C.eq(list(lines[0])[-2:], ["state", "reviewed"], "state before reviewed")
+        C.eq(lines[1]["endpoint"], "/v1/basal", "a /v1/basal decision is logged with its endpoint")
+    # a full disk: answered anyway, logged once, counted
+    srv = Server(["--model", MODEL, "--log-decisions", "/dev/full", "--metrics"])
+    try:
+        sts = [srv.post("/v1/systemone", REQUESTS[0])[0] for _ in range(5)]
+        C.eq(sts, [200] * 5, "disk full: every decision still answered")
+        C.ok(wait_until(lambda: metric(srv.metrics(), "basal_decision_log_failed_total") == 5.0, 10),
+             "disk full: basal_decision_log_failed_total counts the lost lines")
+        C.eq(srv.log().count("No space left on device"), 1, "disk full: logged once")
+    finally:
+        C.eq(srv.stop(), 0, "disk full: the server still stops cleanly")
+
+
+part_decide()
+part_serve_flags()
+part_serve_yaml()
+part_decision_log()
+sys.exit(C.report())
