@@ -355,6 +355,60 @@ done:
     bs_hub_env_free(&env);
 }
 
+/* The decision knobs of a model entry (issue 33): served name, option
+ * orders, and the calibration that will apply (a bad file fails here as it
+ * would fail the start). */
+static void check_knobs(report_t *r, const bs_serve_model *mc, bs_basal_model *b) {
+    if (mc->name) add(r, A_MODELS, L_INFO, NULL, "%s: served as %s (name:)", b->name, mc->name);
+    const char *who = mc->name ? mc->name : b->name;
+    add(r, A_MODELS, L_INFO, NULL, "%s: %ld option order%s per question%s", who, mc->orders, mc->orders == 1 ? "" : "s",
+        mc->orders == 1 ? " (the original order only: about half the compute, less accurate)" : "");
+    bs_err e = { 0 };
+    if ((mc->no_calibration || mc->calibration) &&
+        bs_basal_set_calibration(b, mc->no_calibration ? NULL : mc->calibration, &e) < 0) {
+        add(r, A_MODELS, L_FAIL, "fix the calibration file, or set no_calibration: true", "%s: %s", who, e.msg);
+        return;
+    }
+    const bs_calibration *c = &b->calib;
+    if (!c->calibrated) {
+        add(r, A_MODELS, L_INFO, NULL, "%s: calibration %s: temperature 1 for every question type", who,
+            b->calib_source);
+        return;
+    }
+    add(r, A_MODELS, L_INFO, NULL, "%s: calibration %s: temperatures choice %g, noul %g, score %g", who,
+        b->calib_source, bs_calibration_temp(c, BS_TYPE_CHOICE), bs_calibration_temp(c, BS_TYPE_NOUL),
+        bs_calibration_temp(c, BS_TYPE_SCORE));
+}
+
+/* The decision log: its directory exists and is writable, with free space. */
+static void check_decision_log(report_t *r, const bs_serve_config *c) {
+    if (!c->decision_log) {
+        add(r, A_DISK, L_INFO, NULL, "decision log off (decision_log: PATH or --log-decisions to record decisions)");
+        return;
+    }
+    if (!strcmp(c->decision_log, "-")) {
+        add(r, A_DISK, L_INFO, NULL, "decision log on standard output%s",
+            c->decision_log_state ? ", with the state texts" : "");
+        return;
+    }
+    char *dir = strdup(c->decision_log);
+    if (!dir) { r->oom = 1; return; }
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) slash[1] = 0;
+    else *slash = 0;
+    struct statvfs sv;
+    if (access(dir, W_OK) != 0 || statvfs(dir, &sv) != 0) {
+        add(r, A_DISK, L_FAIL, "create the directory or choose a writable path", "decision log %s: %s: %s",
+            c->decision_log, dir, strerror(errno));
+    } else {
+        add(r, A_DISK, L_OK, NULL, "decision log %s (%s; %.2f GiB free)", c->decision_log,
+            c->decision_log_state ? "with the state texts" : "without the state texts",
+            (double)sv.f_bavail * (double)sv.f_frsize / GIB);
+    }
+    free(dir);
+}
+
 static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t *out) {
     const char *ref = mc->path ? mc->path : mc->repo;
     bs_err e = { 0 };
@@ -402,7 +456,7 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
             "%s: dtype f16 needs the CUDA backend, and the CPU backend will serve", b.name);
         goto done;
     }
-    if (!(out->name = strdup(b.name))) { r->oom = 1; goto done; }
+    if (!(out->name = strdup(mc->name ? mc->name : b.name))) { r->oom = 1; goto done; }
     out->wbytes = bytes;
     add(r, A_MODELS, L_OK, NULL, "%s: %s (%d layers, %d hidden, %s, %.2f GiB weights)", b.name, out->dir,
         b.cfg.n_layers, b.cfg.hidden, dtypes, (double)bytes / GIB);
@@ -410,6 +464,7 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
         add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
             mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 inputs to the GEMMs and attention, f32 accumulation" : "f32 compute",
             mc->dtype && !strcmp(mc->dtype, "bf16") ? bs_gemm_bf16_kernel_name() : bs_gemm_kernel_name(bs_gemm_kernel()));
+    check_knobs(r, mc, &b);
     /* 03 §4: evidence spans need evidence_head.pt (a broken one already failed the load above) */
     if (b.evidence)
         add(r, A_MODELS, L_OK, NULL, "%s: evidence head %s (d %d, k %d): \"evidence\": true is answered", b.name,
@@ -707,6 +762,7 @@ int cmd_doctor(int argc, char **argv) {
     const char *first_dir = NULL; /* of the first model that resolved */
     for (size_t i = 0; cfg_ok && i < c.n_models && !first_dir; i++) first_dir = mods[i].dir;
     check_disk(&r, first_dir);
+    if (cfg_ok) check_decision_log(&r, &c);
     check_port(&r, &o, cfg_ok ? yaml_addr : NULL);
 done:
     if (r.oom) {

@@ -156,6 +156,13 @@ static int write_config(FILE *f, const cli_list *models, const bs_serve_config *
             "# Prometheus text on GET /metrics (also --metrics).\n"
             "#metrics: %s\n"
             "\n"
+            "# decision_log: PATH   (default: off; \"-\" = stdout) one JSON line per answered request:\n"
+            "# time, request id, model, revision, dtype, orders, calibration, the body's SHA-256, the\n"
+            "# answers and usage as sent, latency. Appended by its own thread; SIGHUP reopens it. Also\n"
+            "# --log-decisions. decision_log_state: true also records each request's state (privacy:\n"
+            "# off by default; also --log-decisions-state).\n"
+            "#decision_log_state: false\n"
+            "\n"
             "# gemm_cache: DIR   (default: <cache dir>/gemm, the cache dir being $BASAL_HOME/.cache,\n"
             "# else $XDG_CACHE_HOME/basal, else ~/.cache/basal): generated CUDA GEMM tables.\n"
             "\n"
@@ -210,10 +217,18 @@ static int write_config(FILE *f, const cli_list *models, const bs_serve_config *
             "    # Do not precompute the template prefixes.\n"
             "    #no_prefix_cache: %s\n"
             "    # Extra names routed to this model (responses report the served name).\n"
-            "    #aliases: []\n",
+            "    #aliases: []\n"
+            "    # name: NAME   (default: basal.json's name) the served name (also --name).\n"
+            "    # Option orders per question: 2 = original and reversed, averaged; 1 = the original\n"
+            "    # order only (about half the compute, less accurate). Also --orders.\n"
+            "    #orders: %ld\n"
+            "    # calibration: FILE   (default: the model's CALIBRATION.json) per-type temperatures\n"
+            "    # and max_error thresholds from another file (also --calibration).\n"
+            "    # No calibration at all: temperature 1 for every type (also --no-calibration).\n"
+            "    #no_calibration: %s\n",
             m->dtype, m->gemm_table, m->max_batch_tokens, m->schedule_fifo ? "fifo" : "hrrn", m->long_tokens,
             m->state_cache_mb, m->tree_max_tokens, m->max_questions, m->max_request_tokens,
-            m->no_prefix_cache ? "true" : "false");
+            m->no_prefix_cache ? "true" : "false", m->orders, m->no_calibration ? "true" : "false");
     }
     return ferror(f) ? -1 : 0;
 }

@@ -220,6 +220,25 @@ def part_serve_yaml():
         f.write(f"models:\n  - path: {MODEL}\n    calibration: {tmp}/nope.json\n")
     p = subprocess.run([BASAL, "serve", "--config", cfg, "--addr", "127.0.0.1:0"], capture_output=True, timeout=60 * SLOW)
     C.ok(p.returncode == 1 and "nope.json" in p.stderr.decode(), "YAML calibration: a missing file stops the start")
+    # init writes every knob; doctor reports them and fails on what would fail the start
+    ini = os.path.join(tmp, "init.yml")
+    p = subprocess.run([BASAL, "init", "--model", MODEL, "--out", ini], capture_output=True, timeout=60)
+    text = open(ini).read() if p.returncode == 0 else ""
+    for k in ("#orders: 2", "#no_calibration: false", "# name: NAME", "# calibration: FILE", "# decision_log: PATH",
+              "#decision_log_state: false"):
+        C.ok(k in text, f"basal init writes {k!r}")
+    with open(cfg, "w") as f:
+        f.write(f"decision_log: {tmp}/no-such-dir/d.jsonl\nmodels:\n  - path: {MODEL}\n    orders: 1\n"
+                f"    name: doc\n")
+    p = subprocess.run([BASAL, "doctor", "--config", cfg], capture_output=True, timeout=120 * SLOW)
+    out = p.stdout.decode()
+    C.ok("doc: 1 option order per question" in out, "doctor: orders")
+    C.ok("doc: calibration" in out and "temperatures choice 0.9" in out, "doctor: the calibration in use")
+    C.ok(p.returncode != 0 and "no-such-dir" in out, f"doctor: an unwritable decision log fails ({p.returncode})")
+    with open(cfg, "w") as f:
+        f.write(f"models:\n  - path: {MODEL}\n    calibration: {tmp}/broken.json\n")
+    p = subprocess.run([BASAL, "doctor", "--config", cfg], capture_output=True, timeout=120 * SLOW)
+    C.ok(p.returncode != 0 and "broken.json" in p.stdout.decode(), "doctor: a broken calibration file fails")
     for args, what in ((["--model", MODEL, "--model", MODEL, "--name", "x"], "--name with two models"),
                        (["--model", MODEL, "--log-decisions-state"], "--log-decisions-state alone"),
                        (["--model", MODEL, "--orders", "0"], "--orders 0")):
