@@ -103,6 +103,21 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
             c.ok(False, "a refused request raises")
         except basal.RequestError as e:
             c.ok(e.status == 422 and e.body["detail"][0]["type"] == "missing", f"RequestError: {e.status} {e.body}")
+    # the knobs of basal_options (orders, calibration) through the bindings: the
+    # same answers as `basal decide` with the same flags
+    for kw, flags in (({"orders": 1}, ["--orders", "1"]), ({"calibration": False}, ["--no-calibration"]),
+                      ({"orders": 1, "calibration": os.path.join(MODEL, "CALIBRATION.json")},
+                       ["--orders", "1", "--calibration", os.path.join(MODEL, "CALIBRATION.json")])):
+        p = subprocess.run([srvlib.BASAL, "decide", "--model", MODEL, *flags], input=reqs[0].encode(), capture_output=True,
+                           timeout=120)
+        with basal.Model(MODEL, threads=2, **kw) as mk:
+            c.eq(mk.decide(json.loads(reqs[0])), json.loads(p.stdout) if p.returncode == 0 else p.stderr.decode(),
+                 f"Python Model(**{kw}) = basal decide {' '.join(flags)}")
+    try:
+        basal.Model(MODEL, orders=3)
+        c.ok(False, "orders=3 raises")
+    except ValueError:
+        c.ok(True, "orders=3 raises")
     try:
         m.decide_raw(reqs[0])
         c.ok(False, "a closed model raises")
