@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     float *gx = malloc((size_t)gm * gk * 4), *gw = malloc((size_t)gn * gk * 4), *gy = malloc((size_t)gm * gn * 4);
     for (size_t i = 0; i < (size_t)gm * gk; i++) gx[i] = frand();
     for (size_t i = 0; i < (size_t)gn * gk; i++) gw[i] = frand();
-    bs_wmat w = {BS_F32, gw, gn, gk, NULL, BS_WPACK_NONE};
+    bs_wmat w = {BS_F32, gw, gn, gk, NULL, BS_WPACK_NONE, NULL};
     double best_g[2][16], gemm_gf[2];
     for (int r = 0; r < reps; r++)
         for (int md = m0; md <= m1; md++) {

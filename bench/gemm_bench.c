@@ -293,7 +293,7 @@ static int phases(const int *sel, int nsel, const int *ms, int nm, const int *th
         for (size_t i = 0; i < (size_t)mx * s->k; i++) x[i] = frand();
         for (size_t i = 0; i < (size_t)s->n * s->k; i++) wb[i] = bs_f32_to_bf16(frand());
         for (size_t i = 0; wf && i < (size_t)s->n * s->k; i++) wf[i] = bs_bf16_to_f32(wb[i]);
-        bs_wmat w = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE};
+        bs_wmat w = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE, NULL};
         if (bs_gemm_prepack(NULL, &w, BS_COMPUTE_BF16, NULL) < 0) { fprintf(stderr, "out of memory\n"); return 1; }
         for (int ti = 0; ti < nthr; ti++) {
             bs_pool *pool = bs_pool_create(threads[ti]);
@@ -359,7 +359,7 @@ static int probe(const int *sel, int nsel, const int *threads, int nthr, int mma
         if (!x || !wf || !ref || !y) { fprintf(stderr, "out of memory\n"); exit(1); }
         for (size_t i = 0; i < (size_t)mbig * s->k; i++) x[i] = frand();
         for (size_t i = 0; i < (size_t)s->n * s->k; i++) wf[i] = bs_bf16_to_f32(bs_f32_to_bf16(frand()));
-        bs_wmat wm = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE};
+        bs_wmat wm = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE, NULL};
         for (int ti = 0; ti < nthr; ti++) {
             int t = threads[ti];
             openblas_set_num_threads(t);
@@ -484,7 +484,7 @@ int main(int argc, char **argv) {
             wb[i] = bs_f32_to_bf16(frand());
             wf[i] = bs_bf16_to_f32(wb[i]);
         }
-        bs_wmat wmb = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE}, wmf = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE};
+        bs_wmat wmb = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE, NULL}, wmf = {BS_F32, wf, s->n, s->k, NULL, BS_WPACK_NONE, NULL};
         /* as a model load does for the bf16 mode (the AMX layout) */
         if (prepack && (bs_gemm_prepack(NULL, &wmb, compute, NULL) < 0 || bs_gemm_prepack(NULL, &wmf, compute, NULL) < 0)) {
             fprintf(stderr, "out of memory\n");

@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
         uint16_t *d = malloc((size_t)n * k * sizeof *d);
         if (!d) { fprintf(stderr, "out of memory\n"); return 1; }
         for (size_t i = 0; i < (size_t)n * k; i++) d[i] = bs_f32_to_bf16((float)(((i + (size_t)l) * 40503u) % 1000) / 1000.0f - 0.5f);
-        w[l] = (bs_wmat){BS_BF16, d, n, k, NULL, BS_WPACK_NONE};
+        w[l] = (bs_wmat){BS_BF16, d, n, k, NULL, BS_WPACK_NONE, NULL};
         flop += 2.0 * M * (double)n * k;
     }
     /* the bf16 mode's copies, packed where its kernel wants them */

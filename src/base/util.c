@@ -307,6 +307,7 @@ size_t bs_dtype_size(bs_dtype d) {
     case BS_F32: return 4;
     case BS_F16: return 2;
     case BS_BF16: return 2;
+    case BS_I8: return 1;
     }
     return 0;
 }
@@ -316,6 +317,7 @@ const char *bs_dtype_name(bs_dtype d) {
     case BS_F32: return "F32";
     case BS_F16: return "F16";
     case BS_BF16: return "BF16";
+    case BS_I8: return "I8";
     }
     return "?";
 }

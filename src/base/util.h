@@ -39,7 +39,9 @@ uint16_t bs_f32_to_f16(float f);
 
 /* The element types a tensor is stored in (safetensors F32/F16/BF16), shared
  * by the loader, the kernels and the backends. */
-typedef enum { BS_F32 = 0, BS_F16 = 1, BS_BF16 = 2 } bs_dtype;
+/* BS_I8: int8 weights with per-row scales (the int8w mode's copies,
+ * cpu/gemm.h); never a tensor of a model file. */
+typedef enum { BS_F32 = 0, BS_F16 = 1, BS_BF16 = 2, BS_I8 = 3 } bs_dtype;
 size_t bs_dtype_size(bs_dtype d);
 const char *bs_dtype_name(bs_dtype d);
 

@@ -38,7 +38,7 @@ extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, 
     cli_doc_check_prompts, cli_doc_pull, cli_doc_models;
 
 /* --backend auto|cpu|cuda (--device: its older name), --dtype
- * auto|f16|bf16|f32, --gemm-table FILE (device/device.h); NULL = not given
+ * auto|f16|bf16|f32|int8w, --gemm-table FILE (device/device.h); NULL = not given
  * (the backend then is auto, as for serve: 06 §4.3). */
 typedef struct cli_device {
     const char *device, *dtype, *gemm_table;
@@ -48,8 +48,9 @@ typedef struct cli_device {
     CLI_CHOICE("--backend", "auto", NULL, "compute backend (auto: CUDA when built in and a GPU is present)",    \
                &(d)->device, "auto|cpu|cuda"),                                                                   \
     CLI_CHOICE("--device", "auto", NULL, "the same as --backend (its older name)", &(d)->device, "auto|cpu|cuda"), \
-    CLI_CHOICE("--dtype", "auto", NULL, "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA)",       \
-               &(d)->dtype, "auto|f16|bf16|f32"),                                                                \
+    CLI_CHOICE("--dtype", "auto", NULL,                                                                        \
+               "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA; int8w: int8 weights, CPU)",        \
+               &(d)->dtype, "auto|f16|bf16|f32|int8w"),                                                                \
     CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
 /* The decision knobs of an in-process model (upstream's --orders,
  * --calibration, --no-calibration; serve has them per model in YAML). */

@@ -409,6 +409,39 @@ static void check_decision_log(report_t *r, const bs_serve_config *c) {
     free(dir);
 }
 
+static long long mem_available(void);
+
+/* Issue 34: the resident weights of each CPU mode, against the memory
+ * available now. The projections are what a mode keeps in memory (f32: as
+ * stored, the kernels widen them; bf16: a bf16 copy; int8w: int8 and a
+ * scale per row); the embeddings and lm_head are read a few rows at a time. */
+static void check_fit(report_t *r, const char *name, const bs_weights *w) {
+    uint64_t proj_stored = 0, proj_params = 0, rows = 0;
+    for (int i = 0; i < w->n_tensors; i++) {
+        const bs_tensor *t = &w->tensors[i];
+        size_t nl = strlen(t->name);
+        if (!strstr(t->name, ".layers.") || nl < 12 || strcmp(t->name + nl - 12, "_proj.weight") || t->ndim != 2)
+            continue;
+        proj_stored += t->nbytes;
+        proj_params += (uint64_t)t->numel;
+        rows += (uint64_t)t->shape[0];
+    }
+    double need[3] = { (double)proj_stored, (double)proj_params * 2.0, (double)proj_params + (double)rows * 4.0 };
+    static const char *const mode[3] = { "f32", "bf16", "int8w" };
+    long long avail = mem_available();
+    char fits[160] = "";
+    for (int m = 0; m < 3 && avail >= 0; m++)
+        snprintf(fits + strlen(fits), sizeof fits - strlen(fits), "%s%s %s", m ? ", " : "", mode[m],
+                 need[m] + (double)RESERVE_BYTES <= (double)avail ? "fits" : "does not fit");
+    char sz[3][32];
+    for (int m = 0; m < 3; m++) { /* MiB for the small models of tests and demos */
+        if (need[m] >= GIB / 10) snprintf(sz[m], sizeof sz[m], "%.2f GiB", need[m] / GIB);
+        else snprintf(sz[m], sizeof sz[m], "%.1f MiB", need[m] / (1024.0 * 1024.0));
+    }
+    add(r, A_MODELS, L_INFO, NULL, "%s: resident weights f32 %s, bf16 %s, int8w %s%s%s%s", name, sz[0], sz[1], sz[2],
+        avail >= 0 ? " (" : "", fits, avail >= 0 ? " here)" : "");
+}
+
 static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t *out) {
     const char *ref = mc->path ? mc->path : mc->repo;
     bs_err e = { 0 };
@@ -462,9 +495,13 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
         b.cfg.n_layers, b.cfg.hidden, dtypes, (double)bytes / GIB);
     if (!cuda) /* spec 05 §5 as amended by issue 16: the CPU compute mode of this model */
         add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
-            mc->dtype && !strcmp(mc->dtype, "bf16") ? "bf16 inputs to the GEMMs and attention, f32 accumulation" : "f32 compute",
-            mc->dtype && !strcmp(mc->dtype, "bf16") ? bs_gemm_bf16_kernel_name() : bs_gemm_kernel_name(bs_gemm_kernel()));
+            mc->dtype && !strcmp(mc->dtype, "bf16")    ? "bf16 inputs to the GEMMs and attention, f32 accumulation"
+            : mc->dtype && !strcmp(mc->dtype, "int8w") ? "int8 weights (per-row scales) in the bf16 mode's compute"
+                                                       : "f32 compute",
+            mc->dtype && (!strcmp(mc->dtype, "bf16") || !strcmp(mc->dtype, "int8w")) ? bs_gemm_bf16_kernel_name()
+                                                                                      : bs_gemm_kernel_name(bs_gemm_kernel()));
     check_knobs(r, mc, &b);
+    check_fit(r, mc->name ? mc->name : b.name, &w);
     /* 03 §4: evidence spans need evidence_head.pt (a broken one already failed the load above) */
     if (b.evidence)
         add(r, A_MODELS, L_OK, NULL, "%s: evidence head %s (d %d, k %d): \"evidence\": true is answered", b.name,

@@ -200,8 +200,8 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         CLI_CHOICE("--backend", "auto", NULL, "compute backend; auto = CUDA if built in and a GPU is present",
                    &f->backend, "auto|cpu|cuda"),
         NUM("--threads", "N", "0 = online CPUs", "CPU compute threads (one pool per process)", threads, 0, INT_MAX),
-        CLI_CHOICE("--dtype", "auto", NULL, "precision per model; auto = f16 on CUDA, f32 on the CPU (f16 needs CUDA)",
-                   &f->dtype, "auto|f16|bf16|f32"),
+        CLI_CHOICE("--dtype", "auto", NULL, "precision per model; auto = f16 on CUDA, f32 on the CPU (f16 needs CUDA; int8w = int8 weights, CPU)",
+                   &f->dtype, "auto|f16|bf16|f32|int8w"),
         NUM("--max-batch-tokens", "N", NULL, "packed tokens admitted per batch", max_batch_tokens, 1, INT_MAX),
         CLI_CHOICE("--schedule", "hrrn", NULL, "admission order", &f->schedule, "hrrn|fifo"),
         NUM("--long-tokens", "N", NULL, "requests above this many packed tokens use the long lane (0 = one lane)",
@@ -620,6 +620,7 @@ static int serve_start_server(serve_state *s) {
         /* the opt-in reduced-precision mode is visible to clients; the
          * default modes keep the spec's exact body */
         if (c->models[i].dtype && !strcmp(c->models[i].dtype, "bf16")) sm->dtype = "bf16";
+        if (c->models[i].dtype && !strcmp(c->models[i].dtype, "int8w")) sm->dtype = "int8w";
     }
     bs_server_opts so = {
         .models = s->sm, .n_models = n, .default_model = s->k.default_model, .listen_fd = s->listen_fd,
@@ -647,7 +648,7 @@ static int serve_start_server(serve_state *s) {
 /* The dtype a model computes in, as the decision log records it. */
 static const char *served_dtype(const bs_serve_model *mc, const bs_model *md) {
     if (md->backend) return mc->dtype && strcmp(mc->dtype, "auto") ? mc->dtype : "f16";
-    return md->compute == BS_COMPUTE_BF16 ? "bf16" : "f32";
+    return bs_model_dtype_name(md);
 }
 
 /* The members every decision log line of model i carries (decision_log.h). */
@@ -767,7 +768,8 @@ static void log_serving(const serve_state *s, double t_start) {
         const bs_model *md = &s->sv[i].m.model;
         char dev[128];
         if (md->backend) snprintf(dev, sizeof dev, "%s", md->backend->name);
-        else if (md->compute == BS_COMPUTE_BF16) snprintf(dev, sizeof dev, "cpu, dtype bf16, kernel %s", bs_gemm_bf16_kernel_name());
+        else if (md->compute == BS_COMPUTE_BF16)
+            snprintf(dev, sizeof dev, "cpu, dtype %s, kernel %s", bs_model_dtype_name(md), bs_gemm_bf16_kernel_name());
         else snprintf(dev, sizeof dev, "cpu, dtype f32, kernel %s", bs_gemm_kernel_name(bs_gemm_kernel()));
         const bs_basal_model *bm = &s->sv[i].m;
         bs_log(BS_LOG_INFO, "serve", "serving %s on %s (batch %ld tokens, %s, %s; %d option order%s, calibration %s)",

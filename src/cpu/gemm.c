@@ -105,6 +105,7 @@ static float widen(const bs_wmat *w, size_t idx) {
     switch (w->dtype) {
     case BS_BF16: return bs_bf16_to_f32(((const uint16_t *)w->data)[idx]);
     case BS_F16: return bs_f16_to_f32(((const uint16_t *)w->data)[idx]);
+    case BS_I8: return (float)((const int8_t *)w->data)[idx];
     default: return ((const float *)w->data)[idx];
     }
 }
@@ -201,7 +202,7 @@ static inline __attribute__((always_inline)) AVX2_FN void pack_b_avx2_t(const bs
 
 static AVX2_FN void pack_b_avx2(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
     int k8 = kc & ~7;
-    if (w->n - n0 < NR || k8 < kc || (w->dtype == BS_F16 && !atomic_load(&have_f16c))) {
+    if (w->n - n0 < NR || k8 < kc || w->dtype == BS_I8 || (w->dtype == BS_F16 && !atomic_load(&have_f16c))) {
         pack_b_generic(w, n0, k0, kc, dst);
         return;
     }
@@ -404,7 +405,7 @@ static void gemm_task(void *arg, int task, int thread) {
     int mblocks = (mb - ma + im->mc - 1) / im->mc;
     int mcb = ((mb - ma + mblocks - 1) / mblocks + mr - 1) / mr * mr;
     if (mcb > j->mc_cap) mcb = j->mc_cap;
-    size_t esz = w->dtype == BS_F32 ? 4 : 2;
+    size_t esz = bs_dtype_size(w->dtype);
     const uint32_t *wpk = im->prepacked != BS_WPACK_NONE && w->packed_kind == im->prepacked ? w->packed : NULL;
     float stage[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
     for (int k0 = 0; k0 < w->k; k0 += KCB) {
@@ -518,8 +519,8 @@ static const bs_gemm_impl *impl_for(bs_kernel k) {
     return &impl_generic;
 }
 
-static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w,
-                      float *y, int ldy) {
+static void gemm_run(const bs_gemm_impl *impl, bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w,
+                     float *y, int ldy) {
     if (m <= 0 || w->n <= 0) return;
     if (w->k == 0) {
         for (int i = 0; i < m; i++) memset(y + (size_t)i * ldy, 0, (size_t)w->n * sizeof(float));
@@ -543,6 +544,20 @@ static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, i
         return;
     }
     gemm_serial_small(&j);
+}
+
+/* y *= scale per column (int8 weights, BS_I8: one f32 product after the chain). */
+static void scale_columns(float *y, int ldy, int m, int n, const float *scale) {
+    for (int i = 0; i < m; i++) {
+        float *row = y + (size_t)i * ldy;
+        for (int j = 0; j < n; j++) row[j] *= scale[j];
+    }
+}
+
+static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w,
+                      float *y, int ldy) {
+    gemm_run(impl, pool, x, ldx, m, w, y, ldy);
+    if (w->dtype == BS_I8 && m > 0) scale_columns(y, ldy, m, w->n, w->scale);
 }
 
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
@@ -613,8 +628,24 @@ const char *bs_gemm_bf16_kernel_name(void) { return bf16_impl()->name; }
 
 int bs_gemm_bf16_kernel(void) { return bf16_choice(); }
 
+/* An int8w product (gemm.h, bs_gemm_quantize): the bf16 chain over q, by the
+ * instruction or its exact emulation (AMX's bits differ, so never AMX), then
+ * the scales. */
+static void gemm_i8w(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
+    bs_wmat q = { BS_I8, w->packed, w->n, w->k, NULL, BS_WPACK_NONE, w->scale };
+    const bs_gemm_impl *im = &bs_gemm_impl_bf16_portable;
+#ifdef BS_X86
+    if (bs_gemm_bf16_kernel() >= 1 && bf16_supported(1)) im = &bs_gemm_impl_avx512bf16; /* AMX's choice: the instruction */
+#endif
+    gemm_with(im, pool, x, ldx, m, &q, y, ldy);
+}
+
 void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
                   int ldy) {
+    if (mode == BS_COMPUTE_BF16 && w->packed_kind == BS_WPACK_I8) {
+        gemm_i8w(pool, x, ldx, m, w, y, ldy);
+        return;
+    }
     gemm_with(mode == BS_COMPUTE_BF16 ? bf16_impl() : impl_for(bs_gemm_kernel()), pool, x, ldx, m, w, y, ldy);
 }
 
@@ -667,6 +698,7 @@ void bs_gemm_unpack(bs_wmat *w) {
     free((void *)w->packed);
     w->packed = NULL;
     w->packed_kind = BS_WPACK_NONE;
+    w->scale = NULL; /* part of the I8 copy's block */
 }
 
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {
@@ -678,5 +710,6 @@ float bs_dot_row(const float *a, const bs_wmat *w, int row) {
     for (; i + 8 <= k; i += 8)
         for (int l = 0; l < 8; l++) s[l] = s[l] + a[i + l] * widen(w, base + i + l);
     for (; i < k; i++) s[i & 7] = s[i & 7] + a[i] * widen(w, base + i);
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    float d = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    return w->dtype == BS_I8 ? d * w->scale[row] : d;
 }

@@ -15,7 +15,9 @@
 /* AMX: 32-column strips of tile rows (gemm_amx.c). PAIRS: the avx512-bf16
  * kernels' strips, bf16 pairs in 32 columns per K block, laid out as that
  * kernel packs them per call (gemm_bf16.c). */
-typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2 } bs_wpack;
+/* I8: the int8w mode's quantized copy (bs_gemm_quantize): q[n][k] int8 and
+ * its per-row scales (bs_wmat.scale). */
+typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2, BS_WPACK_I8 = 3 } bs_wpack;
 
 typedef struct bs_wmat {
     bs_dtype dtype;
@@ -26,6 +28,7 @@ typedef struct bs_wmat {
      * read data. */
     const void *packed;
     bs_wpack packed_kind;
+    const float *scale; /* BS_I8 data or BS_WPACK_I8: row n's weights are scale[n] * q[n][k] */
 } bs_wmat;
 
 /* Kernel families of the CPU backend (GEMM, attention, element-wise). All
@@ -82,6 +85,21 @@ int bs_gemm_force_bf16_hw(int k);
  * kernel needs nothing, BS_ENOMEM. */
 int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes);
 void bs_gemm_unpack(bs_wmat *w);
+
+/* The int8w mode (weights int8, issue 34): row n of w becomes
+ *     s[n] = amax_n / 127 (f32; amax_n the largest |w[n][k]| widened to f32),
+ *     q[n][k] = rint(w[n][k] / s[n]) (f32 division, ties to even; 0 when
+ *               amax_n is 0), within [-127, 127],
+ * kept as w->packed (BS_WPACK_I8) beside the stored weights. In the bf16
+ * compute mode a w so packed is multiplied as the bf16 mode multiplies
+ * weights q (small integers are exact in bf16) and each output is then
+ * multiplied by s[n]: y[m][n] = s[n] * chain(x[m], q[n]). The chain is the
+ * one of the avx512-bf16 and portable bf16 kernels (never AMX's), so an
+ * int8w product has the same bits on every CPU. 1 with the copy made (its
+ * bytes in *bytes), 0 for an empty w, BS_ENOMEM. */
+int bs_gemm_quantize(bs_pool *pool, bs_wmat *w, size_t *bytes);
+/* The quantization of one row (n values of dtype dt at src) into q and *scale. */
+void bs_quantize_row_i8(const void *src, bs_dtype dt, int n, int8_t *q, float *scale);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

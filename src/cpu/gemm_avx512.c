@@ -59,7 +59,7 @@ AVX512_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k8, float *dst
 
 static AVX512_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
     int k8 = kc & ~7;
-    if (w->n - n0 < NR || k8 < kc || (w->dtype == BS_F16 && !bs_gemm_have_f16c())) {
+    if (w->n - n0 < NR || k8 < kc || w->dtype == BS_I8 || (w->dtype == BS_F16 && !bs_gemm_have_f16c())) {
         bs_gemm_pack_b_portable(w, n0, k0, kc, dst, NR);
         return;
     }

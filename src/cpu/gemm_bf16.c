@@ -53,6 +53,7 @@ static inline uint32_t weight_bf16(const bs_wmat *w, size_t idx) {
     switch (w->dtype) {
     case BS_BF16: return ((const uint16_t *)w->data)[idx];
     case BS_F16: return bs_f32_to_bf16(bs_f16_to_f32(((const uint16_t *)w->data)[idx]));
+    case BS_I8: return bs_f32_to_bf16((float)((const int8_t *)w->data)[idx]); /* exact: |q| <= 127 */
     default: return bs_f32_to_bf16(((const float *)w->data)[idx]);
     }
 }
@@ -145,16 +146,20 @@ static BF16_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, fl
     }
 }
 
-/* 8 pairs (16 consecutive weights) of one row as 8 words; dt constant. */
+/* 8 pairs (16 consecutive weights) of one row as 8 words; dt constant. An
+ * int8 weight widens to f32 and then bf16 exactly (|q| <= 127). */
 BF16_INLINE __m256 load8pairs(const void *p, const bs_dtype dt) {
     if (dt == BS_BF16) return _mm256_loadu_ps(p);
+    if (dt == BS_I8)
+        return _mm256_castsi256_ps(
+            round16_bf16(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)))));
     return _mm256_castsi256_ps(round16_bf16(_mm512_loadu_ps(p)));
 }
 
 /* dst[p][32] for a full strip and k16 (a multiple of 16) depth: 8 x 8 word
  * transposes, four per 8 pairs. */
 BF16_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst, const bs_dtype dt) {
-    const size_t es = dt == BS_F32 ? 4 : 2, ld = (size_t)w->k * es;
+    const size_t es = dt == BS_F32 ? 4 : dt == BS_I8 ? 1 : 2, ld = (size_t)w->k * es;
     const char *src = (const char *)w->data + ((size_t)n0 * w->k + (size_t)k0) * es;
     for (int kk = 0; kk < k16; kk += 16, src += 16 * es, dst += 8 * NR) {
 #pragma GCC unroll 4
@@ -176,6 +181,7 @@ static BF16_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst)
         return;
     }
     if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, BS_BF16);
+    else if (w->dtype == BS_I8) pack_b_t(w, n0, k0, k16, dst, BS_I8);
     else pack_b_t(w, n0, k0, k16, dst, BS_F32);
 }
 

@@ -685,7 +685,7 @@ static int walk(upload *u, const bs_model *m, bs_err *e) {
     cu_impl *c = u->c;
     int rc;
     size_t es = c->es, H = (size_t)c->H;
-    bs_wmat emb = {m->embed->dtype, m->embed->data, c->V, c->H, NULL, BS_WPACK_NONE};
+    bs_wmat emb = {m->embed->dtype, m->embed->data, c->V, c->H, NULL, BS_WPACK_NONE, NULL};
     c->emb = place(u, (size_t)c->V * H * es);
     if (u->arena && (rc = put_mat(u, &emb, c->emb, 0, e)) < 0) return rc;
     if ((rc = put_f32(u, m->final_norm, H, &c->final_norm, e)) < 0) return rc;

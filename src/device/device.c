@@ -58,20 +58,28 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         if (rc < 0) m->compute = BS_COMPUTE_F32;
         return rc;
     }
+    if (dtype && !strcmp(dtype, "int8w")) { /* weights int8, the bf16 mode's compute (gemm.h) */
+        bs_model_unpack(m);
+        m->compute = BS_COMPUTE_BF16;
+        int rc = bs_model_quantize(m, e);
+        if (rc < 0) m->compute = BS_COMPUTE_F32;
+        return rc;
+    }
     if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "f32")) {
         bs_model_unpack(m); /* f32 kernels read the stored weights */
         return BS_OK;
     }
     if (!strcmp(dtype, "f16")) return bs_fail(e, BS_EUNSUP, "dtype f16 needs the CUDA backend; use bf16 or f32");
-    return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
+    return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32, int8w)", dtype);
 }
 
 int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, const char *gemm_table, bs_err *e) {
     if (!device) device = "cpu";
     if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "auto"))
         return bs_fail(e, BS_EINVAL, "unknown device '%s' (cpu, cuda, auto)", device);
-    if (dtype && strcmp(dtype, "auto") && strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "f32"))
-        return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32)", dtype);
+    if (dtype && strcmp(dtype, "auto") && strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "f32") &&
+        strcmp(dtype, "int8w"))
+        return bs_fail(e, BS_EINVAL, "unknown dtype '%s' (auto, f16, bf16, f32, int8w)", dtype);
     if (m->backend) return bs_fail(e, BS_EINVAL, "the model already has the %s backend", m->backend->name);
     int cuda = !strcmp(device, "cuda");
     if (!strcmp(device, "auto")) {
@@ -81,6 +89,15 @@ int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, cons
         if (!cuda && !atomic_exchange(&said, 1))
             bs_log(BS_LOG_INFO, "device", "no usable CUDA GPU; using the CPU backend%s",
                    bs_device_has_cuda() ? "" : " (this build has no CUDA backend)");
+    }
+    int cpu_only = dtype && !strcmp(dtype, "int8w");
+    if (cuda && cpu_only) {
+        if (strcmp(device, "auto"))
+            return bs_fail(e, BS_EUNSUP, "dtype int8w runs on the CPU backend only; use --backend cpu (or auto)");
+        cuda = 0;
+        static atomic_int said_int8;
+        if (!atomic_exchange(&said_int8, 1))
+            bs_log(BS_LOG_INFO, "device", "dtype int8w runs on the CPU backend; the GPU is not used for it");
     }
     if (!cuda) {
         if (gemm_table) /* 06 §4.2: accepted, and said to be of no use here */

@@ -168,6 +168,41 @@ int bs_model_prepack(bs_model *m, bs_err *e) {
     return BS_OK;
 }
 
+int bs_model_quantize(bs_model *m, bs_err *e) {
+    uint64_t total = 0, made = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < 7; i++) total += mat_bytes(layer_mat(&m->layers[l], i));
+    char what[512];
+    snprintf(what, sizeof what, "quantizing the weights of %s to int8", m->dir);
+    bs_progress *p = bs_progress_start(what, total, "B");
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < 7; i++) {
+            bs_wmat *w = layer_mat(&m->layers[l], i);
+            size_t bytes = 0, src = mat_bytes(w);
+            if (bs_gemm_quantize(m->pool, w, &bytes) < 0) {
+                bs_progress_end(p);
+                bs_model_unpack(m);
+                return bs_fail(e, BS_ENOMEM, "out of memory quantizing the weights of %s to int8 (%.1f GB); free "
+                               "memory or use another dtype (--dtype f32)", m->dir, (double)total / 2e9);
+            }
+            /* layer by layer: the stored weights leave memory as soon as
+             * their int8 copy exists, so the peak stays near the int8 size */
+            bs_weights_drop_pages(w->data, src);
+            made += bytes;
+            bs_progress_add(p, src);
+        }
+    bs_progress_end(p);
+    bs_log(BS_LOG_INFO, "model", "%s: weights quantized to int8 (%.1f MB, from %.1f MB)", m->dir, (double)made / 1e6,
+           (double)total / 1e6);
+    return BS_OK;
+}
+
+const char *bs_model_dtype_name(const bs_model *m) {
+    if (m->backend) return NULL;
+    if (m->compute != BS_COMPUTE_BF16) return "f32";
+    return m->layers && m->cfg.n_layers > 0 && m->layers[0].wq.packed_kind == BS_WPACK_I8 ? "int8w" : "bf16";
+}
+
 void bs_model_unpack(bs_model *m) {
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(&m->layers[l], i));

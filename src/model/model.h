@@ -54,5 +54,14 @@ void bs_model_free(bs_model *m);
 int bs_model_prepack(bs_model *m, bs_err *e);
 /* Frees the packed copies (bs_model_free does it too). */
 void bs_model_unpack(bs_model *m);
+/* The int8w mode (issue 34): the seven projections of every layer get int8
+ * copies with per-row scales (bs_gemm_quantize), layer by layer, with
+ * progress, each stored matrix dropped from memory once its copy exists;
+ * the embeddings and the letter rows of lm_head stay as stored. Set
+ * m->compute to BS_COMPUTE_BF16 first. BS_ENOMEM leaves m as it was. */
+int bs_model_quantize(bs_model *m, bs_err *e);
+/* The CPU compute mode as users name it: "f32", "bf16" or "int8w" (NULL on
+ * another backend, which names its own). */
+const char *bs_model_dtype_name(const bs_model *m);
 
 #endif

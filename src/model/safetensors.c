@@ -769,6 +769,7 @@ float bs_tensor_get_f32(const bs_tensor *t, int64_t i) {
     }
     case BS_F16: return bs_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
     case BS_BF16: return bs_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+    case BS_I8: return (float)(int8_t)p[0];
     }
     return NAN;
 }

@@ -116,7 +116,7 @@ int bs_cfg_parse_int(const char *s, long long min, long long max, long long *out
 }
 
 int bs_cfg_check_dtype(const char *v) {
-    return !strcmp(v, "auto") || !strcmp(v, "f16") || !strcmp(v, "bf16") || !strcmp(v, "f32") ? 0 : -1;
+    return !strcmp(v, "auto") || !strcmp(v, "f16") || !strcmp(v, "bf16") || !strcmp(v, "f32") || !strcmp(v, "int8w") ? 0 : -1;
 }
 
 int bs_cfg_check_schedule(const char *v, int *fifo) {
@@ -378,7 +378,7 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
     if (!strcmp(key, "path")) return get_str(y, key, v, &m->path);
     if (!strcmp(key, "repo")) return get_str(y, key, v, &m->repo);
     if (!strcmp(key, "revision")) return get_str(y, key, v, &m->revision);
-    if (!strcmp(key, "dtype")) return get_enum(y, key, v, check_dtype_fn, "auto, f16, bf16, f32", &m->dtype);
+    if (!strcmp(key, "dtype")) return get_enum(y, key, v, check_dtype_fn, "auto, f16, bf16, f32, int8w", &m->dtype);
     if (!strcmp(key, "gemm_table")) return get_str(y, key, v, &m->gemm_table);
     if (!strcmp(key, "max_batch_tokens")) return get_long(y, key, v, 1, &m->max_batch_tokens);
     if (!strcmp(key, "long_tokens")) return get_long(y, key, v, 0, &m->long_tokens);

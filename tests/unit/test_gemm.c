@@ -147,7 +147,7 @@ int main(void) {
                 w[i] = bs_bf16_to_f32(wb[i]);
             }
             for (int i = 0; i < mm * k; i++) x[i] = frand();
-            bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE};
+            bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE, NULL}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE, NULL};
             for (int i = 0; i < mm; i++) bs_gemm(NULL, x + (size_t)i * k, k, 1, &wf, solo + (size_t)i * n, n);
 
             int mr = mm < 300 ? mm : 300;
@@ -190,7 +190,7 @@ int main(void) {
             float *y1 = malloc((size_t)m * n * 4), *y2 = malloc((size_t)m * n * 4);
             for (int i = 0; i < n * k; i++) { wh[i] = bs_f32_to_f16(frand()); w[i] = bs_f16_to_f32(wh[i]); }
             for (int i = 0; i < m * k; i++) x[i] = frand();
-            bs_wmat a = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE}, b = {BS_F32, w, n, k, NULL, BS_WPACK_NONE};
+            bs_wmat a = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE, NULL}, b = {BS_F32, w, n, k, NULL, BS_WPACK_NONE, NULL};
             bs_gemm(pool2, x, k, m, &a, y1, n);
             bs_gemm(pool2, x, k, m, &b, y2, n);
             CHECK(memcmp(y1, y2, (size_t)m * n * 4) == 0);
@@ -199,7 +199,7 @@ int main(void) {
         /* K = 0: an empty sum is +0 */
         {
             float xv[2] = {1, 2}, yv[6] = {9, 9, 9, 9, 9, 9};
-            bs_wmat e = {BS_F32, xv, 3, 0, NULL, BS_WPACK_NONE};
+            bs_wmat e = {BS_F32, xv, 3, 0, NULL, BS_WPACK_NONE, NULL};
             bs_gemm(pool2, xv, 0, 2, &e, yv, 3);
             int nz = 0;
             for (int i = 0; i < 6; i++) nz += yv[i] != 0.0f;

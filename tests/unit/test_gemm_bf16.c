@@ -186,8 +186,8 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
             wb[i] = bs_f32_to_bf16(v); w[i] = bs_bf16_to_f32(wb[i]); wh[i] = bs_f32_to_f16(w[i]);
         }
         for (int i = 0; i < mm * k; i++) x[i] = frand() * (i % 7 == 0 ? 30.0f : 1.0f);
-        bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE},
-               whf = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE};
+        bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE, NULL}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE, NULL},
+               whf = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE, NULL};
         for (int fam = 0; fam < 1 + hw + amx; fam++) {
             bs_gemm_force_bf16_hw(fam);
             CHECK_STR(bs_gemm_bf16_kernel_name(), fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : "amx-bf16");

@@ -269,7 +269,7 @@ static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_
     if (!x || !w || !y) { free(x); free(w); free(y); return 0; }
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    bs_wmat wm = {BS_F32, w, N, K, NULL, BS_WPACK_NONE};
+    bs_wmat wm = {BS_F32, w, N, K, NULL, BS_WPACK_NONE, NULL};
     /* the weights as a loaded model holds them in this mode */
     if (!blas && bs_gemm_prepack(pool, &wm, mode, NULL) < 0) { free(x); free(w); free(y); return 0; }
     double best = 1e30;
@@ -483,7 +483,7 @@ static void put_report_head(const bench_run *b, bs_buf *rep, double load_s, cons
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
                   "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
                   mp->name, wsha, be ? be->name : "cpu", load_s, bs_pool_size(b->pool), bs_gemm_kernel_name(bs_gemm_kernel()),
-                  b->bf16 ? "bf16" : "f32", b->bf16 ? bs_gemm_bf16_kernel_name() : "", b->state_tokens,
+                  be ? "f32" : bs_model_dtype_name(&b->mp->model), b->bf16 ? bs_gemm_bf16_kernel_name() : "", b->state_tokens,
                   b->n_ref ? b->n_ref : b->nb, L, fig->l1, fig->l2, fig->p95, fig->dec_s, b->dec_runs[0], b->dec_runs[1],
                   b->dec_runs[2], tp_done, b->group, batching_name, prof->total_ms / L, prof->gemm_ms / L,
                   prof->attn_ms / L, (prof->total_ms - prof->gemm_ms - prof->attn_ms) / L, prof->gemm_flop / L / 1e9,

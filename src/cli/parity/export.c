@@ -338,7 +338,7 @@ static int put_manifest(bs_buf *man, const export_opts *o, basal_session *ses, c
     } else {
         char desc[160];
         snprintf(desc, sizeof desc, "cpu %s (%d threads, kernel %s)",
-                 md->model.compute == BS_COMPUTE_BF16 ? "bf16" : "f32", bs_session_threads(ses),
+                 bs_model_dtype_name(&md->model), bs_session_threads(ses),
                  bs_gemm_kernel_name(bs_gemm_kernel()));
         bs_resp_cstr(man, desc);
     }

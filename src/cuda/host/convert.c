@@ -30,6 +30,7 @@ static float widen(const void *src, bs_dtype sdt, int64_t i) {
     case BS_BF16:
         memcpy(&h, (const char *)src + i * 2, 2);
         return bs_bf16_to_f32(h);
+    case BS_I8: return (float)((const int8_t *)src)[i]; /* never a model tensor: the int8w mode is CPU-only */
     }
     return 0.0f;
 }
@@ -46,6 +47,7 @@ void bs_cvt_one(const void *src, bs_dtype sdt, int64_t i, bs_dtype ddt, void *ou
     case BS_F32: memcpy(out, &f, 4); return;
     case BS_F16: h = bs_f32_to_f16(f); memcpy(out, &h, 2); return;
     case BS_BF16: h = bs_f32_to_bf16(f); memcpy(out, &h, 2); return;
+    case BS_I8: return; /* not a device format */
     }
 }
 
