@@ -54,6 +54,10 @@ void *bs_malloc_big(size_t bytes);
 
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
 double bs_now_ms(void);
+/* The cache directory of 06 §3 R3: $BASAL_HOME/.cache when BASAL_HOME is set
+ * and not empty, else $XDG_CACHE_HOME/basal when that is absolute, else
+ * $HOME/.cache/basal. *dir is malloc'd; *source names the rule that chose it. */
+int bs_cache_dir(char **dir, const char **source, bs_err *e);
 /* Wall-clock time, ms since the epoch (for timestamps; bs_now_ms measures). */
 double bs_wall_ms(void);
 

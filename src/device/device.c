@@ -54,6 +54,7 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
             bs_log(BS_LOG_WARN, "device", "BASAL_BF16=%s: this CPU (or its kernel) cannot run it; using %s", want,
                    bs_gemm_bf16_kernel_name());
         m->compute = BS_COMPUTE_BF16;
+        bs_model_prefetch(m);
         int rc = bs_model_prepack(m, e);
         if (rc < 0) m->compute = BS_COMPUTE_F32;
         return rc;
@@ -61,12 +62,18 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
     if (dtype && !strcmp(dtype, "int8w")) { /* weights int8, the bf16 mode's compute (gemm.h) */
         bs_model_unpack(m);
         m->compute = BS_COMPUTE_BF16;
-        int rc = bs_model_quantize(m, e);
+        char *cache = NULL;
+        const char *src;
+        bs_err ce = { 0 };
+        if (bs_cache_dir(&cache, &src, &ce) < 0) cache = NULL;
+        int rc = bs_model_quantize(m, cache, e);
+        free(cache);
         if (rc < 0) m->compute = BS_COMPUTE_F32;
         return rc;
     }
     if (!dtype || !strcmp(dtype, "auto") || !strcmp(dtype, "f32")) {
         bs_model_unpack(m); /* f32 kernels read the stored weights */
+        bs_model_prefetch(m);
         return BS_OK;
     }
     if (!strcmp(dtype, "f16")) return bs_fail(e, BS_EUNSUP, "dtype f16 needs the CUDA backend; use bf16 or f32");
@@ -105,6 +112,7 @@ int bs_device_attach_ex(bs_model *m, const char *device, const char *dtype, cons
         return cpu_dtype(m, dtype, e);
     }
 #ifdef BS_HAVE_CUDA
+    bs_model_prefetch(m);
     return bs_cuda_backend_create(m, dtype, gemm_table, e);
 #else
     (void)gemm_table;

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/util.h"
+#include "model/quant_cache.h"
 
 static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
     *out = NULL;
@@ -97,12 +98,6 @@ int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e) {
                "(%g) and is ignored", dir, m->cfg.rope_theta);
     if ((rc = bs_weights_open(&m->weights, dir, e)) < 0) goto fail;
     if ((rc = bs_weights_check_llama(&m->weights, &m->cfg, e)) < 0) goto fail;
-    {
-        /* read from disk now, with progress, not during the first requests */
-        char what[512];
-        snprintf(what, sizeof what, "loading the weights of %s", dir);
-        bs_weights_prefetch(&m->weights, what);
-    }
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
     if (!m->layers) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto fail; }
     for (int l = 0; l < m->cfg.n_layers; l++)
@@ -127,6 +122,15 @@ fail:
 static bs_wmat *layer_mat(bs_layer *ly, int i) {
     bs_wmat *all[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->wg, &ly->wu, &ly->wd};
     return all[i];
+}
+
+bs_wmat *bs_layer_mat(bs_layer *ly, int i) { return layer_mat(ly, i); }
+
+const char *bs_layer_mat_name(int i) {
+    static const char *const names[BS_LAYER_MATS] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                     "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                                     "mlp.down_proj"};
+    return i >= 0 && i < BS_LAYER_MATS ? names[i] : NULL;
 }
 
 int bs_model_prepack(bs_model *m, bs_err *e) {
@@ -168,7 +172,71 @@ int bs_model_prepack(bs_model *m, bs_err *e) {
     return BS_OK;
 }
 
-int bs_model_quantize(bs_model *m, bs_err *e) {
+void bs_model_prefetch(const bs_model *m) {
+    char what[512];
+    snprintf(what, sizeof what, "loading the weights of %s", m->dir);
+    bs_weights_prefetch(&m->weights, what);
+}
+
+static int quantize_all(bs_model *m, bs_err *e);
+
+/* <cache_dir>/int8w/<key>.safetensors (the directory created) and the key;
+ * NULL with e set when there is none. */
+static char *quant_cache_path(const bs_model *m, const char *cache_dir, char key[65], bs_err *e) {
+    if (bs_quant_cache_key(m, key, e) < 0) return NULL;
+    char *path = bs_strfmt("%s/int8w/%s.safetensors", cache_dir, key), *top = NULL;
+    if (!path) return bs_fail(e, BS_ENOMEM, "out of memory"), NULL;
+    if (bs_mkdir_parents(path, &top, e) < 0) {
+        free(path);
+        return NULL;
+    }
+    free(top);
+    return path;
+}
+
+/* The projections' int8 copies from the cache file: 1 when read. */
+static int quantize_from_cache(bs_model *m, const char *path, const char *key) {
+    if (!bs_file_exists(path)) return 0;
+    bs_err ce = { 0 };
+    int rc = bs_quant_cache_read(m, path, key, &ce);
+    if (rc == 1) {
+        for (int l = 0; l < m->cfg.n_layers; l++) /* the stored weights are not read in this mode */
+            for (int i = 0; i < BS_LAYER_MATS; i++) {
+                const bs_wmat *w = layer_mat(&m->layers[l], i);
+                bs_weights_drop_pages(w->data, mat_bytes(w));
+            }
+        bs_log(BS_LOG_INFO, "model", "%s: int8 weights read from %s", m->dir, path);
+        return 1;
+    }
+    bs_log(BS_LOG_WARN, "model", "%s; quantizing the weights again", ce.msg);
+    return 0;
+}
+
+int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e) {
+    char key[65], *path = NULL;
+    if (cache_dir) {
+        bs_err ce = { 0 };
+        if (!(path = quant_cache_path(m, cache_dir, key, &ce)))
+            bs_log(BS_LOG_WARN, "model", "int8 weights cache: %s; quantizing without it", ce.msg);
+        if (path && quantize_from_cache(m, path, key)) {
+            free(path);
+            return BS_OK;
+        }
+    }
+    int rc = quantize_all(m, e);
+    if (rc == BS_OK && path) {
+        bs_err we = { 0 };
+        if (bs_quant_cache_write(m, path, key, &we) < 0)
+            bs_log(BS_LOG_WARN, "model", "cannot keep the int8 weights in the cache (%s); the next start quantizes "
+                   "again", we.msg);
+        else
+            bs_log(BS_LOG_INFO, "model", "%s: int8 weights kept in %s", m->dir, path);
+    }
+    free(path);
+    return rc;
+}
+
+static int quantize_all(bs_model *m, bs_err *e) {
     uint64_t total = 0, made = 0;
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) total += mat_bytes(layer_mat(&m->layers[l], i));

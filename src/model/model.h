@@ -15,6 +15,13 @@ typedef struct bs_layer {
     float *bg, *bu, *bd;              /* NULL without mlp_bias */
 } bs_layer;
 
+/* The projections of a layer in a fixed order (wq wk wv wo wg wu wd), and
+ * the name of each in the checkpoint ("self_attn.q_proj", ...; the tensor is
+ * "model.layers.<l>.<name>.weight"). */
+#define BS_LAYER_MATS 7
+bs_wmat *bs_layer_mat(bs_layer *ly, int i);
+const char *bs_layer_mat_name(int i);
+
 struct bs_fwd_input;
 struct bs_model;
 
@@ -54,12 +61,18 @@ void bs_model_free(bs_model *m);
 int bs_model_prepack(bs_model *m, bs_err *e);
 /* Frees the packed copies (bs_model_free does it too). */
 void bs_model_unpack(bs_model *m);
+/* Reads every page of the weights once, with progress (the modes that read
+ * the stored weights: the first requests then do not wait for the disk). */
+void bs_model_prefetch(const bs_model *m);
 /* The int8w mode (issue 34): the seven projections of every layer get int8
  * copies with per-row scales (bs_gemm_quantize), layer by layer, with
  * progress, each stored matrix dropped from memory once its copy exists;
- * the embeddings and the letter rows of lm_head stay as stored. Set
- * m->compute to BS_COMPUTE_BF16 first. BS_ENOMEM leaves m as it was. */
-int bs_model_quantize(bs_model *m, bs_err *e);
+ * the embeddings and the letter rows of lm_head stay as stored. With
+ * cache_dir, the copies are read from <cache_dir>/int8w/ when a valid file
+ * for these weights is there (model/quant_cache.h), else made and written
+ * there (a cache that cannot be read or written is logged, never fatal).
+ * Set m->compute to BS_COMPUTE_BF16 first. BS_ENOMEM leaves m as it was. */
+int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e);
 /* The CPU compute mode as users name it: "f32", "bf16" or "int8w" (NULL on
  * another backend, which names its own). */
 const char *bs_model_dtype_name(const bs_model *m);

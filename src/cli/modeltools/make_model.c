@@ -68,6 +68,9 @@ typedef struct opts {
     bs_dtype dtype;
     int shards, tie, always, tmpl_object;
     int rope_decoy; /* write the decoy top-level rope_theta of the test fixtures (07 §8.2) */
+    double head_std;      /* lm_head's spread; 0 = 8/sqrt(H) */
+    int outliers;         /* hidden channels whose RMSNorm weights are scaled by outlier_scale */
+    double outlier_scale;
 } opts;
 
 /* ---- the generator ---- */
@@ -90,11 +93,22 @@ typedef struct gen_tensor {
     uint64_t key;     /* stream key: seed and the name values are drawn for */
     double mean, std;
     int64_t numel, first_chunk;
+    int outliers, hidden;  /* an RMSNorm weight: its outlier channels (outlier_channel) get outlier_scale */
+    double outlier_scale;
 } gen_tensor;
+
+/* Whether hidden channel ch is one of the first n outlier channels: spread
+ * over the width, as the few large channels of real checkpoints are. */
+static int outlier_channel(int64_t ch, int n, int hidden) {
+    for (int j = 0; j < n; j++)
+        if (ch == (int64_t)((j * 37 + 5) % hidden)) return 1;
+    return 0;
+}
 
 /* Fills out[0..n) with mean + std·N(0,1) for chunk c of a tensor (Box–Muller,
  * both outputs used). Computed in double, rounded once to f32. */
 static void gen_chunk(const gen_tensor *t, int64_t c, float *out, int64_t n, int round_bf16) {
+    int64_t off = c * CHUNK;
     uint64_t s = t->key ^ ((uint64_t)c * 0xd1b54a32d192ed03ull);
     splitmix64(&s); /* decorrelate neighbouring chunk states */
     const double two_pi = 6.283185307179586;
@@ -105,6 +119,8 @@ static void gen_chunk(const gen_tensor *t, int64_t c, float *out, int64_t n, int
         out[i] = (float)(t->mean + t->std * (r * cos(a)));
         if (i + 1 < n) out[i + 1] = (float)(t->mean + t->std * (r * sin(a)));
     }
+    for (int64_t i = 0; t->outliers && i < n; i++)
+        if (outlier_channel(off + i, t->outliers, t->hidden)) out[i] = (float)(out[i] * t->outlier_scale);
     if (round_bf16) /* F32 twins hold exactly the values of the BF16 model */
         for (int64_t i = 0; i < n; i++) out[i] = bs_bf16_to_f32(bs_f32_to_bf16(out[i]));
 }
@@ -177,7 +193,7 @@ static int weight_specs(const opts *o, spec **out, int *n_out, bs_err *e) {
     SPEC(2, p->V, p->H, 0.0, 1.0);
     snprintf(name, sizeof name, "lm_head.weight");
     /* wide spread so letter logits differ by several units */
-    SPEC(2, p->V, p->H, 0.0, o->tie ? 1.0 : 8.0 / sqrt(p->H));
+    SPEC(2, p->V, p->H, 0.0, o->tie ? 1.0 : o->head_std > 0 ? o->head_std : 8.0 / sqrt(p->H));
     snprintf(name, sizeof name, "model.norm.weight");
     SPEC(1, p->H, 0, 1.0, 0.1);
     for (int l = 0; l < p->L; l++) {
@@ -244,6 +260,11 @@ static int write_weights(const opts *o, bs_err *e) {
         t->mean = sp[i].mean;
         t->std = sp[i].std;
         t->numel = bs_st_numel(w, t->idx);
+        if (o->outliers && strstr(sp[i].name, "layernorm.weight")) {
+            t->outliers = o->outliers;
+            t->hidden = o->p.H;
+            t->outlier_scale = o->outlier_scale;
+        }
         t->first_chunk = i ? ts[i - 1].first_chunk + (ts[i - 1].numel + CHUNK - 1) / CHUNK : 0;
     }
 
@@ -555,6 +576,7 @@ const cli_doc cli_doc_make_model = {
 
 int cmd_make_model(int argc, char **argv) {
     opts o = {0};
+    o.outlier_scale = 50.0;
     o.p = presets[0];
     o.dtype = BS_BF16;
     o.shards = 1;
@@ -577,6 +599,13 @@ int cmd_make_model(int argc, char **argv) {
                   1 << 20),
         CLI_CHOICE("--bias", "the preset's", NULL, "q/k/v projection biases (developer option)", &bias, "on|off"),
         CLI_SW("--tie", "tie the output head to the embeddings (developer option)", &o.tie),
+        CLI_DOUBLE("--head-std", "X", "8/sqrt(hidden)", NULL,
+                   "spread of lm_head's weights: larger = sharper answers (developer option)", &o.head_std, 0, 1e6),
+        CLI_INT("--outliers", "N", "0", NULL,
+                "hidden channels with large RMSNorm weights, as real checkpoints have (developer option)", &o.outliers,
+                0, 1 << 20),
+        CLI_DOUBLE("--outlier-scale", "X", "50", NULL, "the factor of those channels (developer option)",
+                   &o.outlier_scale, 0, 1e6),
         CLI_SW("--rope-theta-decoy",
                "also write the test fixtures' decoy top-level rope_theta 10000 (spec 07 §8.2; developer option)",
                &o.rope_decoy),
