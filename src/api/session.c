@@ -1,7 +1,8 @@
 /* basal_session (include/basal.h): one model loaded in-process and
  * /v1/systemone requests decided on it one at a time, through the same
  * planning, packed forwards and answer writer as the server's engine
- * (bs_plan_text → bs_runner_run_all → bs_plan_refusal → bs_plan_answer). */
+ * (bs_plan_text → bs_runner_run_all → bs_plan_refusal → bs_plan_answer).
+ * basal_decide is a batch of one. */
 #include "api/session.h"
 
 #include <stdlib.h>
@@ -26,13 +27,22 @@ struct basal_session {
 };
 
 void basal_options_init(basal_options *o) {
-    memset(o, 0, sizeof *o);
+    if (o) memset(o, 0, sizeof *o);
+}
+
+const char *basal_version(void) {
+    return BASAL_VERSION;
 }
 
 int basal_open(basal_session **out, const char *model, const basal_options *opt, bs_err *e) {
     basal_options defaults;
     char *dir = NULL;
     int rc;
+    if (e) {
+        e->code = 0;
+        e->msg[0] = 0;
+    }
+    if (!out) return bs_fail(e, BS_EINVAL, "no place for the session given");
     *out = NULL;
     if (!opt) {
         basal_options_init(&defaults);
@@ -85,7 +95,7 @@ void basal_close(basal_session *s) {
 }
 
 const char *basal_model_name(const basal_session *s) {
-    return s->m.name;
+    return s ? s->m.name : "";
 }
 
 const bs_basal_model *bs_session_model(const basal_session *s) {
@@ -138,54 +148,105 @@ static int take(basal_result *r, int status, bs_buf *b, bs_err *e) {
     return BS_OK;
 }
 
-int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
-    bs_plan plan = { 0 };
+/* One request of a call: its plan, and the error body that refuses it
+ * (validation and planning, a finalist prompt, an act refusal). */
+typedef struct {
+    bs_plan plan;
     bs_reply rep;
+    int planned, ran; /* its forwards were asked for; they ran and it was not refused between the rounds */
+} decision;
+
+/* Steps 4-10 of 02 §3 for every request: a refused one keeps its error body in
+ * rep; the others' plans go to pp (*np of them). */
+static int plan_all(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
+                    decision *dc, bs_plan **pp, bs_reply **rp, size_t *np, basal_result *res, bs_err *e) {
+    *np = 0;
+    for (size_t i = 0; i < n; i++) {
+        double t0 = bs_now_ms();
+        const char *body = req && req[i] ? req[i] : "";
+        int rc = bs_plan_text(&dc[i].plan, body, req && req[i] ? lens[i] : 0, d, &s->m, &s->lc, &dc[i].rep, e);
+        res[i].plan_ms = bs_now_ms() - t0;
+        if (rc == BS_EINVAL && dc[i].rep.body.len) continue;
+        if (rc < 0) return rc;
+        dc[i].planned = 1;
+        pp[*np] = &dc[i].plan;
+        rp[(*np)++] = &dc[i].rep;
+    }
+    return BS_OK;
+}
+
+/* A request whose forwards ran: its refusal (03 §2.5: an act refusal without
+ * a defer action is the request's error body) or its answer. */
+static int answer_one(basal_session *s, decision *dc, basal_result *r, bs_err *e) {
+    int rc = bs_plan_refusal(&dc->plan, &s->m, &dc->rep, e);
+    if (rc > 0) return take(r, dc->rep.status, &dc->rep.body, e);
+    if (rc < 0) return rc;
     bs_buf out;
-    memset(r, 0, sizeof *r);
+    bs_buf_init(&out);
+    if ((rc = bs_plan_answer(&dc->plan, &s->m, -1, &out, e)) == 0) rc = take(r, 200, &out, e);
+    bs_buf_free(&out);
+    return rc;
+}
+
+int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
+                            basal_result *res, bs_err *e) {
+    if (e) {
+        e->code = 0;
+        e->msg[0] = 0;
+    }
+    if (res) memset(res, 0, n * sizeof *res);
+    if (!s || (n && (!res || (req && !lens)))) return bs_fail(e, BS_EINVAL, "no session, results or lengths given");
     memset(&s->last, 0, sizeof s->last);
     s->last_ran = 0;
-    bs_reply_init(&rep);
-    bs_buf_init(&out);
-    double t0 = bs_now_ms(), t1 = t0;
-    int rc = bs_plan_text(&plan, request ? request : "", request ? len : 0, BS_DIALECT_SYSTEMONE, &s->m, &s->lc, &rep, e);
-    if (rc == BS_EINVAL && rep.body.len) goto refused;
-    if (rc < 0) goto fail;
-    t1 = bs_now_ms();
-    r->plan_ms = t1 - t0;
-    bs_plan *pp = &plan;
+    decision *dc = calloc(n ? n : 1, sizeof *dc);
+    bs_plan **pp = calloc(n ? n : 1, sizeof *pp);
+    bs_reply **rp = calloc(n ? n : 1, sizeof *rp);
+    size_t np = 0;
+    int rc = dc && pp && rp ? BS_OK : bs_fail(e, BS_ENOMEM, "out of memory");
+    for (size_t i = 0; dc && i < n; i++) bs_reply_init(&dc[i].rep);
+    if (rc == BS_OK) rc = plan_all(s, d, n, req, lens, dc, pp, rp, &np, res, e);
+    double t1 = bs_now_ms();
     int64_t f0 = s->run.forward_tokens;
-    /* both steps of a request with large choices (03 §5.4): round 1, then the
-     * finalists; a finalist prompt over the model's limit fails only this
-     * request (04 §3 P7) with rep filled */
-    rc = bs_runner_run_all(&s->run, &pp, 1, &s->lc, &rep, e);
-    if (rc == BS_EINVAL && rep.body.len) goto refused;
-    if (rc < 0) goto fail;
-    s->last = plan.usage;
+    /* every step of every plan (03 §5.4: round 1, then the large choices'
+     * finalists); a finalist prompt over the model's limit fails only its
+     * request (04 §3 P7), its rep filled */
+    if (rc == BS_OK && np) rc = bs_runner_run_all(&s->run, pp, np, &s->lc, rp, e);
+    for (size_t i = 0; rc == BS_OK && i < n; i++) {
+        decision *di = &dc[i];
+        if (!di->planned || di->rep.body.len) { /* refused while planning, or its finalists were */
+            rc = take(&res[i], di->rep.status, &di->rep.body, e);
+            continue;
+        }
+        di->ran = 1;
+        s->last.input_tokens += di->plan.usage.input_tokens;
+        s->last.questions += di->plan.usage.questions;
+        s->last.branches += di->plan.usage.branches;
+        s->last_ran++;
+        rc = answer_one(s, di, &res[i], e);
+    }
     s->last.computed_tokens = s->run.forward_tokens - f0;
-    s->last_ran = 1;
-    bs_reply_free(&rep);
-    bs_reply_init(&rep);
-    /* 03 §2.5: an act refusal without a defer action is the request's error body */
-    if ((rc = bs_plan_refusal(&plan, &s->m, &rep, e)) > 0) goto refused;
-    if (rc < 0) goto fail;
-    if ((rc = bs_plan_answer(&plan, &s->m, -1, &out, e)) < 0) goto fail;
-    r->forward_ms = bs_now_ms() - t1;
-    if ((rc = take(r, 200, &out, e)) < 0) goto fail;
-    bs_plan_free(&plan);
-    bs_reply_free(&rep);
-    return BS_OK;
-refused:
-    if (!r->plan_ms) r->plan_ms = bs_now_ms() - t0;
-    rc = take(r, rep.status, &rep.body, e);
-    bs_plan_free(&plan);
-    bs_reply_free(&rep);
+    double fwd_ms = bs_now_ms() - t1;
+    for (size_t i = 0; rc == BS_OK && i < n; i++)
+        if (dc[i].ran) res[i].forward_ms = fwd_ms;
+    for (size_t i = 0; dc && i < n; i++) {
+        bs_plan_free(&dc[i].plan);
+        bs_reply_free(&dc[i].rep);
+    }
+    free(dc);
+    free(pp);
+    free(rp);
+    if (rc < 0) {
+        if (e && !e->msg[0]) bs_fail(e, rc, "%s", bs_strerror(rc));
+        for (size_t i = 0; res && i < n; i++) basal_result_free(&res[i]);
+    }
     return rc;
-fail:
-    if (e && !e->msg[0]) bs_fail(e, rc, "%s", bs_strerror(rc));
-    basal_result_free(r);
-    bs_buf_free(&out);
-    bs_reply_free(&rep);
-    bs_plan_free(&plan);
-    return rc;
+}
+
+int basal_decide_batch(basal_session *s, size_t n, const char *const *requests, const size_t *lens,
+                       basal_result *results, bs_err *e) {
+    return bs_session_decide_batch(s, BS_DIALECT_SYSTEMONE, n, requests, lens, results, e);
+}
+
+int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
+    return bs_session_decide_batch(s, BS_DIALECT_SYSTEMONE, 1, &request, &len, r, e);
 }

@@ -18,8 +18,13 @@ int bs_session_threads(const basal_session *s);
 /* How the forwards are packed (engine/runner.h bs_batching; tree by
  * default): benchmarks compare the modes, the answers are the same. */
 void bs_session_set_batching(basal_session *s, int batching);
-/* The last basal_decide's usage (computed_tokens: what its forwards
- * computed) and whether its forwards ran (0: refused while planning). */
+/* basal_decide_batch in either dialect: BS_DIALECT_BASAL answers as
+ * /v1/basal does (the parity export's answer_upstream). */
+int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char *const *requests,
+                            const size_t *lens, basal_result *results, bs_err *e);
+/* The last decision call's usage, summed over its requests whose forwards ran
+ * (computed_tokens: what its forwards computed), and how many requests those
+ * were (0: every one was refused while planning or between the rounds). */
 bs_usage bs_session_last_usage(const basal_session *s);
 int bs_session_last_ran(const basal_session *s);
 

@@ -545,21 +545,44 @@ int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e) {
     return rc < 0 ? rc : bs_ev_run(r, plans, n, e);
 }
 
-int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *reps,
+int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *const *reps,
                       bs_err *e) {
-    for (;;) {
-        int rc = bs_runner_run(r, plans, n, e), more = 0;
-        if (rc < 0) return rc;
-        for (size_t i = 0; i < n; i++) {
-            if (plans[i]->round == 3) continue;
-            bs_reply tmp;
-            bs_reply_init(&tmp);
-            int a = bs_plan_advance(plans[i], r->m, lc, reps ? &reps[i] : &tmp, e);
-            if (a == BS_EINVAL && !reps) bs_fail(e, BS_EINVAL, "%.*s", (int)tmp.body.len, tmp.body.data ? tmp.body.data : "");
-            bs_reply_free(&tmp);
-            if (a < 0) return a;
+    /* live[j] is plans[at[j]]: every plan but those a request error took out */
+    bs_plan **live = malloc((n ? n : 1) * sizeof *live);
+    size_t *at = malloc((n ? n : 1) * sizeof *at), nl = n;
+    int rc = live && at ? BS_OK : bs_fail(e, BS_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == BS_OK && i < n; i++) {
+        live[i] = plans[i];
+        at[i] = i;
+    }
+    while (rc == BS_OK && nl) {
+        if ((rc = bs_runner_run(r, live, nl, e)) < 0) break;
+        size_t kept = 0;
+        int more = 0;
+        for (size_t j = 0; rc == BS_OK && j < nl; j++) {
+            bs_plan *p = live[j];
+            int a = 0;
+            if (p->round != 3) {
+                bs_reply tmp;
+                bs_reply_init(&tmp);
+                bs_reply *rep = reps ? reps[at[j]] : &tmp;
+                a = bs_plan_advance(p, r->m, lc, rep, e);
+                if (a == BS_EINVAL && !reps)
+                    bs_fail(e, BS_EINVAL, "%.*s", (int)tmp.body.len, tmp.body.data ? tmp.body.data : "");
+                bs_reply_free(&tmp);
+                if (a == BS_EINVAL && reps && rep->body.len) continue; /* this request alone fails (04 §3 P7) */
+                if (a < 0) {
+                    rc = a;
+                    break;
+                }
+            }
+            live[kept] = p;
+            at[kept++] = at[j];
             more |= a;
         }
-        if (!more) return BS_OK;
+        nl = more ? kept : 0;
     }
+    free(live);
+    free(at);
+    return rc;
 }

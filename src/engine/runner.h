@@ -75,13 +75,15 @@ void bs_runner_free(bs_runner *r);
  * caller advances each plan (bs_plan_advance) afterwards. */
 int bs_runner_run(bs_runner *r, bs_plan *const *plans, size_t n, bs_err *e);
 
-/* Every step of the plans on this runner (commands and tests, not the
+/* Every step of the plans on this runner (commands and the session, not the
  * server): runs a step, advances each plan, repeats while any plan needs
  * another step (03 §5: round 2 of the large choices). A request error found
- * between the rounds (04 §3 P7 for a finalist prompt) stops the run with
- * BS_EINVAL: reps[i] (reps holds n initialised replies) gets the error body of
- * the plan i it belongs to; with reps NULL the body becomes e's message. */
-int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *reps,
+ * between the rounds (04 §3 P7 for a finalist prompt) fails only the plan i
+ * it belongs to: with reps (n pointers to initialised replies) reps[i] gets
+ * its error body, plan i takes no further step and the others go on (0 is
+ * returned; a caller tells the refused plans by their reply's body); with reps
+ * NULL the run stops with BS_EINVAL and the body as e's message. */
+int bs_runner_run_all(bs_runner *r, bs_plan *const *plans, size_t n, bs_letter_cache *lc, bs_reply *const *reps,
                       bs_err *e);
 
 #endif

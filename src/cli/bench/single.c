@@ -132,9 +132,9 @@ done:
 
 /* The index of the most probable option of question "q" in an answer body
  * (the first of equals, as argmax), or -1. */
-static int answer_argmax(const bs_buf *ans, const ref_item *it) {
+static int answer_argmax(const basal_result *ans, const ref_item *it) {
     bj_value *v = NULL;
-    if (bj_parse(ans->data, ans->len, NULL, &v, NULL) < 0) return -1;
+    if (bj_parse(ans->json, ans->len, NULL, &v, NULL) < 0) return -1;
     const bj_value *a = bj_get(bj_get(v, "answers"), "q");
     int best = -1;
     if (it->noul) { /* noul answers P(true), option 0 */
@@ -158,28 +158,26 @@ static int answer_argmax(const bs_buf *ans, const ref_item *it) {
     return best;
 }
 
-typedef struct {
-    bs_plan plan;
-} prepared;
-
-static int prepare(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, prepared *p, bs_err *e) {
+/* Plans one item as the session would (lat1's own forward and the packed
+ * token count need its prompts). */
+static int prepare(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, bs_plan *p, bs_err *e) {
     bs_reply rep;
     bs_reply_init(&rep);
-    int rc = bs_plan_text(&p->plan, body->data, body->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
+    int rc = bs_plan_text(p, body->data, body->len, BS_DIALECT_SYSTEMONE, m, lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "bench item rejected: %s", rep.body.data);
     bs_reply_free(&rep);
     return rc;
 }
 
-static void prepared_free(prepared *p) { bs_plan_free(&p->plan); }
-
-/* lat1: prepare, then the order-0 prompt alone: pack, forward, softmax. */
+/* lat1: prepare, then the order-0 prompt alone: pack, forward, softmax.
+ * basal-rs's lat1 reads one option order, which no decision does (every
+ * readout averages both, 01 §7), so it is not a basal_decide. */
 static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, bs_fwd_profile *pf,
                             bs_err *e) {
-    prepared p;
+    bs_plan p;
     int rc = prepare(m, lc, body, &p, e);
     if (rc == 0) {
-        bs_item *it = &p.plan.items[0];
+        bs_item *it = &p.items[0];
         const int32_t *pr = it->orders[0].ids;
         int32_t len = it->orders[0].n_ids;
         bs_row row;
@@ -196,66 +194,66 @@ static int decide_one_order(const bs_basal_model *m, bs_letter_cache *lc, const 
             bs_row_free(&row);
         }
     }
-    prepared_free(&p);
+    bs_plan_free(&p);
     return rc;
 }
 
-/* Tokens of the item's orders packed in one row with their shared prefix
- * (basal-rs bench: p.packed.ids.len(), template prefix included). */
-static int packed_len(const bs_item *it, int64_t *out, bs_err *e) {
-    const int32_t *pr[BS_N_ORDERS];
-    int32_t len[BS_N_ORDERS];
-    for (int o = 0; o < it->n_orders; o++) {
-        pr[o] = it->orders[o].ids;
-        len[o] = it->orders[o].n_ids;
+/* Tokens of an item's orders packed in one row with their shared prefix, for
+ * every item of the request (basal-rs bench: p.packed.ids.len(), template
+ * prefix included). Planned again here, outside the timed decision. */
+static int packed_tokens(const bs_basal_model *m, bs_letter_cache *lc, const bs_buf *body, int64_t *out, bs_err *e) {
+    bs_plan p;
+    int rc = prepare(m, lc, body, &p, e);
+    *out = 0;
+    for (size_t i = 0; rc == 0 && i < p.n_items; i++) {
+        const bs_item *it = &p.items[i];
+        const int32_t *pr[BS_N_ORDERS];
+        int32_t len[BS_N_ORDERS];
+        for (int o = 0; o < it->n_orders; o++) {
+            pr[o] = it->orders[o].ids;
+            len[o] = it->orders[o].n_ids;
+        }
+        bs_row row;
+        if ((rc = bs_pack_row(&row, pr, len, it->n_orders, e)) == 0) {
+            *out += row.len;
+            bs_row_free(&row);
+        }
     }
-    bs_row row;
-    int rc = bs_pack_row(&row, pr, len, it->n_orders, e);
-    if (rc == 0) {
-        *out += row.len;
-        bs_row_free(&row);
-    }
+    bs_plan_free(&p);
     return rc;
 }
 
-/* lat2, accuracy and throughput: n prepared-from-scratch items through the
- * runner. Optional: the preparation and the rest (forward, host math) in ms,
- * the packed tokens of the items (packed; the time counting them took in
- * count_ms, outside the timed work), and each item's most probable
- * option (refs: the items' reference data). */
-static int decide_items(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *bodies, int n,
-                        bs_err *e, double *prep_ms, double *fwd_ms, int64_t *packed, double *count_ms,
+/* lat2, accuracy and throughput: n items decided in one call of the session
+ * (basal_decide_batch: each request planned from scratch, their forwards
+ * packed together). Optional: the preparation and the rest (forwards, host
+ * math) in ms, and each item's most probable option (refs: the items'
+ * reference data). A refused item is an error of the bench. */
+static int decide_items(basal_session *ses, const bs_buf *bodies, int n, bs_err *e, double *prep_ms, double *fwd_ms,
                         const ref_item *refs, int *argmax) {
-    double t0 = bs_now_ms(), t1 = t0;
-    prepared *ps = calloc((size_t)n, sizeof *ps);
-    bs_plan **plans = calloc((size_t)n, sizeof *plans);
-    bs_buf ans;
-    bs_buf_init(&ans);
-    int rc = ps && plans ? 0 : bs_fail(e, BS_ENOMEM, "out of memory"), made = 0;
-    for (; rc == 0 && made < n; made++) {
-        rc = prepare(m, lc, &bodies[made], &ps[made], e);
-        plans[made] = &ps[made].plan;
-        if (rc < 0) made++;
-    }
-    t1 = bs_now_ms();
-    if (rc == 0) rc = bs_runner_run_all(run, plans, (size_t)n, lc, NULL, e);
+    basal_result *res = calloc((size_t)n, sizeof *res);
+    const char **req = calloc((size_t)n, sizeof *req);
+    size_t *lens = calloc((size_t)n, sizeof *lens);
+    int rc = res && req && lens ? 0 : bs_fail(e, BS_ENOMEM, "out of memory");
     for (int i = 0; rc == 0 && i < n; i++) {
-        ans.len = 0;
-        rc = bs_plan_answer(&ps[i].plan, m, -1, &ans, e);
-        if (rc == 0 && refs && argmax) argmax[i] = answer_argmax(&ans, &refs[i]);
+        req[i] = bodies[i].data ? bodies[i].data : "";
+        lens[i] = bodies[i].len;
     }
-    if (prep_ms) *prep_ms = t1 - t0;
-    if (fwd_ms) *fwd_ms = bs_now_ms() - t1;
-    /* counted after the timed work; the caller takes *count_ms off its latency */
-    double tc = bs_now_ms();
-    if (packed) *packed = 0;
-    for (int i = 0; rc == 0 && packed && i < n; i++)
-        for (size_t j = 0; rc == 0 && j < ps[i].plan.n_items; j++) rc = packed_len(&ps[i].plan.items[j], packed, e);
-    if (count_ms) *count_ms = bs_now_ms() - tc;
-    for (int i = 0; ps && i < made; i++) prepared_free(&ps[i]);
-    free(ps);
-    free(plans);
-    bs_buf_free(&ans);
+    if (rc == 0) rc = basal_decide_batch(ses, (size_t)n, req, lens, res, e);
+    double prep = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (res[i].status != 200) {
+            rc = bs_fail(e, BS_EINVAL, "bench item rejected: %s", res[i].json);
+            break;
+        }
+        prep += res[i].plan_ms;
+        if (refs && argmax) argmax[i] = answer_argmax(&res[i], &refs[i]);
+    }
+    if (rc == 0 && prep_ms) *prep_ms = prep;
+    if (rc == 0 && fwd_ms) *fwd_ms = n ? res[0].forward_ms : 0; /* the call's, shared by its items */
+    for (int i = 0; res && i < n; i++) basal_result_free(&res[i]);
+    free(res);
+    free(req);
+    free(lens);
     return rc;
 }
 
@@ -300,9 +298,10 @@ const cli_doc cli_doc_bench = {
 typedef struct {
     const char *reference, *batching;
     int lat_n, state_tokens, group, passes, tp_items, acc_group;
+    basal_session *ses;
     const bs_basal_model *mp;
     bs_letter_cache *lc;
-    bs_runner *run;
+    bs_runner *run;            /* the session's: its stage profile */
     bs_pool *pool;
     int n, nb, n_ref;          /* latency items (5 warm-up + lat_n), bodies, reference items */
     bs_buf *bodies;
@@ -361,13 +360,12 @@ static int alloc_results(bench_run *b) {
  * Negative on a failure (in e). */
 static int accuracy_pass(bench_run *b) {
     if (!b->n_ref) return 0;
-    b->run->batching = BS_BATCH_BUDGET;
+    bs_session_set_batching(b->ses, BS_BATCH_BUDGET);
     double s = bs_now_ms();
     bs_progress *pg = bs_progress_start("bench: accuracy", (uint64_t)b->n_ref, "items");
     for (int g0 = 0; g0 < b->n_ref; g0 += b->acc_group) {
         int k = b->n_ref - g0 < b->acc_group ? b->n_ref - g0 : b->acc_group;
-        if (decide_items(b->mp, b->lc, b->run, &b->bodies[g0], k, &b->e, NULL, NULL, NULL, NULL, &b->refs[g0],
-                         &b->argmax[g0]) < 0) {
+        if (decide_items(b->ses, &b->bodies[g0], k, &b->e, NULL, NULL, &b->refs[g0], &b->argmax[g0]) < 0) {
             bs_progress_end(pg);
             return -1;
         }
@@ -380,7 +378,7 @@ static int accuracy_pass(bench_run *b) {
             b->with_gold++;
             b->correct += b->argmax[i] == b->refs[i].gold;
         }
-    b->run->batching = BS_BATCH_TREE;
+    bs_session_set_batching(b->ses, BS_BATCH_TREE);
     return 0;
 }
 
@@ -393,19 +391,17 @@ static int latency_pass(bench_run *b) {
     for (int i = 0; i < b->n; i++) {
         /* warm-up once with one order and once with both, then the timed runs */
         if (decide_one_order(mp, lcp, &b->bodies[i], NULL, &b->e) < 0 ||
-            decide_items(mp, lcp, runp, &b->bodies[i], 1, &b->e, NULL, NULL, NULL, NULL, NULL, NULL) < 0)
+            decide_items(b->ses, &b->bodies[i], 1, &b->e, NULL, NULL, NULL, NULL) < 0)
             return -1;
         double s = bs_now_ms();
         if (decide_one_order(mp, lcp, &b->bodies[i], i >= 5 ? &b->prof1 : NULL, &b->e) < 0) return -1;
         b->lat1[i] = bs_now_ms() - s;
         runp->profile = i >= 5 ? &b->prof : NULL;
         s = bs_now_ms();
-        double count_ms = 0;
-        if (decide_items(mp, lcp, runp, &b->bodies[i], 1, &b->e, &b->prep[i], &b->fwd[i], &b->item_tokens[i],
-                         &count_ms, NULL, NULL) < 0)
-            return -1;
-        b->lat2[i] = bs_now_ms() - s - count_ms;
+        if (decide_items(b->ses, &b->bodies[i], 1, &b->e, &b->prep[i], &b->fwd[i], NULL, NULL) < 0) return -1;
+        b->lat2[i] = bs_now_ms() - s;
         runp->profile = NULL;
+        if (packed_tokens(mp, lcp, &b->bodies[i], &b->item_tokens[i], &b->e) < 0) return -1;
         fprintf(stderr, "item %d/%d%s: lat1 %.1f ms, lat2 %.1f ms\n", i + 1, b->n, i < 5 ? " (discarded)" : "",
                 b->lat1[i], b->lat2[i]);
     }
@@ -416,7 +412,7 @@ static int latency_pass(bench_run *b) {
  * items in groups. Negative on a failure (in e). */
 static int throughput_pass(bench_run *b) {
     /* decisions/s groups use the chosen batching; the latency items above are single decisions either way */
-    b->run->batching = strcmp(b->batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET;
+    bs_session_set_batching(b->ses, strcmp(b->batching, "budget") ? BS_BATCH_TREE : BS_BATCH_BUDGET);
     if (b->tp_items <= 0) return 0;
     int group = b->group, tp_items = b->tp_items;
     int warm = group < tp_items ? group : tp_items;
@@ -428,7 +424,7 @@ static int throughput_pass(bench_run *b) {
         int items = pass < 0 ? warm : tp_items;
         for (int g0 = 0; g0 < items; g0 += group) {
             int k = items - g0 < group ? items - g0 : group;
-            if (decide_items(b->mp, b->lc, b->run, &b->bodies[g0], k, &b->e, NULL, NULL, NULL, NULL, NULL, NULL) < 0) {
+            if (decide_items(b->ses, &b->bodies[g0], k, &b->e, NULL, NULL, NULL, NULL) < 0) {
                 bs_progress_end(pg);
                 return -1;
             }
@@ -590,7 +586,7 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
-        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        cli_error("bench", "%s exists; choose a new output path", out_path);
         return 1;
     }
     int status = 1;
@@ -608,6 +604,7 @@ int cmd_bench(int argc, char **argv) {
     bo.dtype = dev.dtype;
     bo.gemm_table = dev.gemm_table;
     if (basal_open(&ses, model_dir, &bo, &b.e) < 0) { cli_error("bench", "%s", b.e.msg); goto done; }
+    b.ses = ses;
     b.mp = bs_session_model(ses);
     b.lc = bs_session_letters(ses);
     b.run = bs_session_runner(ses);
@@ -619,7 +616,10 @@ int cmd_bench(int argc, char **argv) {
     }
     if (load_items(&b) < 0) goto done;
     if (alloc_results(&b) < 0) { cli_error("bench", "out of memory"); goto done; }
-    if (accuracy_pass(&b) < 0 || latency_pass(&b) < 0 || throughput_pass(&b) < 0) goto fail_run;
+    if (accuracy_pass(&b) < 0 || latency_pass(&b) < 0 || throughput_pass(&b) < 0) {
+        cli_error("bench", "%s", b.e.msg);
+        goto done;
+    }
     gemm_peak(&b);
     if (b.with_gold) bs_resp_double(&acc, (double)b.correct / b.with_gold);
     else bs_buf_puts(&acc, "null");
@@ -628,14 +628,11 @@ int cmd_bench(int argc, char **argv) {
     print_summary(&b, &fig, &acc);
     if (out_path) {
         bs_buf_putc(&rep, '\n');
-        if (bs_write_file(out_path, rep.data, rep.len, &b.e) < 0) { fprintf(stderr, "%s\n", b.e.msg); goto done; }
+        if (bs_write_file(out_path, rep.data, rep.len, &b.e) < 0) { cli_error("bench", "%s", b.e.msg); goto done; }
     } else {
         cli_print_pretty(stdout, rep.data, rep.len);
     }
     status = 0;
-    goto done;
-fail_run:
-    cli_error("bench", "%s", b.e.msg);
 done:
     for (int i = 0; b.bodies && i < b.nb; i++) bs_buf_free(&b.bodies[i]);
     free(b.bodies);

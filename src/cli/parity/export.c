@@ -25,21 +25,12 @@
 
 /* ---------------------------------------------------------------- JSONL and JSON helpers */
 
-
-
 static double num_of(const bj_value *v, int *ok) {
     *ok = v && v->type == BJ_NUMBER;
     return *ok ? strtod(v->str, NULL) : 0.0;
 }
 
-
-
 /* ---------------------------------------------------------------- bench items and requests */
-
-
-
-
-
 
 /* The texts of an item's own options (bs_plan_item_local's members) as a
  * JSON array: a large choice's item lists its group, as the reference does. */
@@ -57,7 +48,6 @@ static int put_item_texts(bs_buf *b, const bs_text *t, size_t n_t, const bs_item
     bs_buf_putc(b, ']');
     return BS_OK;
 }
-
 
 /* ---------------------------------------------------------------- basal export */
 
@@ -80,31 +70,15 @@ const cli_doc cli_doc_export = {
     "Exit status: 0 written, 1 runtime failure or existing --out, 2 usage error.\n",
 };
 
-/* One whole decision as an endpoint gives it: the 200 body (without
- * usage.latency_ms) or the error body, in out. Negative: internal failure. */
-static int decide_body(const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, const bs_buf *body,
-                       bs_dialect d, bs_buf *out, bs_err *e) {
-    bs_plan plan;
-    int rc = par_plan_body(&plan, body, d, m, lc, out, e);
-    if (rc != 0) {
-        bs_plan_free(&plan);
-        return rc < 0 ? rc : 0;
-    }
-    bs_reply rep;
-    bs_reply_init(&rep);
-    bs_plan *pp = &plan;
-    rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
-    if (rc == BS_EINVAL && rep.body.len) {
-        bs_buf_put(out, rep.body.data, rep.body.len);
-        rc = 0;
-    } else if (rc == 0) {
-        int rf = bs_plan_refusal(&plan, m, &rep, e);
-        if (rf > 0) bs_buf_put(out, rep.body.data, rep.body.len);
-        else if (rf < 0) rc = rf;
-        else rc = bs_plan_answer(&plan, m, -1, out, e);
-    }
-    bs_reply_free(&rep);
-    bs_plan_free(&plan);
+/* One whole decision as the endpoint of dialect d gives it, through the
+ * session: the 200 body (without usage.latency_ms) or the error body, in out.
+ * Negative: a runtime failure. */
+static int decide_body(basal_session *ses, const bs_buf *body, bs_dialect d, bs_buf *out, bs_err *e) {
+    const char *req = body->data ? body->data : "";
+    basal_result r;
+    int rc = bs_session_decide_batch(ses, d, 1, &req, &body->len, &r, e);
+    if (rc == 0) bs_buf_put(out, r.json, r.len);
+    basal_result_free(&r);
     return rc;
 }
 
@@ -153,8 +127,9 @@ static double served_diff(const bs_buf *answer, const bs_plan *p, const par_item
 }
 
 /* One line of systemone.jsonl. */
-static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *line,
-                       bs_err *e) {
+static int export_case(const bj_value *c, basal_session *ses, bs_buf *line, bs_err *e) {
+    const bs_basal_model *m = bs_session_model(ses);
+    bs_letter_cache *lc = bs_session_letters(ses);
     bs_buf body, err, answer;
     bs_buf_init(&body);
     bs_buf_init(&err);
@@ -176,11 +151,11 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
     } else if (rc == 0) {
         /* the items one per forward, both orders packed (basal-rs Batching::Single) */
         bs_plan *pp = &plan;
-        bs_reply rep;
+        bs_reply rep, *rp = &rep;
         bs_reply_init(&rep);
-        run->batching = BS_BATCH_SINGLE;
-        rc = bs_runner_run_all(run, &pp, 1, lc, &rep, e);
-        if (rc == BS_EINVAL && rep.body.len) bs_fail(e, rc, "a finalist prompt was refused: %s", rep.body.data);
+        bs_session_set_batching(ses, BS_BATCH_SINGLE);
+        rc = bs_runner_run_all(bs_session_runner(ses), &pp, 1, lc, &rp, e);
+        if (rc == 0 && rep.body.len) rc = bs_fail(e, BS_EINVAL, "a finalist prompt was refused: %s", rep.body.data);
         bs_reply_free(&rep);
         size_t n = par_plan_n_items(&plan);
         if (rc == 0 && !(res = calloc(n ? n : 1, sizeof *res))) rc = bs_fail(e, BS_ENOMEM, "out of memory");
@@ -212,8 +187,8 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
         bs_buf_free(&tmp);
         bs_buf_putc(line, ']');
         /* the served answer: the request as the server batches it */
-        run->batching = BS_BATCH_TREE;
-        if (rc == 0) rc = decide_body(m, lc, run, &body, BS_DIALECT_SYSTEMONE, &answer, e);
+        bs_session_set_batching(ses, BS_BATCH_TREE);
+        if (rc == 0) rc = decide_body(ses, &body, BS_DIALECT_SYSTEMONE, &answer, e);
         if (rc == 0) {
             bs_buf_puts(line, ",\"answer\":");
             bs_buf_put(line, answer.data, answer.len);
@@ -224,8 +199,8 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
     bs_plan_free(&plan);
     if (rc == 0) { /* the upstream-compatible endpoint (/v1/basal) on the same request */
         answer.len = 0;
-        run->batching = BS_BATCH_TREE;
-        rc = decide_body(m, lc, run, &body, BS_DIALECT_BASAL, &answer, e);
+        bs_session_set_batching(ses, BS_BATCH_TREE);
+        rc = decide_body(ses, &body, BS_DIALECT_BASAL, &answer, e);
         bs_buf_puts(line, ",\"answer_upstream\":");
         bs_buf_put(line, answer.data, answer.len);
     }
@@ -239,8 +214,9 @@ static int export_case(const bj_value *c, const bs_basal_model *m, bs_letter_cac
 }
 
 /* bench.jsonl of the export: all items prepared, then run together. */
-static int export_bench(const cli_jsonl *recs, const bs_basal_model *m, bs_letter_cache *lc, bs_runner *run, bs_buf *out,
-                        bs_err *e) {
+static int export_bench(const cli_jsonl *recs, basal_session *ses, bs_buf *out, bs_err *e) {
+    const bs_basal_model *m = bs_session_model(ses);
+    bs_letter_cache *lc = bs_session_letters(ses);
     size_t n = recs->n;
     bs_plan *plans = calloc(n ? n : 1, sizeof *plans);
     bs_plan **pp = calloc(n ? n : 1, sizeof *pp);
@@ -262,7 +238,8 @@ static int export_bench(const cli_jsonl *recs, const bs_basal_model *m, bs_lette
         if (rc == 1) rc = bs_fail(e, BS_EINVAL, "bench item %zu rejected: %.*s", i + 1, (int)err.len, err.data);
         else if (rc == 0 && plans[i].n_items != 1) rc = bs_fail(e, BS_EINVAL, "bench item %zu: not one readout", i + 1);
     }
-    if (rc == 0) rc = bs_runner_run_all(run, pp, n, lc, NULL, e);
+    /* the items' own readouts (06 §6 records), not decisions: run as planned */
+    if (rc == 0) rc = bs_runner_run_all(bs_session_runner(ses), pp, n, lc, NULL, e);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const bj_value *r = recs->v[i];
         const bs_item *it = &plans[i].items[0];
@@ -292,7 +269,6 @@ static int write_in(const char *dir, const char *name, const bs_buf *b, bs_err *
     free(path);
     return rc;
 }
-
 
 /* "name":"sha256",… of the model directory's small files that define its
  * answers (those present), for the manifest (06 §6: SHA-256 of the model's
@@ -412,7 +388,7 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     if (bs_file_exists(o.out)) {
-        fprintf(stderr, "%s exists; choose a new output path\n", o.out);
+        cli_error("export", "%s exists; choose a new output path", o.out);
         return 1;
     }
     status = 1;
@@ -437,11 +413,8 @@ int cmd_export(int argc, char **argv) {
     bo.gemm_table = o.dev.gemm_table;
     bo.no_prefix_cache = o.no_prefix_cache;
     if (basal_open(&ses, dir, &bo, &e) < 0) goto fail;
-    const bs_basal_model *md = bs_session_model(ses);
-    bs_letter_cache *lcp = bs_session_letters(ses);
-    bs_runner *runp = bs_session_runner(ses);
     if (mkdir(o.out, 0777) < 0) {
-        if (errno == EEXIST) fprintf(stderr, "%s exists; choose a new output path\n", o.out);
+        if (errno == EEXIST) cli_error("export", "%s exists; choose a new output path", o.out);
         else cli_error("export", "creating %s: %s", o.out, strerror(errno));
         goto done;
     }
@@ -449,11 +422,11 @@ int cmd_export(int argc, char **argv) {
     bs_session_set_batching(ses, !strcmp(o.batching, "tree")     ? BS_BATCH_TREE
                                  : !strcmp(o.batching, "budget") ? BS_BATCH_BUDGET
                                                                  : BS_BATCH_SINGLE);
-    if (export_bench(&bench, md, lcp, runp, &bout, &e) < 0 || write_in(o.out, "bench.jsonl", &bout, &e) < 0) goto fail;
+    if (export_bench(&bench, ses, &bout, &e) < 0 || write_in(o.out, "bench.jsonl", &bout, &e) < 0) goto fail;
     double bench_s = (bs_now_ms() - t0) / 1000.0;
     fprintf(stderr, "bench: %zu items (%s batching)\n", bench.n, o.batching);
     for (size_t i = 0; i < cases.n; i++) {
-        if (export_case(cases.v[i], md, lcp, runp, &sout, &e) < 0) goto fail;
+        if (export_case(cases.v[i], ses, &sout, &e) < 0) goto fail;
         const bj_value *id = bj_get(cases.v[i], "id");
         fprintf(stderr, "systemone %s\n", id && id->type == BJ_STRING ? id->str : "?");
     }
