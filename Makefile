@@ -29,7 +29,7 @@ build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run
+.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run install
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES)) build/libbasal.so build/basal.pc build/examples/embed
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES)) build-asan/examples/embed
@@ -151,6 +151,11 @@ build/basal.pc: src/api/basal.pc.in Makefile | build
 build/examples/embed: examples/embed.c include/basal.h build/libbasal.so
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -O2 -Iinclude $< -Lbuild -lbasal -Wl,-rpath,'$$ORIGIN/..' -o $@
+# `make install PREFIX=/usr/local DESTDIR=`: the library, basal.h and a basal.pc
+# naming the installed paths (tools/install-lib.sh)
+PREFIX ?= /usr/local
+install: build/libbasal.a build/libbasal.so build/basal.pc
+	tools/install-lib.sh --build build --prefix $(PREFIX) $(if $(DESTDIR),--destdir $(DESTDIR))
 build-asan/examples/embed: examples/embed.c include/basal.h build-asan/libbasal.a
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra $(OPT_build-asan) -Iinclude $< build-asan/libbasal.a $(LIBS) -o $@

@@ -9,8 +9,11 @@ usage:
 answers on POST /v1/systemone for the same request except usage.latency_ms;
 a request the endpoint refuses raises RequestError (with its HTTP status and
 error body); a runtime failure raises BasalError. `Model.decide_raw` returns
-(status, bytes) without raising for refusals. One decision at a time per
-Model (a lock serialises calls from several threads).
+(status, bytes) without raising for refusals. `Model.decide_many(requests)`
+decides a list in one call (basal_decide_batch: the forwards of all of them
+packed together; the same answers as one call each), `decide_raw_many` its
+(status, bytes) pairs. One call at a time per Model (a lock serialises calls
+from several threads).
 
 The library is libbasal.so: $BASAL_LIB when set, else the build tree's
 build/libbasal.so next to this package's repository, else the system's
@@ -22,7 +25,11 @@ import json
 import os
 import threading
 
-__all__ = ["Model", "BasalError", "RequestError", "library_path"]
+__all__ = ["Model", "BasalError", "RequestError", "library_path", "library_version", "__version__"]
+
+# The include/basal.h these structures mirror (BASAL_VERSION_MAJOR.MINOR.PATCH):
+# a library of another major.minor is refused, its structures may differ.
+__version__ = "0.1.0"
 
 _ERR_MSG = 1024
 
@@ -54,12 +61,15 @@ class BasalError(Exception):
 
 
 class RequestError(BasalError):
-    """The request is one /v1/systemone refuses: status and body (a dict) as the server sends them."""
+    """The request is one /v1/systemone refuses: status and body (a dict) as the server sends them;
+    index: its position in a decide_many list (None for decide)."""
 
-    def __init__(self, status, body):
-        super().__init__(-1, f"HTTP {status}: {json.dumps(body, ensure_ascii=False)[:300]}")
+    def __init__(self, status, body, index=None):
+        at = "" if index is None else f"request {index}: "
+        super().__init__(-1, f"{at}HTTP {status}: {json.dumps(body, ensure_ascii=False)[:300]}")
         self.status = status
         self.body = body
+        self.index = index
 
 
 def library_path():
@@ -96,10 +106,24 @@ def _load():
             lib.basal_decide.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_Result),
                                          ctypes.POINTER(_Err)]
             lib.basal_decide.restype = ctypes.c_int
+            lib.basal_decide_batch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                               ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_Result),
+                                               ctypes.POINTER(_Err)]
+            lib.basal_decide_batch.restype = ctypes.c_int
             lib.basal_result_free.argtypes = [ctypes.POINTER(_Result)]
             lib.basal_result_free.restype = None
+            lib.basal_version.argtypes = []
+            lib.basal_version.restype = ctypes.c_char_p
+            have = lib.basal_version().decode()
+            if have.split(".")[:2] != __version__.split(".")[:2]:
+                raise BasalError(-5, f"{library_path()} is libbasal {have}; these bindings are for {__version__}")
             _lib = lib
         return _lib
+
+
+def library_version():
+    """The version of the libbasal.so loaded (basal_version())."""
+    return _load().basal_version().decode()
 
 
 def _opt(s):
@@ -129,16 +153,19 @@ class Model:
             raise BasalError(rc, e.msg.decode("utf-8", "replace"))
         self.name = self._lib.basal_model_name(self._s).decode()
 
+    @staticmethod
+    def _body(request):
+        if isinstance(request, (dict, list)):
+            return json.dumps(request, ensure_ascii=False).encode()
+        if isinstance(request, str):
+            return request.encode()
+        return bytes(request)
+
     def decide_raw(self, request):
         """(status, body bytes) for a request given as a dict, str or bytes."""
         if self._s is None:
             raise BasalError(-1, "the model is closed")
-        if isinstance(request, (dict, list)):
-            data = json.dumps(request, ensure_ascii=False).encode()
-        elif isinstance(request, str):
-            data = request.encode()
-        else:
-            data = bytes(request)
+        data = self._body(request)
         r, e = _Result(), _Err()
         with self._lock:
             rc = self._lib.basal_decide(self._s, data, len(data), ctypes.byref(r), ctypes.byref(e))
@@ -156,6 +183,36 @@ class Model:
         if status != 200:
             raise RequestError(status, doc)
         return doc
+
+    def decide_raw_many(self, requests):
+        """[(status, body bytes)] for a list of requests (dicts, str or bytes), decided in one call."""
+        if self._s is None:
+            raise BasalError(-1, "the model is closed")
+        bodies = [self._body(r) for r in requests]
+        n = len(bodies)
+        reqs = (ctypes.c_char_p * max(n, 1))(*bodies)
+        lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in bodies])
+        res, e = (_Result * max(n, 1))(), _Err()
+        with self._lock:
+            rc = self._lib.basal_decide_batch(self._s, n, reqs, lens, res, ctypes.byref(e))
+            try:
+                if rc < 0:
+                    raise BasalError(rc, e.msg.decode("utf-8", "replace"))
+                return [(res[i].status, ctypes.string_at(res[i].json, res[i].len)) for i in range(n)]
+            finally:
+                for i in range(n):
+                    self._lib.basal_result_free(ctypes.byref(res[i]))
+
+    def decide_many(self, requests):
+        """The answers (dicts) of a list of requests decided in one call; RequestError (with .index) for the
+        first one the endpoint would refuse."""
+        out = []
+        for i, (status, body) in enumerate(self.decide_raw_many(requests)):
+            doc = json.loads(body)
+            if status != 200:
+                raise RequestError(status, doc, i)
+            out.append(doc)
+        return out
 
     def close(self):
         if self._s is not None:

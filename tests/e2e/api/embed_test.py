@@ -8,6 +8,7 @@ answers on POST /v1/systemone, usage.latency_ms apart.
 usage: embed_test.py [-h]
   Environment: BASAL, BUILD (the build directory: its examples/embed and,
   in the release build, libbasal.so), FIXTURES. Run by tests/e2e/t_embed.sh."""
+import ctypes
 import json
 import os
 import re
@@ -65,6 +66,16 @@ c.eq(len(lines), len(reqs), "embed: one line per request")
 for i, line in enumerate(lines[:len(reqs)]):
     st, _, body = line.partition(b" ")
     c.eq((int(st), body), want[i], f"embed, request {i}: status and bytes equal the server's")
+# --batch: every request in one basal_decide_batch call (their forwards packed
+# together) gives the same status and bytes as the server, refusals included
+p = subprocess.run([embed, MODEL, "--batch"], input="\n".join(reqs).encode() + b"\n", capture_output=True,
+                   timeout=300 * srvlib.SLOW)
+c.eq(p.returncode, 0, f"embed --batch exit ({p.stderr.decode()[-400:]})")
+lines = p.stdout.split(b"\n")[:-1]
+c.eq(len(lines), len(reqs), "embed --batch: one line per request")
+for i, line in enumerate(lines[:len(reqs)]):
+    st, _, body = line.partition(b" ")
+    c.eq((int(st), body), want[i], f"embed --batch, request {i}: status and bytes equal the server's")
 p = subprocess.run([embed, "/no/such/model"], capture_output=True, timeout=60)
 c.ok(p.returncode == 1 and b"/no/such/model: no such directory" in p.stderr, f"embed: a bad model path ({p.stderr!r})")
 
@@ -87,9 +98,73 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
         p = subprocess.run([exe, MODEL], input=reqs[0].encode() + b"\n", capture_output=True, timeout=120)
         c.eq(p.stdout.rstrip(b"\n").partition(b" ")[2], want[0][1], "the pkg-config build answers alike")
 
+    # ---- make install (tools/install-lib.sh): the installed basal.pc builds it too ----
+    tmpd = os.environ.get("TMPDIR", "/tmp")
+    prefix, stage = os.path.join(tmpd, "prefix"), os.path.join(tmpd, "stage")
+    inst = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--build", BUILD, "--prefix", prefix],
+                          capture_output=True, text=True)
+    c.eq(inst.returncode, 0, f"install-lib.sh --prefix ({inst.stderr})")
+    files = sorted(os.path.relpath(os.path.join(d, f), prefix) for d, _, fs in os.walk(prefix) for f in fs)
+    c.eq(files, ["include/basal.h", "lib/libbasal.a", "lib/libbasal.so", "lib/libbasal.so.0", "lib/pkgconfig/basal.pc"],
+         "installed files")
+    ienv = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    iflags = subprocess.run(["pkg-config", "--cflags", "--libs", "basal"], capture_output=True, text=True, env=ienv)
+    c.eq(iflags.stdout.split(), ["-I" + prefix + "/include", "-L" + prefix + "/lib", "-lbasal"],
+         "the installed basal.pc names the installed paths")
+    iexe = os.path.join(tmpd, "embed-installed")
+    cc = subprocess.run(["cc", "-std=c11", os.path.join(ROOT, "examples", "embed.c"), *iflags.stdout.split(),
+                         "-Wl,-rpath," + prefix + "/lib", "-o", iexe], capture_output=True, text=True)
+    c.eq(cc.returncode, 0, f"cc examples/embed.c against the installed library ({cc.stderr[-400:]})")
+    if cc.returncode == 0:
+        p = subprocess.run([iexe, MODEL], input=reqs[0].encode() + b"\n", capture_output=True, timeout=120)
+        c.eq(p.stdout.rstrip(b"\n").partition(b" ")[2], want[0][1], "the installed library answers alike")
+    inst = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--build", BUILD, "--prefix", "/usr",
+                           "--destdir", stage], capture_output=True, text=True)
+    pc = open(os.path.join(stage, "usr", "lib", "pkgconfig", "basal.pc")).read() if inst.returncode == 0 else ""
+    c.ok(inst.returncode == 0 and "prefix=/usr\n" in pc and os.path.exists(os.path.join(stage, "usr/include/basal.h")),
+         f"install-lib.sh --destdir stages the files, basal.pc names the prefix ({inst.stderr})")
+    p = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--prefix", "relative"], capture_output=True,
+                       text=True)
+    c.ok(p.returncode == 2 and "absolute" in p.stderr, f"a relative --prefix is refused ({p.stderr})")
+
     # ---- Python ----
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     import basal
+
+    # the versions: header macros, basal_version(), basal.pc and the bindings agree
+    hdr = open(os.path.join(ROOT, "include", "basal.h"), encoding="utf-8").read()
+    parts = [re.search(rf"#define BASAL_VERSION_{k} (\d+)", hdr).group(1) for k in ("MAJOR", "MINOR", "PATCH")]
+    macro = re.search(r'#define BASAL_VERSION "([^"]+)"', hdr).group(1)
+    pcv = subprocess.run(["pkg-config", "--modversion", "basal"], capture_output=True, text=True, env=env).stdout.strip()
+    c.eq([macro, basal.library_version(), pcv, basal.__version__], [".".join(parts)] * 4,
+         "BASAL_VERSION, the MAJOR/MINOR/PATCH macros, basal_version(), basal.pc and basal.__version__")
+
+    # the ctypes structures have the C structures' size and every field's offset and
+    # size, as the C compiler lays them out for include/basal.h (a field the
+    # bindings name that C lacks fails to compile; one C has more changes sizeof)
+    structs = (("basal_options", basal._Options), ("basal_result", basal._Result), ("bs_err", basal._Err))
+    prog = ["#include <stddef.h>", "#include <stdio.h>", "#include <basal.h>", "int main(void) {"]
+    for cname, py in structs:
+        prog.append(f'    printf("{cname} %zu\\n", sizeof({cname}));')
+        for f in py._fields_:
+            prog.append(f'    printf("{cname}.{f[0]} %zu %zu\\n", offsetof({cname}, {f[0]}), '
+                        f'sizeof((({cname} *)0)->{f[0]}));')
+    prog += ["    return 0;", "}"]
+    src = os.path.join(os.environ.get("TMPDIR", "/tmp"), "layout.c")
+    open(src, "w").write("\n".join(prog) + "\n")
+    lay = os.path.join(os.environ.get("TMPDIR", "/tmp"), "layout")
+    cc = subprocess.run(["cc", "-std=c11", "-I" + os.path.join(ROOT, "include"), src, "-o", lay], capture_output=True,
+                        text=True)
+    c.eq(cc.returncode, 0, f"the layout probe compiles: every ctypes field exists in C ({cc.stderr[-400:]})")
+    if cc.returncode == 0:
+        got = subprocess.run([lay], capture_output=True, text=True).stdout.split("\n")
+        mine = []
+        for cname, py in structs:
+            mine.append(f"{cname} {ctypes.sizeof(py)}")
+            for f in py._fields_:
+                d = getattr(py, f[0])
+                mine.append(f"{cname}.{f[0]} {d.offset} {d.size}")
+        c.eq(got[:-1], mine, "ctypes sizeof, offsets and field sizes equal the C compiler's")
     c.eq(os.path.realpath(basal.library_path()), os.path.realpath(os.path.join(BUILD, "libbasal.so.0")),
          "the bindings load the build tree's library")
     with basal.Model(MODEL, threads=2) as m:
@@ -98,6 +173,18 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
             c.eq(m.decide_raw(r), want[i], f"Python decide_raw, request {i}")
         ok = json.loads(reqs[0])
         c.eq(m.decide(ok), json.loads(want[0][1]), "decide(dict) returns the answer")
+        # one basal_decide_batch call for all of them: the server's bytes, refusals included
+        c.eq(m.decide_raw_many(reqs), want, "Python decide_raw_many: every request in one call")
+        c.eq(m.decide_raw_many([]), [], "decide_raw_many([])")
+        good = [i for i, (st, _) in enumerate(want) if st == 200]
+        c.eq(m.decide_many([json.loads(reqs[i]) for i in good[:7]]), [json.loads(want[i][1]) for i in good[:7]],
+             "decide_many(dicts) returns the answers")
+        bad = next(i for i, (st, _) in enumerate(want) if st != 200)
+        try:
+            m.decide_many([reqs[good[0]], reqs[bad]])
+            c.ok(False, "decide_many with a refused request raises")
+        except basal.RequestError as e:
+            c.ok(e.index == 1 and e.status == want[bad][0], f"decide_many: RequestError index {e.index}, {e.status}")
         try:
             m.decide({"model": "basal-tiny"})
             c.ok(False, "a refused request raises")
