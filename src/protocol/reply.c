@@ -45,6 +45,23 @@ static void typesafe(bs_reply *r, int status, const char *type, const char *msg,
     bs_buf_puts(b, "}}");
 }
 
+void bs_reply_json_invalid(bs_reply *r, bs_dialect d, const char *msg, size_t pos, size_t lineno, size_t colno) {
+    bs_buf *b = reset(r, 422);
+    if (d == BS_DIALECT_SYSTEMONE) {
+        bs_buf_printf(b, "{\"detail\":[{\"type\":\"json_invalid\",\"loc\":[\"body\",%zu],"
+                         "\"msg\":\"JSON decode error\",\"input\":{},\"ctx\":{\"error\":", pos);
+        bj_put_string(b, msg, strlen(msg));
+        bs_buf_puts(b, "}}]}");
+        return;
+    }
+    bs_buf m;
+    bs_buf_init(&m);
+    bs_buf_printf(&m, "%s: line %zu column %zu (char %zu)", msg, lineno, colno, pos);
+    bs_reply_basal(r, 422, m.data ? m.data : "", m.len);
+    if (m.oom) r->body.oom = 1;
+    bs_buf_free(&m);
+}
+
 void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t len) {
     bs_buf msg;
     bs_buf_init(&msg);

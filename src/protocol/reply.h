@@ -34,6 +34,12 @@ void bs_reply_internal(bs_reply *r, bs_dialect d, const char *msg);
  * answering): 500 {"error":"internal","detail":msg} in both dialects. */
 void bs_reply_fatal(bs_reply *r, const char *msg);
 #define BS_MSG_ENGINE_STOPPED "engine stopped"
+/* Step 4: the body is not JSON (msg: the decoder's message at character pos,
+ * line lineno, column colno): /v1/systemone 422 {"detail":[{"type":
+ * "json_invalid","loc":["body",pos],"msg":"JSON decode error","input":{},
+ * "ctx":{"error":msg}}]}; /v1/basal 422 {"error":"<msg>: line L column C
+ * (char P)"} (json.loads' message). */
+void bs_reply_json_invalid(bs_reply *r, bs_dialect d, const char *msg, size_t pos, size_t lineno, size_t colno);
 /* Step 7: /v1/systemone 400 api_usage_error, /v1/basal 422 "Unknown model: <m>". */
 void bs_reply_unknown_model(bs_reply *r, bs_dialect d, const char *model, size_t len);
 /* The validation envelopes (request_err.c writes the error objects, comma-

@@ -76,35 +76,19 @@ int bs_body_parse(const char *data, size_t len, bs_dialect d, bj_value **out, bs
     bs_err pe_err;
     int rc = bj_parse_ex(data, len, &po, out, &pe, &pe_err);
     if (rc == BS_ENOMEM || (rc < 0 && !pe.msg)) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
-    bs_buf *b = &rep->body;
-    b->len = 0;
+    rep->body.len = 0;
     if (rc < 0) {
-        rep->status = 422;
-        if (d == BS_DIALECT_SYSTEMONE) {
-            bs_buf_printf(b, "{\"detail\":[{\"type\":\"json_invalid\",\"loc\":[\"body\",%zu],"
-                             "\"msg\":\"JSON decode error\",\"input\":{},\"ctx\":{\"error\":", pe.pos);
-            bs_resp_cstr(b, pe.msg);
-            bs_buf_puts(b, "}}]}");
-        } else {
-            bs_buf msg;
-            bs_buf_init(&msg);
-            bs_buf_printf(&msg, "%s: line %zu column %zu (char %zu)", pe.msg, pe.lineno, pe.colno, pe.pos);
-            bs_buf_puts(b, "{\"error\":");
-            bs_resp_string(b, msg.data ? msg.data : "", msg.len);
-            bs_buf_putc(b, '}');
-            if (msg.oom) b->oom = 1;
-            bs_buf_free(&msg);
-        }
-        if (b->oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
+        bs_reply_json_invalid(rep, d, pe.msg, pe.pos, pe.lineno, pe.colno);
+        if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
         return bs_fail(e, BS_EINVAL, "request body: %s", pe_err.msg);
     }
     if (d == BS_DIALECT_BASAL && (*out)->type != BJ_OBJECT) {
         bj_free(*out);
         *out = NULL;
-        rep->status = 422;
-        bs_buf_puts(b, "{\"error\":\"request body must be a JSON object\"}");
-        if (b->oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
-        return bs_fail(e, BS_EINVAL, "request body must be a JSON object");
+        static const char not_object[] = "request body must be a JSON object";
+        bs_reply_basal(rep, 422, not_object, sizeof not_object - 1);
+        if (rep->body.oom) return bs_fail(e, BS_ENOMEM, "request body: out of memory");
+        return bs_fail(e, BS_EINVAL, "%s", not_object);
     }
     return BS_OK;
 }
