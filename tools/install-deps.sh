@@ -25,6 +25,7 @@ pkgs+=(libssl-dev)                # basal benchmark: SHA-256 of workload files (
 pkgs+=(nginx yamllint)            # tests/e2e/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
 pkgs+=(chromium)                  # tests/e2e/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
 pkgs+=(systemd curl)              # tests/e2e/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
+pkgs+=(universal-ctags)           # tests/e2e/t_function_length.sh: function extents (tools/long-functions.py)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if ! command -v dpkg-query >/dev/null 2>&1; then
     # not Debian: the build finds out what is missing; say where the list is

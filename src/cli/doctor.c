@@ -546,11 +546,16 @@ static void check_names(report_t *r, const bs_serve_config *c, const model_t *mo
         if (n && mods[0].name) add(r, A_CONFIG, L_OK, NULL, "default model: %s (the first model)", mods[0].name);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
+    int served = 0;
+    for (size_t i = 0; i < n && !served; i++) {
         if (!mods[i].name) continue;
-        if (!strcmp(mods[i].name, c->default_model)) goto served;
-        for (size_t a = 0; a < c->models[i].n_aliases; a++)
-            if (!strcmp(c->models[i].aliases[a], c->default_model)) goto served;
+        served = !strcmp(mods[i].name, c->default_model);
+        for (size_t a = 0; a < c->models[i].n_aliases && !served; a++)
+            served = !strcmp(c->models[i].aliases[a], c->default_model);
+    }
+    if (served) {
+        add(r, A_CONFIG, L_OK, NULL, "default_model %s is served", c->default_model);
+        return;
     }
     if (n_ok < n) {
         add(r, A_CONFIG, L_INFO, NULL, "default_model %s: not among the models that passed (not every model did)",
@@ -564,9 +569,6 @@ static void check_names(report_t *r, const bs_serve_config *c, const model_t *mo
     add(r, A_CONFIG, L_FAIL, "set default_model to one of the served names or aliases",
         "default model %s is not served ([%s])", c->default_model, b.data && !b.oom ? b.data : "");
     bs_buf_free(&b);
-    return;
-served:
-    add(r, A_CONFIG, L_OK, NULL, "default_model %s is served", c->default_model);
 }
 
 /* The checks `basal serve` makes before loading (server/config_check.c), run

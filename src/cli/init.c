@@ -111,7 +111,8 @@ static uint64_t model_bytes(const char *ref) {
     return 0;
 }
 
-static int write_config(FILE *f, const cli_list *models, const bs_serve_config *c, const bs_serve_model *m) {
+/* The keys of the whole server, each commented with its default, up to "models:". */
+static void put_server_keys(FILE *f, const bs_serve_config *c) {
     fprintf(f,
             "# basal-serve.yml: the configuration of `basal serve` (written by `basal init`).\n"
             "# basal serve reads it with --config FILE, or from env BASAL_CONFIG, or as ./basal-serve.yml\n"
@@ -194,8 +195,10 @@ static int write_config(FILE *f, const cli_list *models, const bs_serve_config *
             c->max_inflight, c->long_slice_ms, c->release_date, c->access_log ? "true" : "false",
             c->log_format, c->ui ? "true" : "false", c->metrics ? "true" : "false", c->max_body_bytes, c->backend, c->threads, c->header_timeout_s,
             c->body_timeout_s, c->keepalive_timeout_s, c->max_connections, c->max_client_connections);
-    for (size_t i = 0; i < models->n; i++) {
-    if (put_model(f, models->v[i]) < 0) return -1;
+}
+
+/* The commented keys of one models entry, after its path or repo line. */
+static void put_model_keys(FILE *f, const bs_serve_model *m) {
     fprintf(f,
             "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16 or f32.\n"
             "    #dtype: %s\n"
@@ -229,6 +232,13 @@ static int write_config(FILE *f, const cli_list *models, const bs_serve_config *
             m->dtype, m->gemm_table, m->max_batch_tokens, m->schedule_fifo ? "fifo" : "hrrn", m->long_tokens,
             m->state_cache_mb, m->tree_max_tokens, m->max_questions, m->max_request_tokens,
             m->no_prefix_cache ? "true" : "false", m->orders, m->no_calibration ? "true" : "false");
+}
+
+static int write_config(FILE *f, const cli_list *models, const bs_serve_config *c, const bs_serve_model *m) {
+    put_server_keys(f, c);
+    for (size_t i = 0; i < models->n; i++) {
+        if (put_model(f, models->v[i]) < 0) return -1;
+        put_model_keys(f, m);
     }
     return ferror(f) ? -1 : 0;
 }

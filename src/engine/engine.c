@@ -411,6 +411,19 @@ static void lane_free(lane *L) {
     pthread_cond_destroy(&L->cv);
 }
 
+/* The lanes' threads (lane_init done for both). */
+static int start_lanes(bs_engine *en, bs_err *e) {
+    if (pthread_create(&en->main.th, NULL, lane_main, &en->main) != 0)
+        return bs_fail(e, BS_ENOMEM, "engine: cannot start the main lane thread");
+    en->main.started = 1;
+    if (en->has_long) {
+        if (pthread_create(&en->lng.th, NULL, lane_main, &en->lng) != 0)
+            return bs_fail(e, BS_ENOMEM, "engine: cannot start the long lane thread");
+        en->lng.started = 1;
+    }
+    return BS_OK;
+}
+
 int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *opts, bs_gate *gate, bs_err *e) {
     *out = NULL;
     if (!m->has_weights) return bs_fail(e, BS_EINVAL, "engine: model %s loaded without weights", m->name);
@@ -430,23 +443,12 @@ int bs_engine_create(bs_engine **out, bs_basal_model *m, const bs_engine_opts *o
     if (!en->o.no_prefix_cache && (rc = bs_prefix_set_build(&en->pinned, m, en->gate, e)) < 0) goto fail;
     lane_init(&en->main, en, 0);
     if (en->has_long) lane_init(&en->lng, en, 1);
-    if (pthread_create(&en->main.th, NULL, lane_main, &en->main) != 0) {
-        rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the main lane thread");
-        goto fail_lanes;
-    }
-    en->main.started = 1;
-    if (en->has_long) {
-        if (pthread_create(&en->lng.th, NULL, lane_main, &en->lng) != 0) {
-            rc = bs_fail(e, BS_ENOMEM, "engine: cannot start the long lane thread");
-            goto fail_lanes;
-        }
-        en->lng.started = 1;
+    if ((rc = start_lanes(en, e)) < 0) {
+        bs_engine_destroy(en); /* stops and joins the lanes that started, frees the rest */
+        return rc;
     }
     *out = en;
     return BS_OK;
-fail_lanes:
-    bs_engine_destroy(en);
-    return rc;
 fail:
     bs_prefix_set_free(&en->pinned);
     bs_letter_cache_free(&en->lc);

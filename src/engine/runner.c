@@ -306,29 +306,28 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
     if ((rc = unique_letter_ids(items, first, nr, &uids, &nuniq, e)) < 0) goto done;
 
+    /* the device gate is held from choosing the cached prefixes to the end
+     * of the forward, and left on every path */
     if (r->gate) (r->preemptible ? bs_gate_enter_preemptible : bs_gate_enter_urgent)(r->gate);
     r->clock++;
-    if ((rc = choose_prefixes(r, rows, nr, row_state_len, px, e)) < 0) goto leave;
-    if ((rc = bs_packed_build(&pk, rows, (int32_t)nr, px, uids, (int32_t)nuniq, e)) < 0) goto leave;
-    packed = 1;
-    if (r->m->evidence && !m->backend && !r->evidence_separate) {
-        if ((rc = bs_ev_rows_init(&er, pk.in.readouts, pk.in.n_readouts, pk.in.n_tokens, e)) < 0) goto leave;
+    rc = choose_prefixes(r, rows, nr, row_state_len, px, e);
+    if (rc == BS_OK && (rc = bs_packed_build(&pk, rows, (int32_t)nr, px, uids, (int32_t)nuniq, e)) == BS_OK) packed = 1;
+    if (rc == BS_OK && r->m->evidence && !m->backend && !r->evidence_separate &&
+        (rc = bs_ev_rows_init(&er, pk.in.readouts, pk.in.n_readouts, pk.in.n_tokens, e)) == BS_OK) {
         ev_init = 1;
-        if ((ev_rows = add_evidence_rows(items, first, rows, nr, px, m->cfg.hidden, &pk, &er, e)) < 0) {
-            rc = ev_rows;
-            goto leave;
-        }
+        if ((ev_rows = add_evidence_rows(items, first, rows, nr, px, m->cfg.hidden, &pk, &er, e)) < 0) rc = ev_rows;
     }
-    lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg);
-    if (!lg) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto leave; }
-    pk.in.profile = r->profile;
-    bs_fwd_hook h;
-    hook(r, m, &h, &pk.in);
-    rc = bs_forward(m, &pk.in, lg, e);
-    if (rc == BS_OK) bs_fwd_hook_done(&h);
-    r->forwards++;
-    r->forward_tokens += pk.in.n_tokens;
-leave:
+    if (rc == BS_OK && !(lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg)))
+        rc = bs_fail(e, BS_ENOMEM, "out of memory");
+    if (rc == BS_OK) {
+        pk.in.profile = r->profile;
+        bs_fwd_hook h;
+        hook(r, m, &h, &pk.in);
+        rc = bs_forward(m, &pk.in, lg, e);
+        if (rc == BS_OK) bs_fwd_hook_done(&h);
+        r->forwards++;
+        r->forward_tokens += pk.in.n_tokens;
+    }
     if (r->gate) bs_gate_leave(r->gate);
     if (rc == BS_OK && ev_rows > 0) {
         rc = bs_ev_rows_finish(&er, r->m->evidence, e);

@@ -249,7 +249,7 @@ static int cents(fx_env *v, fx_dec a, uint8_t **out, size_t *n) {
     uint8_t *m;
     size_t k;
     if (shift >= 0) {
-        if ((uint64_t)shift + a.n > PREC) goto invalid;
+        if ((uint64_t)shift + a.n > PREC) goto fail;
         k = (size_t)shift + a.n;
         m = fx_alloc(v, k + 1);
         if (!m) return -1;
@@ -269,12 +269,12 @@ static int cents(fx_env *v, fx_dec a, uint8_t **out, size_t *n) {
             else m[k++] = 1;
         }
         while (k && m[k - 1] == 0) k--;
-        if (k > PREC) goto invalid;
+        if (k > PREC) goto fail;
     }
     *out = m;
     *n = k;
     return 0;
-invalid:
+fail:
     fx_raise(v, "[<class 'decimal.InvalidOperation'>]");
     return -1;
 }

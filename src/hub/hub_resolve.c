@@ -91,6 +91,13 @@ int bs_hub_would_download(const char *ref, const char *revision) {
     return online;
 }
 
+/* The cached snapshot is the answer: *dir takes it. */
+static int take_cached(char **dir, char **cached) {
+    *dir = *cached;
+    *cached = NULL;
+    return BS_OK;
+}
+
 int bs_hub_resolve_begin(const char *ref, const char *revision, bs_hub_mode mode, const bs_hub_opts *opts, char **dir,
                          bs_hub_pending **pending, bs_err *e) {
     *dir = NULL;
@@ -105,36 +112,43 @@ int bs_hub_resolve_begin(const char *ref, const char *revision, bs_hub_mode mode
     char *cached = NULL, *commit = NULL;
     bs_err ce = { 0 }, ne = { 0 };
     int rc = bs_hub_ref_parse(ref, revision, &r, e);
-    if (rc < 0 || (rc = bs_hub_env_load(&p->env, e)) < 0) goto fail;
+    if (rc < 0 || (rc = bs_hub_env_load(&p->env, e)) < 0) goto done;
     int have = bs_hub_find_cached(&p->env, &r, &cached, &commit, &ce) == BS_OK;
     if (mode == BS_HUB_CACHED || p->env.offline) {
-        if (have) goto use_cached;
+        if (have) {
+            rc = take_cached(dir, &cached);
+            goto done;
+        }
         rc = not_available(&p->env, &r, p->env.offline ?
                            "HF_HUB_OFFLINE is set, so nothing is downloaded: unset it (or run `basal pull` where the Hub "
                            "can be reached) to download the model" : ce.msg, e);
-        goto fail;
+        goto done;
     }
-    if (have && bs_hub_is_commit(r.rev)) goto use_cached; /* a commit never changes: no need to ask */
-    if ((rc = bs_hub_open(&p->h, &p->env, opts, e)) < 0) goto fail;
+    if (have && bs_hub_is_commit(r.rev)) { /* a commit never changes: no need to ask */
+        rc = take_cached(dir, &cached);
+        goto done;
+    }
+    if ((rc = bs_hub_open(&p->h, &p->env, opts, e)) < 0) goto done;
     bs_hub_set_quick(p->h, have); /* with a copy at hand, a Hub that does not answer is not waited for */
     rc = bs_hub_plan_make(p->h, &r, &p->plan, &ne);
     bs_hub_set_quick(p->h, 0);
     if (rc < 0) {
         if (!strcmp(ne.msg, "cancelled")) {
             rc = bs_fail(e, BS_EIO, "cancelled");
-            goto fail;
+            goto done;
         }
         if (have) {
             char shown[300];
             bs_hub_ref_show(&r, shown, sizeof shown);
             bs_log(BS_LOG_WARN, "hub", "%s: the Hub could not be asked about the revision (%s); using the cached "
                    "snapshot %.8s", shown, ne.msg, commit);
-            goto use_cached;
+            rc = take_cached(dir, &cached);
+            goto done;
         }
         char why[sizeof ne.msg + 32];
         snprintf(why, sizeof why, "Download failed: %s", ne.msg);
         rc = not_available(&p->env, &r, why, e);
-        goto fail;
+        goto done;
     }
     if (p->plan.bytes_missing == 0) /* the blobs are all there: link, write the ref, done */
         rc = bs_hub_fetch(p->h, &p->plan, dir, &ne);
@@ -143,24 +157,19 @@ int bs_hub_resolve_begin(const char *ref, const char *revision, bs_hub_mode mode
     if (rc < 0) { /* 06 §3 R2's message and the reason, as bs_hub_resolve_finish gives it */
         if (!strcmp(ne.msg, "cancelled")) {
             rc = bs_fail(e, BS_EIO, "cancelled");
-            goto fail;
+            goto done;
         }
         char why[sizeof ne.msg + 32];
         snprintf(why, sizeof why, "Download failed: %s", ne.msg);
         rc = not_available(&p->env, &r, why, e);
-        goto fail;
+        goto done;
     }
-    if (*dir) goto done;
-    *pending = p;
-    free(cached);
-    free(commit);
-    return BS_OK;
-use_cached:
-    *dir = cached;
-    cached = NULL;
-done:
+    if (!*dir) { /* the rest is downloaded by bs_hub_resolve_finish */
+        *pending = p;
+        p = NULL;
+    }
     rc = BS_OK;
-fail:
+done:
     free(cached);
     free(commit);
     bs_hub_pending_free(p);

@@ -429,18 +429,18 @@ static int models_value(yctx *y, bs_serve_config *c, const yaml_node_t *v) {
         bs_serve_model m;
         int rc = bs_serve_model_init(&m, y->e);
         if (rc < 0) return rc;
-        if ((rc = each_pair(y, n, "a models entry", model_pair, &m)) < 0) goto bad;
+        if ((rc = each_pair(y, n, "a models entry", model_pair, &m)) < 0) goto fail;
         if (!m.path == !m.repo) {
             rc = yfail(y, n, "%s", "a model needs exactly one of path and repo");
-            goto bad;
+            goto fail;
         }
         if (m.revision && !m.repo) {
             rc = yfail(y, n, "%s", "revision is only allowed with repo");
-            goto bad;
+            goto fail;
         }
-        if ((rc = bs_serve_config_add_model(c, &m, y->e)) < 0) goto bad;
+        if ((rc = bs_serve_config_add_model(c, &m, y->e)) < 0) goto fail;
         continue;
-    bad:
+    fail:
         model_free(&m);
         return rc;
     }

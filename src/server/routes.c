@@ -258,68 +258,68 @@ long bs_chunked_decode(bs_chunked *d, char *buf, size_t *n) {
         case CK_SIZE0:
         case CK_SIZE:
             if ((h = hexval((char)ch)) >= 0) {
-                if (d->left >> 60) goto bad; /* beyond 64 bits (leading zeros are fine) */
+                if (d->left >> 60) goto fail; /* beyond 64 bits (leading zeros are fine) */
                 d->left = d->left << 4 | (unsigned)h;
                 d->state = CK_SIZE;
                 break;
             }
-            if (d->state == CK_SIZE0) goto bad;
+            if (d->state == CK_SIZE0) goto fail;
             /* what may follow the digits: */
             /* fallthrough */
         case CK_BWS:
             if (ch == ' ' || ch == '\t') d->state = CK_BWS;
             else if (ch == ';') d->state = CK_EXT;
             else if (ch == '\r') d->state = CK_SIZE_LF;
-            else goto bad;
+            else goto fail;
             break;
         case CK_EXT:
             if (ch == '\r') d->state = CK_SIZE_LF;
-            else if (!ck_text(ch) || ++d->ext > CK_MAX_EXT) goto bad;
+            else if (!ck_text(ch) || ++d->ext > CK_MAX_EXT) goto fail;
             break;
         case CK_SIZE_LF:
-            if (ch != '\n') goto bad;
+            if (ch != '\n') goto fail;
             d->state = d->left ? CK_DATA : CK_TRAILER0;
             d->line = 0;
             break;
         case CK_DATA_CR:
-            if (ch != '\r') goto bad;
+            if (ch != '\r') goto fail;
             d->state = CK_DATA_LF;
             break;
         case CK_DATA_LF:
-            if (ch != '\n') goto bad;
+            if (ch != '\n') goto fail;
             d->state = CK_SIZE0;
             d->left = 0;
             break;
         case CK_TRAILER0:
             if (ch == '\r') d->state = CK_END_LF;
             else if (ck_text(ch)) d->state = CK_TRAILER;
-            else goto bad;
+            else goto fail;
             break;
         case CK_TRAILER:
             if (ch == '\r') d->state = CK_TRAILER_LF;
-            else if (!ck_text(ch)) goto bad;
+            else if (!ck_text(ch)) goto fail;
             break;
         case CK_TRAILER_LF:
-            if (ch != '\n') goto bad;
+            if (ch != '\n') goto fail;
             d->state = CK_TRAILER0;
             break;
         case CK_END_LF:
-            if (ch != '\n') goto bad;
+            if (ch != '\n') goto fail;
             src++;
             ret = (long)(len - src);
             goto done;
         }
         src++;
         if (d->state == CK_SIZE || d->state == CK_BWS || d->state == CK_EXT || d->state == CK_SIZE_LF) {
-            if (++d->line > CK_MAX_LINE) goto bad;
+            if (++d->line > CK_MAX_LINE) goto fail;
         } else if (d->state >= CK_TRAILER0 && ++d->trailer > CK_MAX_TRAILER) {
-            goto bad;
+            goto fail;
         }
     }
 done:
     *n = dst;
     return ret;
-bad:
+fail:
     *n = dst;
     return -1;
 }

@@ -207,12 +207,12 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     free(names);
     names = NULL;
     int rc;
-    if ((rc = uv_loop_init(&s->loop)) != 0) goto uv_fail;
+    if ((rc = uv_loop_init(&s->loop)) != 0) goto fail;
     s->loop_ready = 1;
     if ((rc = uv_async_init(&s->loop, &s->wake, on_wake)) != 0) {
         uv_loop_close(&s->loop);
         s->loop_ready = 0;
-        goto uv_fail;
+        goto fail;
     }
     s->wake.data = s;
     uv_tcp_init(&s->loop, &s->listener);
@@ -223,23 +223,23 @@ int bs_server_start(bs_server **out, const bs_server_opts *o, bs_err *e) {
     if (fd < 0) {
         rc = uv_translate_sys_error(errno);
         abandon_loop(s, 1);
-        goto uv_fail;
+        goto fail;
     }
     if ((rc = uv_tcp_open(&s->listener, fd)) != 0) {
         close(fd);
         abandon_loop(s, 1);
-        goto uv_fail;
+        goto fail;
     }
     if ((rc = uv_listen((uv_stream_t *)&s->listener, 1024, bs_http_on_connection)) != 0 ||
         (rc = uv_thread_create(&s->thread, loop_main, s)) != 0) {
         abandon_loop(s, 1); /* closes fd */
-        goto uv_fail;
+        goto fail;
     }
     s->thread_started = 1;
     close(o->listen_fd);
     *out = s;
     return BS_OK;
-uv_fail:
+fail:
     free_server(s);
     return bs_fail(e, BS_EIO, "cannot start the HTTP server: %s", uv_strerror(rc));
 oom:

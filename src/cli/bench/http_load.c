@@ -1188,12 +1188,12 @@ int cmd_benchmark(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old);
     g_stop = 0;
     int model = b.o.model_dir ? check_model(&b) : url_model(&b);
-    if (model > 0) goto report; /* aborted before the start: the report says why */
     if (model < 0) goto done;
-    /* workloads: read, checked against manifest.json, planned, before any load */
-    if ((b.o.requests ? read_replay(&b) : read_workload_files(&b)) < 0) goto done;
-    if (prepare_workloads(&b) < 0 || start_local_server(&b) < 0 || run_workloads(&b) < 0) goto done;
-report:
+    /* workloads: read, checked against manifest.json, planned, before any load;
+     * model > 0: aborted before the start, the report says why */
+    if (model == 0 && ((b.o.requests ? read_replay(&b) : read_workload_files(&b)) < 0 || prepare_workloads(&b) < 0 ||
+                       start_local_server(&b) < 0 || run_workloads(&b) < 0))
+        goto done;
     reported = 1;
     rc = write_reports(&b);
 done:

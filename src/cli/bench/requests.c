@@ -291,7 +291,7 @@ static int finish_report(breq_run *b, int nmode, const double mode_dec_s[3], con
     if (rep->oom) return 1;
     if (out_path) {
         bs_buf_putc(rep, '\n');
-        if (bs_write_file(out_path, rep->data, rep->len, &b->e) < 0) { fprintf(stderr, "%s\n", b->e.msg); return 1; }
+        if (bs_write_file(out_path, rep->data, rep->len, &b->e) < 0) { cli_error("bench-requests", "%s", b->e.msg); return 1; }
     } else {
         cli_print_pretty(stdout, rep->data, rep->len);
     }
@@ -321,7 +321,7 @@ int cmd_bench_requests(int argc, char **argv) {
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
-        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        cli_error("bench-requests", "%s exists; choose a new output path", out_path);
         return 1;
     }
     int status = 1;

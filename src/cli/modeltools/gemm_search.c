@@ -73,7 +73,7 @@ int cmd_gemm_search(int argc, char **argv) {
     return 1;
 #else
     if (bs_file_exists(out_path)) {
-        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        cli_error("gemm-search", "%s exists; choose a new output path", out_path);
         return 1;
     }
     bs_err e = {0};

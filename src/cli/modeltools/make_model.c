@@ -644,10 +644,10 @@ int cmd_make_model(int argc, char **argv) {
     }
     if (!o.tokenizer) {
         if (!bs_file_exists(DEFAULT_TOKENIZER)) {
-            fprintf(stderr,
-                    "basal: make-model: no tokenizer: %s not found from the current directory; "
-                    "run in the repository root (after `make deps`) or give --tokenizer FILE\n",
-                    DEFAULT_TOKENIZER);
+            cli_error("make-model",
+                      "no tokenizer: %s not found from the current directory; "
+                      "run in the repository root (after `make deps`) or give --tokenizer FILE",
+                      DEFAULT_TOKENIZER);
             return 1;
         }
         o.tokenizer = DEFAULT_TOKENIZER;

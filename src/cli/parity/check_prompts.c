@@ -229,7 +229,7 @@ int cmd_check_prompts(int argc, char **argv) {
         return 2;
     }
     if (out_path && bs_file_exists(out_path)) {
-        fprintf(stderr, "%s exists; choose a new output path\n", out_path);
+        cli_error("check-prompts", "%s exists; choose a new output path", out_path);
         return 1;
     }
     status = 1;
