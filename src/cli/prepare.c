@@ -7,13 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/session.h"
 #include "base/util.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
 #include "engine/pack.h"
 #include "engine/plan.h"
-#include "engine/runner.h"
 #include "protocol/respjson.h"
 
 typedef struct {

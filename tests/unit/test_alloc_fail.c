@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "basal.h"
 #include "protocol/pyjson.h"
 #include "device/device.h"
 #include "engine/engine.h"
@@ -146,6 +147,53 @@ static void sweep_decisions(bs_basal_model *m, const char *mode) {
     bs_buf_free(&got);
 }
 
+/* Every allocation of one basal_decide_batch call (include/basal.h) made to
+ * fail in turn: a request answered, one refused while planning, the first
+ * again. A failed call returns a negative code with a message and no result
+ * JSON; a call that survives gives the results of the call without failures. */
+static void sweep_session(const char *dir) {
+    basal_options o;
+    basal_options_init(&o);
+    o.threads = 1;
+    basal_session *s = NULL;
+    bs_err e;
+    CHECK_INT(basal_open(&s, dir, &o, &e), 0);
+    if (!s) return;
+    const char *req[3] = {BODY, "{\"model\":\"basal-tiny\",\"state\":\"x\",\"questions\":{}}", BODY};
+    size_t lens[3];
+    for (int i = 0; i < 3; i++) lens[i] = strlen(req[i]);
+    basal_result ref[3], got[3];
+    CHECK_INT(basal_decide_batch(s, 3, req, lens, ref, &e), 0); /* fills the letter cache */
+    for (int i = 0; i < 3; i++) basal_result_free(&ref[i]);
+    arm(0);
+    CHECK_INT(basal_decide_batch(s, 3, req, lens, ref, &e), 0);
+    long total = disarm();
+    CHECK(ref[0].status == 200 && ref[1].status == 422 && ref[2].status == 200);
+    long failed_cleanly = 0, survived = 0;
+    for (long n = 1; n <= total; n++) {
+        arm(n);
+        int rc = basal_decide_batch(s, 3, req, lens, got, &e);
+        disarm();
+        if (rc < 0) {
+            failed_cleanly++;
+            CHECK(e.msg[0] && !got[0].json && !got[1].json && !got[2].json);
+        } else {
+            survived++;
+            for (int i = 0; i < 3; i++)
+                if (got[i].status != ref[i].status || got[i].len != ref[i].len || memcmp(got[i].json, ref[i].json, ref[i].len)) {
+                    fprintf(stderr, "session: allocation %ld failed, yet result %d differs:\n%s\n", n, i, got[i].json);
+                    CHECK(0);
+                }
+        }
+        for (int i = 0; i < 3; i++) basal_result_free(&got[i]);
+    }
+    fprintf(stderr, "session batch of 3: %ld allocations swept, %ld failed cleanly, %ld tolerated with the same results\n",
+            total, failed_cleanly, survived);
+    CHECK(total > 50);
+    for (int i = 0; i < 3; i++) basal_result_free(&ref[i]);
+    basal_close(s);
+}
+
 int main(void) {
     const char *fx = check_env("FIXTURES", "build/fixtures");
     char dir[1024];
@@ -205,5 +253,6 @@ int main(void) {
     }
     fprintf(stderr, "model load: %ld allocations, %ld failure points tried\n", load_total, tried);
     bs_pool_destroy(pool);
+    sweep_session(dir);
     return check_report("test_alloc_fail");
 }

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "protocol/respjson.h"
-#include "engine/plan.h"
 
 static void put_field(bs_buf *b, const bj_value *rec, const char *key) {
     const bj_value *v = bj_get(rec, key);

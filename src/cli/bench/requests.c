@@ -19,7 +19,6 @@
 #include "base/progress.h"
 #include "protocol/respjson.h"
 #include "base/util.h"
-#include "engine/engine.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
@@ -95,8 +94,6 @@ static int read_requests(const char *path, const char *model, req_line **out, si
     return rc;
 }
 
-/* One whole decision: validate, plan, run, answer; its usage with the tokens
- * its forwards computed. */
 /* Tokens of the request's (round-1) prompts packed as one trie row per
  * question, and as one row for the whole request (06 §7.2): the distinct
  * prefixes the engine's trie counter counts. Planned here, outside the timed

@@ -23,7 +23,6 @@
 #include "base/progress.h"
 #include "protocol/respjson.h"
 #include "base/util.h"
-#include "engine/engine.h"
 #include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"

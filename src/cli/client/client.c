@@ -23,10 +23,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "basal.h"
+#include "basal.h" /* --local: the public API only */
 #include "cli/cli.h"
 #include "cli/client/client.h"
-#include "api/session.h"
 #include "protocol/request.h"
 #include "protocol/respjson.h"
 

@@ -16,8 +16,6 @@
 #include "cli/bench/item.h"
 #include "cli/cli.h"
 #include "cli/parity/items.h"
-#include "engine/engine.h"
-#include "engine/pack.h"
 #include "engine/plan.h"
 #include "engine/runner.h"
 #include "protocol/pyjson.h"

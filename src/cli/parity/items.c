@@ -6,15 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/session.h"
 #include "base/sha256.h"
 #include "base/util.h"
 #include "cli/bench/item.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
 #include "engine/pack.h"
 #include "engine/plan.h"
-#include "engine/runner.h"
 #include "protocol/pyjson.h"
 #include "protocol/respjson.h"
 #include "cli/parity/items.h"
