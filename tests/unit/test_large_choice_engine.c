@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "basal.h"
 #include "decision/decide.h"
 #include "decision/large_choice.h"
 #include "protocol/pyjson.h"
@@ -260,6 +261,37 @@ static void after_batch(void *ctx, int lane, int requests, double ms, int ok) {
     if (j) atomic_store(&j->cancelled, 1);
 }
 
+/* The P7 request (round 2 refused), a small request and a large choice in one
+ * basal_decide_batch call (include/basal.h): the refused request leaves the
+ * run after round 1 while the large choice goes on to its finalists; each
+ * result has the status and bytes the engine gave that request, and those of
+ * a basal_decide call of its own. */
+static const char *g_dir;
+static void session_batch(const char *p7, const char *p7_engine, const char *b11, const char *b11_engine,
+                          const char *small_engine) {
+    basal_session *s = NULL;
+    bs_err e;
+    CHECK_INT(basal_open(&s, g_dir, NULL, &e), 0);
+    if (!s) return;
+    const char *req[3] = {p7, SMALL[0], b11}, *want[3] = {p7_engine, small_engine, b11_engine};
+    const int want_st[3] = {422, 200, 200};
+    size_t lens[3];
+    for (int i = 0; i < 3; i++) lens[i] = strlen(req[i]);
+    basal_result r[3];
+    CHECK_INT(basal_decide_batch(s, 3, req, lens, r, &e), 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT(r[i].status, want_st[i]);
+        CHECK_STR(r[i].json ? r[i].json : "", want[i]);
+        basal_result one;
+        CHECK_INT(basal_decide(s, req[i], lens[i], &one, &e), 0);
+        CHECK_INT(one.status, want_st[i]);
+        CHECK_STR(one.json ? one.json : "", want[i]);
+        basal_result_free(&one);
+        basal_result_free(&r[i]);
+    }
+    basal_close(s);
+}
+
 static void test_engine_large_choice(bs_basal_model *m) {
     /* 40 options on a ~300-token state with two other questions, 255 options,
      * 11 options in English */
@@ -415,6 +447,7 @@ static void test_engine_large_choice(bs_basal_model *m) {
         CHECK_STR(got[1], alone[3]);
         CHECK_INT(s.lc_rounds[0], 1);
         CHECK_INT(s.lc_rounds[1], 0);
+        session_batch(b.data, got[0], b11, alone[2], alone[3]);
         free(got[0]);
         free(got[1]);
         bs_buf_free(&b);
@@ -429,6 +462,7 @@ int main(void) {
     const char *fx = check_env("FIXTURES", "build/fixtures");
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tiny-bias", fx);
+    g_dir = dir;
     bs_pool *pool = bs_pool_create(0);
     bs_basal_model m;
     bs_err e = {0};
