@@ -8,6 +8,16 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BASAL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define BASAL_PRINTF(f, a)
+#endif
+
 #define BASAL_VERSION "0.1.0"
 
 enum {
@@ -27,8 +37,7 @@ typedef struct bs_err {
 } bs_err;
 
 /* Records code and a printf-style message in e (if e is not NULL); returns code. */
-int bs_fail(bs_err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int bs_fail(bs_err *e, int code, const char *fmt, ...) BASAL_PRINTF(3, 4);
 
 /* A short description of a code (BS_OK and the BS_E* above), a static
  * string; "unknown error" for other values. */
@@ -130,5 +139,9 @@ int basal_decide_batch(basal_session *s, size_t n, const char *const *requests, 
                        basal_result *results, bs_err *e);
 /* Frees r->json and zeroes *r; NULL is fine. */
 void basal_result_free(basal_result *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

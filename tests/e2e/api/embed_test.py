@@ -98,6 +98,19 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
         p = subprocess.run([exe, MODEL], input=reqs[0].encode() + b"\n", capture_output=True, timeout=120)
         c.eq(p.stdout.rstrip(b"\n").partition(b" ")[2], want[0][1], "the pkg-config build answers alike")
 
+    # a C++ program includes basal.h (extern "C") and links against libbasal.so
+    cxx_src = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ver.cc")
+    open(cxx_src, "w").write('#include <basal.h>\n#include <cstdio>\nint main() { std::printf("%s\\n", basal_version()); '
+                             'basal_options o; basal_options_init(&o); return o.threads; }\n')
+    cxx_exe = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ver")
+    cc = subprocess.run(["g++", "-Wall", "-Wextra", "-Werror", cxx_src, *flags.stdout.split(), "-Wl,-rpath," + BUILD,
+                         "-o", cxx_exe], capture_output=True, text=True)
+    c.eq(cc.returncode, 0, f"g++ builds a C++ program against basal.h and libbasal.so ({cc.stderr[-400:]})")
+    if cc.returncode == 0:
+        p = subprocess.run([cxx_exe], capture_output=True, text=True)
+        c.eq((p.returncode, p.stdout.strip()), (0, re.search(r'#define BASAL_VERSION "([^"]+)"', open(
+            os.path.join(ROOT, "include", "basal.h"), encoding="utf-8").read()).group(1)), "the C++ program runs")
+
     # ---- make install (tools/install-lib.sh): the installed basal.pc builds it too ----
     tmpd = os.environ.get("TMPDIR", "/tmp")
     prefix, stage = os.path.join(tmpd, "prefix"), os.path.join(tmpd, "stage")
