@@ -125,6 +125,8 @@ def ours_items():
         request = {"state": state(), "questions": {"topic": topic, "urgent": urgent, "level": level, "tags": tags,
                                                    "act": act, "route": act_choice, "context": {"type": "noul",
                                                                                                 "instructions": "Kontekst?"}}}
+        if i % 4 == 1:  # answered without the model: confidence exactly 1.0, the top edge of the last bin
+            request["questions"]["only"] = {"type": "choice", "instructions": "Jedyna opcja?", "criteria": {"sole": None}}
         if i % 3 == 0:
             request["model"] = "some-other-name"  # replaced by the evaluated model
         expected = {"topic": rng.choice(["billing", "shipping", "access", "other"]), "urgent": rng.random() < 0.5,
@@ -134,6 +136,8 @@ def ours_items():
                     "act": rng.choice([True, False, "true", "false"]), "route": rng.choice(["a", "b"])}
         if i % 4 == 3:
             del expected["level"]  # asked, not scored
+        if i % 4 == 1:
+            expected["only"] = "sole"
         out.append({"id": i, "request": request, "expected": expected})
     return out
 
@@ -243,6 +247,7 @@ def part_url_model_oracle():
     confs = [d["confidence"] for d in ud if d["confidence"] is not None]
     C.ok(sum(c > 0.99 for c in confs) >= 5 and sum(c < 0.7 for c in confs) >= 5,
          f"the items spread over the confidence range ({min(confs):.3f}..{max(confs):.3f})")
+    C.ok(sum(c == 1.0 for c in confs) >= 8, "confidence exactly 1.0 (single-option questions) is in the data")
     C.ok(len({b for s in urlr["settings"] for b, x in enumerate(s["overall"]["bins"]) if x["count"]}) >= 5,
          "at least 5 non-empty confidence bins")
     return urlr
