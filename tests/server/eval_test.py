@@ -21,6 +21,8 @@
 - --summary json: basal-run's summary line per setting (its keys, its rounding).
 - --dtype f32,bf16: one session each, labelled, metrics equal to the
   reference computed from the --decisions lines.
+- A server at --max-inflight 1 answering 529: the items are retried (Retry-After)
+  until answered, and the report equals the in-process one.
 - An item the model refuses (evidence without a head: 422 at the capability
   step): exit 1, listed with FILE:LINE and 422 in both modes, the others
   evaluated.
@@ -410,6 +412,24 @@ MALFORMED = [
 ]
 
 
+def part_overload():
+    """A full server answers 529 with Retry-After: 1; eval waits and retries."""
+    items = write_lines("overload.jsonl", ours_items()[:6])
+    srv = Server(["--model", MODEL, "--max-inflight", "1"])
+    try:
+        rc, out, err = run(["eval", "--url", f"http://127.0.0.1:{srv.port}", "--jobs", "6", "--retries", "10",
+                            "--out", path("ov.json"), items])
+        log = srv.log()
+    finally:
+        srv.stop()
+    C.eq(rc, 0, f"529s retried: exit ({err[-300:]})")
+    C.ok(len(re.findall(r"POST /v1/systemone 529 ", log)) >= 1, "the server did answer 529 (max_inflight 1, 6 jobs)")
+    rc2, _, err2 = run(["eval", "--model", MODEL, "--out", path("ov-model.json"), items])
+    C.eq(rc2, 0, f"the same items in-process ({err2[-300:]})")
+    a, b = json.load(open(path("ov.json"))), json.load(open(path("ov-model.json")))
+    C.eq(strip_run(a), strip_run(b), "after the retries the report is the in-process one")
+
+
 def part_malformed():
     good = json.dumps(ours_items()[0], ensure_ascii=False)
     for k, (line, want) in enumerate(MALFORMED):
@@ -485,6 +505,7 @@ def main():
     part_summary_json()
     part_dtype()
     part_refused()
+    part_overload()
     part_malformed()
     part_progress()
     return C.report()
