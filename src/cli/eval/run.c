@@ -90,7 +90,8 @@ static int read_target(const ev_set *s, const ev_target *t, const bj_value *a, d
 int ev_result_answer(ev_result *r, const ev_set *s, size_t item, const char *json, size_t len, bs_err *e) {
     const ev_item *it = &s->items[item];
     bj_value *v = NULL;
-    if (bj_parse(json, len, NULL, &v, e) != 0) return bs_fail(e, BS_EFORMAT, "the answer is not JSON: %s", e->msg);
+    bs_err pe = {0};
+    if (bj_parse(json, len, NULL, &v, &pe) != 0) return bs_fail(e, BS_EFORMAT, "the answer is not JSON: %s", pe.msg);
     const bj_value *answers = bj_get(v, "answers"), *usage = bj_get(v, "usage");
     int rc = answers && answers->type == BJ_OBJECT ? BS_OK : bs_fail(e, BS_EFORMAT, "the answer has no answers object");
     for (size_t k = 0; k < it->n_targets && rc == BS_OK; k++) {
