@@ -24,6 +24,7 @@ pkgs+=(libcurl4-openssl-dev)      # basal client (HTTP via libcurl)
 pkgs+=(libssl-dev)                # basal benchmark: SHA-256 of workload files (libcrypto)
 pkgs+=(nginx yamllint)            # tests/e2e/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
 pkgs+=(chromium)                  # tests/e2e/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
+pkgs+=(python3-sklearn)           # tests/e2e/t_eval.sh: the second oracle of basal eval's metrics
 pkgs+=(systemd curl)              # tests/e2e/t_systemd.sh: systemd-analyze verify/security; the unit's curl readiness probe
 pkgs+=(universal-ctags)           # tests/e2e/t_function_length.sh: function extents (tools/long-functions.py)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -29,13 +29,14 @@ int cmd_models(int argc, char **argv);
 
 int cmd_gemm_search(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* What each command says about itself (usage line, summary, notes); the
  * top-level help lists the summaries. */
 extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, cli_doc_generate, cli_doc_logits,
     cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
     cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search, cli_doc_compare, cli_doc_export,
-    cli_doc_check_prompts, cli_doc_pull, cli_doc_models;
+    cli_doc_check_prompts, cli_doc_pull, cli_doc_models, cli_doc_eval;
 
 /* --backend auto|cpu|cuda (--device: its older name), --dtype
  * auto|f16|bf16|f32|int8w, --gemm-table FILE (device/device.h); NULL = not given

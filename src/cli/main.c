@@ -23,6 +23,7 @@ static const command commands[] = {
     {&cli_doc_decide, cmd_decide},
     {&cli_doc_prepare, cmd_prepare},
     {&cli_doc_client, cmd_client},
+    {&cli_doc_eval, cmd_eval},
     {&cli_doc_benchmark, cmd_benchmark},
     {&cli_doc_bench, cmd_bench},
     {&cli_doc_bench_requests, cmd_bench_requests},

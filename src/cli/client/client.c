@@ -26,11 +26,11 @@
 #include "basal.h" /* --local: the public API only */
 #include "cli/cli.h"
 #include "cli/client/client.h"
+#include "cli/client/http.h"
 #include "protocol/request.h"
 #include "protocol/respjson.h"
 
 #define CL_MAX_RESPONSE (16u << 20)
-#define CL_DEFAULT_URL "http://127.0.0.1:8000"
 
 typedef struct {
     const char *ask, *template_path, *request, *state, *state_pointer, *url, *model, *key_env;
@@ -67,8 +67,7 @@ typedef struct {
 
 typedef struct {
     cl_opts *o;
-    char *url_decide, *url_models;
-    struct curl_slist *headers;
+    cl_http http;
     bj_value *template; /* questions of --ask / --template, or NULL with --request */
     char *model;        /* --model or BASAL_MODEL, normalised; NULL = from the request or discovered */
     char *discovered;
@@ -331,25 +330,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     cl_slot *s = ud;
     size_t len = size * n;
-    if (len > 12 && !strncasecmp(p, "retry-after:", 12)) {
-        size_t a = 12, z = len;
-        while (a < z && (p[a] == ' ' || p[a] == '\t')) a++;
-        while (z > a && (p[z - 1] == '\r' || p[z - 1] == '\n' || p[z - 1] == ' ' || p[z - 1] == '\t')) z--;
-        size_t m = z - a < sizeof s->retry_after - 1 ? z - a : sizeof s->retry_after - 1;
-        memcpy(s->retry_after, p + a, m);
-        s->retry_after[m] = 0;
-        s->has_retry_after = 1;
-    }
+    if (cl_http_retry_after(p, len, s->retry_after, sizeof s->retry_after)) s->has_retry_after = 1;
     return len;
 }
 
 static void easy_common(cl_ctx *c, CURL *h, cl_slot *s) {
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "basal-client/" BASAL_VERSION);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->o->timeout);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(c->o->timeout < 10 ? c->o->timeout : 10));
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    cl_http_easy(&c->http, h);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -419,8 +405,7 @@ static int classify(cl_slot *s, CURLcode rc, int need_answers) {
         if (b.oom) bs_buf_free(&b);
         else s->detail = b.data;
     }
-    return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504 ||
-           status == 529;
+    return cl_http_transient(status);
 }
 
 /* GET /v1/models once: the server's only model becomes the default. 0 or the slot's error. */
@@ -430,7 +415,7 @@ static int discover_model(cl_ctx *c, cl_slot *s) {
     if (!h) return set_error(s, "internal", bs_strfmt("curl_easy_init failed")), -1;
     s->h = h;
     easy_common(c, h, s);
-    curl_easy_setopt(h, CURLOPT_URL, c->url_models);
+    curl_easy_setopt(h, CURLOPT_URL, c->http.url_models);
     CURLcode rc = curl_easy_perform(h);
     classify(s, rc, 0);
     int ret = -1;
@@ -570,7 +555,7 @@ static int start_transfer(cl_ctx *c, cl_slot *s) {
         s->h = curl_easy_init();
         if (!s->h) return -1;
         easy_common(c, s->h, s);
-        curl_easy_setopt(s->h, CURLOPT_URL, c->url_decide);
+        curl_easy_setopt(s->h, CURLOPT_URL, c->http.url_decide);
         curl_easy_setopt(s->h, CURLOPT_POSTFIELDS, s->body.data);
         curl_easy_setopt(s->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
     }
@@ -589,15 +574,9 @@ static void finish_transfer(cl_ctx *c, cl_slot *s, CURLcode rc) {
     int transient = classify(s, rc, 1);
     s->state = SLOT_DONE;
     if (!transient || s->attempt >= c->o->retries) return;
-    double delay;
-    if (s->has_retry_after) {
-        /* only whole seconds up to 30; a longer or other value is not shortened: the record fails */
-        const char *r = s->retry_after;
-        if (!*r || strspn(r, "0123456789") != strlen(r) || strlen(r) > 2 || atoi(r) > 30) return;
-        delay = atoi(r);
-    } else {
-        delay = (double)(1 << (s->attempt < 4 ? s->attempt : 4));
-    }
+    /* a Retry-After of more than 30 s (or not whole seconds) is not shortened: the record fails */
+    double delay = cl_http_retry_delay(s->attempt, s->has_retry_after ? s->retry_after : NULL);
+    if (delay < 0) return;
     s->attempt++;
     c->retries_done++;
     s->state = SLOT_WAITING;
@@ -1009,52 +988,6 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
     return 0;
 }
 
-/* Base URL checks and the two endpoints; exit status. */
-static int build_urls(cl_ctx *c) {
-    const char *url = c->o->url;
-    if (!url) {
-        const char *env = getenv("BASAL_URL");
-        url = env && *env ? env : CL_DEFAULT_URL;
-    }
-    const char *rest = !strncasecmp(url, "http://", 7) ? url + 7 : !strncasecmp(url, "https://", 8) ? url + 8 : NULL;
-    if (!rest || !*rest) return usage_error("server URL must use http or https");
-    size_t auth = strcspn(rest, "/");
-    if (memchr(rest, '@', auth) || strpbrk(url, "?#"))
-        return usage_error("server base URL must not contain credentials, a query or a fragment");
-    size_t n = strlen(url);
-    while (n > 0 && url[n - 1] == '/') n--;
-    c->url_decide = bs_strfmt("%.*s/v1/systemone", (int)n, url);
-    c->url_models = bs_strfmt("%.*s/v1/models", (int)n, url);
-    return c->url_decide && c->url_models ? 0 : usage_error("out of memory");
-}
-
-static int build_headers(cl_ctx *c) {
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    /* no "Expect: 100-continue" round trip before larger bodies */
-    if (h) h = curl_slist_append(h, "Expect:");
-    const char *key = getenv(c->o->key_env);
-    if (h && key && *key) {
-        /* what an HTTP header value may hold (basal-rs: reqwest's HeaderValue::from_str): visible bytes,
-         * space and tab; any other control byte is refused */
-        int bad = 0;
-        for (const unsigned char *k = (const unsigned char *)key; *k; k++) bad |= (*k < 0x20 && *k != '\t') || *k == 0x7f;
-        if (bad) {
-            curl_slist_free_all(h);
-            cli_error("client", "%s contains an invalid bearer token", c->o->key_env);
-            return 2;
-        }
-        char *line = bs_strfmt("Authorization: Bearer %s", key);
-        struct curl_slist *h2 = line ? curl_slist_append(h, line) : NULL;
-        free(line);
-        if (!h2) {
-            curl_slist_free_all(h);
-            h = NULL;
-        }
-    }
-    c->headers = h;
-    return h ? 0 : usage_error("out of memory");
-}
-
 int cmd_client(int argc, char **argv) {
     cl_opts o;
     memset(&o, 0, sizeof o);
@@ -1075,7 +1008,10 @@ int cmd_client(int argc, char **argv) {
         goto done;
     }
     curl_ready = 1;
-    if (!o.local && ((rc = build_urls(&c)) || (rc = build_headers(&c)))) goto done;
+    c.http.timeout_s = o.timeout;
+    c.http.user_agent = "basal-client/" BASAL_VERSION;
+    if (!o.local && ((rc = cl_http_urls(&c.http, "client", o.url)) || (rc = cl_http_headers(&c.http, "client", o.key_env))))
+        goto done;
     if (!o.request && (rc = build_template(&c))) goto done;
     const char *model = o.model;
     if (!model) {
@@ -1150,10 +1086,8 @@ done:
             g_sigpipe[i] = -1;
         }
     cl_input_close(&in);
-    curl_slist_free_all(c.headers);
+    cl_http_free(&c.http);
     bj_free(c.template);
-    free(c.url_decide);
-    free(c.url_models);
     free(c.model);
     free(c.discovered);
     free(o.choice);
