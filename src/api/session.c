@@ -1,7 +1,9 @@
 /* basal_session (include/basal.h): one model loaded in-process and
  * /v1/systemone requests decided on it one at a time, through the same
  * planning, packed forwards and answer writer as the server's engine
- * (bs_plan_text → bs_runner_run_all → bs_plan_refusal → bs_plan_answer). */
+ * (bs_plan_text → bs_runner_run_all → bs_plan_refusal → bs_plan_answer),
+ * and the logit lens of a request along the same path (bs_lens_plan before
+ * the forwards, bs_lens_document around the answer). */
 #include "api/session.h"
 
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "cpu/pool.h"
 #include "device/device.h"
 #include "engine/engine.h"
+#include "engine/lens.h"
 #include "hub/hub.h"
 
 struct basal_session {
@@ -138,7 +141,9 @@ static int take(basal_result *r, int status, bs_buf *b, bs_err *e) {
     return BS_OK;
 }
 
-int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
+/* One request through planning, the engine steps and the answer; with lens,
+ * the lens document (engine/lens.h) around that answer. */
+static int run_request(basal_session *s, const char *request, size_t len, int lens, basal_result *r, bs_err *e) {
     bs_plan plan = { 0 };
     bs_reply rep;
     bs_buf out;
@@ -151,6 +156,10 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     int rc = bs_plan_text(&plan, request ? request : "", request ? len : 0, BS_DIALECT_SYSTEMONE, &s->m, &s->lc, &rep, e);
     if (rc == BS_EINVAL && rep.body.len) goto refused;
     if (rc < 0) goto fail;
+    if (lens && (rc = bs_lens_plan(&plan, &s->m, &rep, e)) < 0) {
+        if (rc == BS_EINVAL && rep.body.len) goto refused;
+        goto fail;
+    }
     t1 = bs_now_ms();
     r->plan_ms = t1 - t0;
     bs_plan *pp = &plan;
@@ -170,6 +179,14 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
     if ((rc = bs_plan_refusal(&plan, &s->m, &rep, e)) > 0) goto refused;
     if (rc < 0) goto fail;
     if ((rc = bs_plan_answer(&plan, &s->m, -1, &out, e)) < 0) goto fail;
+    if (lens) {
+        bs_buf doc;
+        bs_buf_init(&doc);
+        rc = bs_lens_document(&plan, &s->m, out.data ? out.data : "", out.len, &doc, e);
+        bs_buf_free(&out);
+        out = doc;
+        if (rc < 0) goto fail;
+    }
     r->forward_ms = bs_now_ms() - t1;
     if ((rc = take(r, 200, &out, e)) < 0) goto fail;
     bs_plan_free(&plan);
@@ -188,4 +205,12 @@ fail:
     bs_reply_free(&rep);
     bs_plan_free(&plan);
     return rc;
+}
+
+int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
+    return run_request(s, request, len, 0, r, e);
+}
+
+int basal_lens(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
+    return run_request(s, request, len, 1, r, e);
 }
