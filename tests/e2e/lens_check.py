@@ -211,13 +211,13 @@ def softmax(xs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("basal")
-    ap.add_argument("model")
-    ap.add_argument("tmp")
-    ap.add_argument("--dtypes", default="f32,bf16")
-    ap.add_argument("--orders", default="1,2")
-    ap.add_argument("--no-torch", action="store_true")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("basal", help="the basal binary under test (no default)")
+    ap.add_argument("model", help="a fixture model directory (no default)")
+    ap.add_argument("tmp", help="a directory for the request files (no default)")
+    ap.add_argument("--dtypes", default="f32,bf16", help="compute modes to check (default %(default)s)")
+    ap.add_argument("--orders", default="1,2", help="option orders to check (default %(default)s)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the torch comparison (default off)")
     a = ap.parse_args()
     name = json.load(open(os.path.join(a.model, "basal.json")))["name"]
     pieces = pieces_of(a.model)
