@@ -65,10 +65,14 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
 
 /* ---- text ---- */
 
-static const char *str_at(json_t *a, size_t i) {
-    const char *s = json_string_value(json_array_get(a, i));
+static const char *str_or(json_t *v) {
+    const char *s = json_string_value(v);
     return s ? s : "?";
 }
+
+static const char *str_at(json_t *a, size_t i) { return str_or(json_array_get(a, i)); }
+
+static const char *str_of(json_t *o, const char *key) { return str_or(json_object_get(o, key)); }
 
 static int col_width(json_t *heads) {
     int w = 9;
@@ -108,7 +112,7 @@ static void put_order(FILE *f, json_t *od, int n_orders) {
         json_t *parts = json_object_get(od, "parts");
         for (size_t i = 0; i < json_array_size(parts); i++) {
             json_t *p = json_array_get(parts, i);
-            if (!strcmp(json_string_value(json_object_get(p, "part")) ?: "", kinds[k]))
+            if (!strcmp(str_of(p, "part"), kinds[k]))
                 t += json_integer_value(json_object_get(p, "tokens"));
         }
         fprintf(f, "%s %s %lld", k ? "," : "", kinds[k], t);
@@ -126,10 +130,10 @@ static void put_order(FILE *f, json_t *od, int n_orders) {
 }
 
 static void put_readout(FILE *f, json_t *q, json_t *ro, size_t i, size_t n) {
-    const char *kind = json_string_value(json_object_get(ro, "kind")) ?: "question";
-    fprintf(f, "question %s (%s, %s)", json_string_value(json_object_get(q, "id")) ?: "?",
-            json_string_value(json_object_get(q, "type")) ?: "?", json_string_value(json_object_get(q, "lang")) ?: "?");
-    if (!strcmp(kind, "label")) fprintf(f, ", label %s", json_string_value(json_object_get(ro, "label")) ?: "?");
+    const char *kind = str_of(ro, "kind");
+    fprintf(f, "question %s (%s, %s)", str_of(q, "id"),
+            str_of(q, "type"), str_of(q, "lang"));
+    if (!strcmp(kind, "label")) fprintf(f, ", label %s", str_of(ro, "label"));
     else if (!strcmp(kind, "group"))
         fprintf(f, ", round-1 group %lld", (long long)json_integer_value(json_object_get(ro, "group")));
     else if (!strcmp(kind, "final")) fputs(", finalists (round 2)", f);
@@ -157,15 +161,15 @@ static int put_text(FILE *f, const char *doc, size_t len) {
         cli_error("lens", "the lens document is not valid JSON (%s); this is a bug", je.text);
         return 1;
     }
-    fprintf(f, "%s · %s · %lld layers · %lld option order(s)\n\n", json_string_value(json_object_get(d, "model")) ?: "?",
-            json_string_value(json_object_get(d, "dtype")) ?: "?", (long long)json_integer_value(json_object_get(d, "layers")),
+    fprintf(f, "%s · %s · %lld layers · %lld option order(s)\n\n", str_of(d, "model"),
+            str_of(d, "dtype"), (long long)json_integer_value(json_object_get(d, "layers")),
             (long long)json_integer_value(json_object_get(d, "orders")));
     json_t *qs = json_object_get(d, "questions");
     for (size_t qi = 0; qi < json_array_size(qs); qi++) {
         json_t *q = json_array_get(qs, qi), *ros = json_object_get(q, "readouts");
         if (!json_array_size(ros))
             fprintf(f, "question %s: answered without the model (one option)\n\n",
-                    json_string_value(json_object_get(q, "id")) ?: "?");
+                    str_of(q, "id"));
         for (size_t i = 0; i < json_array_size(ros); i++) put_readout(f, q, json_array_get(ros, i), i, json_array_size(ros));
     }
     json_decref(d);
