@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/session.h"
 #include "basal.h"
 #include "cli/cli.h"
 
@@ -198,7 +199,13 @@ int cmd_lens(int argc, char **argv) {
         cli_error("lens", "%s", e.msg);
         goto done;
     }
-    if (basal_lens(s, data, len, &r, &e) < 0) {
+    bs_runner *run = bs_session_runner(s); /* a long forward shows its layers on stderr, as decide's */
+    cli_fwd_progress fwd_progress = {"lens", NULL, NULL};
+    run->watch = cli_fwd_progress_watch;
+    run->watch_ctx = &fwd_progress;
+    int rc = basal_lens(s, data, len, &r, &e);
+    cli_fwd_progress_end(&fwd_progress);
+    if (rc < 0) {
         cli_error("lens", "%s", e.msg);
         goto done;
     }
