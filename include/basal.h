@@ -137,6 +137,18 @@ int basal_decide(basal_session *s, const char *request, size_t len, basal_result
  * basal_result_free either way. */
 int basal_decide_batch(basal_session *s, size_t n, const char *const *requests, const size_t *lens,
                        basal_result *results, bs_err *e);
+
+/* The logit lens of one /v1/systemone request: the same validation, prompts
+ * and packed forwards as basal_decide, and after every layer the letter
+ * distribution of every question and option order (the final norm and the
+ * letter rows of the output head applied to that layer's hidden state at the
+ * readout token; the last layer is the served, uncalibrated distribution bit
+ * for bit). 200: r->json is the lens document (README "Logit lens"; its
+ * "answer" is what basal_decide answers); else the endpoint's error body, as
+ * basal_decide, or 422 unsupported "lens_unavailable" when the session runs
+ * on another backend than the CPU. r->json is owned by r: free it with
+ * basal_result_free. Negative: a runtime failure, message in e. */
+int basal_lens(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e);
 /* Frees r->json and zeroes *r; NULL is fine. */
 void basal_result_free(basal_result *r);
 

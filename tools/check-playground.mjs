@@ -12,7 +12,10 @@
 // PLAN_JSON: {"model": m, "state": s, "questions": [{"id", "type": "choice",
 //   "instructions", "options": [[key, desc], ...]} | {"id", "type": "noul",
 //   "instructions", "true", "false"} | {"id", "type", "example": true}]}
-//   (example: the question as the page fills it in, only its id typed)
+//   (example: the question as the page fills it in, only its id typed);
+//   "lens": true also presses "Logit lens" after the answer and adds "lens": what the lens view shows
+//   (its status, the raw response, and per chart its question, readout, order, data-layers/-options,
+//   every point (layer, option, data-p, position inside the plot), the legend and the prompt parts)
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -121,6 +124,36 @@ try {
                 !e.hidden && !e.labels?.length && !e.getAttribute("aria-label")).map((e) => e.outerHTML),
         };
     }));
+    if (plan.lens) {
+        await page.click("#lens");
+        await page.waitForFunction(() => document.body.dataset.lensDone === "1", { timeout: 60000 });
+        out.lens = await page.evaluate(() => {
+            const res = document.querySelector("#lens-result");
+            const charts = [...res.querySelectorAll("figure.lens-chart")].map((f) => {
+                const svg = f.querySelector("svg"), box = svg.getBoundingClientRect();
+                return {
+                    qid: f.closest("article.lens-q").dataset.qid,
+                    readout: Number(f.closest(".lens-grid").dataset.readout),
+                    order: f.dataset.order, layers: Number(f.dataset.layers), options: Number(f.dataset.options),
+                    caption: f.querySelector("figcaption").textContent,
+                    visible: box.width > 0 && box.height > 0,
+                    points: [...svg.querySelectorAll("circle.pt")].map((c) => {
+                        const b = c.getBoundingClientRect();
+                        return { layer: Number(c.dataset.layer), option: c.dataset.option, p: JSON.parse(c.dataset.p),
+                                 inside: b.left >= box.left - 1 && b.right <= box.right + 1 && b.top >= box.top - 1 &&
+                                         b.bottom <= box.bottom + 1 };
+                    }),
+                    lines: svg.querySelectorAll("path[data-option]").length,
+                    legend: [...f.querySelectorAll(".legend > span")].map((e) => e.textContent),
+                    parts: [...f.querySelectorAll("pre.prompt span")].map((e) => ({ part: e.dataset.part,
+                        tokens: Number(e.dataset.tokens), text: e.textContent })),
+                    counts: [...f.querySelectorAll("summary .partkey")].map((e) => [e.dataset.part, Number(e.dataset.tokens)]),
+                };
+            });
+            return { status: document.querySelector("#lens-status")?.dataset.status, response: res.dataset.response,
+                     error: document.querySelector("#lens-error")?.textContent ?? null, charts };
+        });
+    }
     await page.screenshot({ path: shot, fullPage: true });
 } finally {
     await browser.close();

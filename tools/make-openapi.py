@@ -262,6 +262,61 @@ def build():
                                   "models": {"type": "array", "items": {"type": "string"}},
                                   "default_model": {"type": "string"}}}
 
+    # the playground's logit lens (issue 33; README "Logit lens")
+    num_or_null = {"anyOf": [{"type": "number"}, {"type": "null"}]}
+    layer_rows = {"type": "array", "description": "One row per layer, first to last; a row is null where a logit "
+                                                  "was not finite.",
+                  "items": {"anyOf": [{"type": "array", "items": {"type": "number"}}, {"type": "null"}]}}
+    s["LensPart"] = {
+        "title": "LensPart", "type": "object", "required": ["part", "text", "tokens"],
+        "description": "A piece of the prompt: the fixed template or the substituted state, question or option "
+                       "block; tokens counts the prompt's tokens that start in it.",
+        "properties": {"part": {"enum": ["template", "state", "question", "options"], "type": "string"},
+                       "text": {"type": "string"}, "tokens": {"type": "integer", "minimum": 0}}}
+    s["LensOrder"] = {
+        "title": "LensOrder", "type": "object",
+        "required": ["order", "tokens", "letters", "options", "letter_ids", "parts", "logits", "probabilities"],
+        "properties": {
+            "order": {"type": "integer", "enum": [0, 1], "description": "0 = original, 1 = reversed option order."},
+            "tokens": {"type": "integer", "description": "Tokens of the prompt."},
+            "letters": {"type": "array", "items": {"type": "string"}},
+            "options": {"type": "array", "items": {"type": "string"}, "description": "The key shown at each letter."},
+            "letter_ids": {"type": "array", "items": {"type": "integer"}},
+            "parts": {"type": "array", "items": ref("LensPart")},
+            "logits": {"type": "array", "description": "Letter logits after each layer (by letter).",
+                       "items": {"type": "array", "items": num_or_null}},
+            "probabilities": dict(layer_rows, description="Softmax of the letter logits after each layer (by "
+                                                          "letter); the last row is the served order's "
+                                                          "distribution bit for bit.")}}
+    s["LensReadout"] = {
+        "title": "LensReadout", "type": "object", "required": ["kind", "keys", "orders", "mean"],
+        "description": "One readout of a question: the question itself, a multi label, or a large choice's round-1 "
+                       "group or its finalists (spec 03 §5).",
+        "properties": {
+            "kind": {"enum": ["question", "label", "group", "final"], "type": "string"},
+            "label": {"type": "string", "description": "kind label: the label key."},
+            "group": {"type": "integer", "description": "kind group: its index."},
+            "keys": {"type": "array", "items": {"type": "string"}},
+            "orders": {"type": "array", "minItems": 1, "maxItems": 2, "items": ref("LensOrder")},
+            "mean": dict(layer_rows, description="The order average after each layer, by key (uncalibrated)."),
+            "temperature": {"type": "number"},
+            "calibrated": {"type": "array", "items": {"type": "number"},
+                           "description": "The served distribution (not for group and final)."}}}
+    s["LensQuestion"] = {
+        "title": "LensQuestion", "type": "object", "required": ["id", "type", "lang", "readouts"],
+        "properties": {"id": {"type": "string"}, "type": {"type": "string"}, "lang": {"enum": ["pl", "en"]},
+                       "readouts": {"type": "array", "items": ref("LensReadout")}}}
+    s["LensDocument"] = {
+        "title": "LensDocument", "type": "object",
+        "required": ["model", "dtype", "layers", "orders", "questions", "answer"],
+        "description": "The logit lens of one request: after every layer, the final RMSNorm and the option "
+                       "letters' rows of the output head applied to the hidden state at each prompt's readout.",
+        "properties": {"model": {"type": "string"}, "dtype": {"enum": ["f32", "bf16", "int8w"], "type": "string"},
+                       "layers": {"type": "integer", "minimum": 1}, "orders": {"enum": [1, 2], "type": "integer"},
+                       "questions": {"type": "array", "items": ref("LensQuestion")},
+                       "answer": dict(ref("SystemOneResponse"),
+                                      description="What POST /v1/systemone answers for the same request.")}}
+
     timing = {
         "x-basal-queue-ms": {"description": "Milliseconds from arrival to the start of the batch's admission "
                                             "(planning and waiting), 3 decimals.", "schema": {"type": "string"}},
@@ -315,6 +370,25 @@ def build():
             "422": json_body(ref("BasalError"), "Invalid JSON or request, unknown model, unsupported question."),
             "500": json_body(ref("InternalError"), "The computation failed."),
             "529": dict(json_body(ref("BasalError"), "Too many requests in flight."), headers=retry),
+        }}}
+    paths["/v1/lens"] = {"post": {
+        "tags": ["operations"], "summary": "Logit lens", "operationId": "lens_v1_lens_post",
+        "description": "The playground's logit lens: a /v1/systemone request decided as usual, answered with every "
+                       "question's letter distribution of every option order after every layer. CPU backend only "
+                       "(else 422 unsupported lens_unavailable); off with the playground (--no-ui, YAML ui: false).",
+        "requestBody": copy.deepcopy(so["requestBody"]),
+        "security": copy.deepcopy(so.get("security", [{"HTTPBearer": []}])),
+        "responses": {
+            "200": dict(json_body(ref("LensDocument"), "The lens document."), headers=timing),
+            "400": json_body(ref("ApiError"), "Usage error, as on /v1/systemone."),
+            **auth,
+            "404": json_body(ref("NotFound"), "The playground is off."),
+            "413": json_body(ref("ApiError"), "Body larger than max_body_bytes."),
+            "422": json_body({"anyOf": [ref("HTTPValidationError"), ref("UnsupportedError")]},
+                             "Validation error, or questions this model cannot answer (also: the lens needs the "
+                             "CPU backend)."),
+            "500": json_body(ref("InternalError"), "The computation failed."),
+            "529": dict(json_body(ref("ApiError"), "Too many requests in flight."), headers=retry),
         }}}
     paths["/health"] = {"get": {
         "tags": ["operations"], "summary": "Health", "operationId": "health_get",

@@ -10,6 +10,12 @@ forward of spec 05 §7 in float32:
       absent = all ids 0..V-1). Prints {"logits": [[...], ...]}: for each
       prompt, the logits of "ids" at its last token (each prompt run alone),
       written with repr() of the float32 values.
+  torch_ref.py --model DIR --input FILE|- --layers
+      the logit lens: FILE {"prompts": [[id, ...], ...], "ids": [[vocab ids] per
+      prompt]}. Prints {"layers": [[[...] per layer] per prompt]}: after every
+      decoder layer, the residual stream at the prompt's last token through
+      the final RMSNorm and the rows "ids" of lm_head (the last layer's are
+      the plain forward's logits).
 
 Self-tests of the reference itself (golden text of stories260K, spec 07 §4):
 
@@ -148,6 +154,19 @@ class Llama:
 
     def hidden(self, ids):
         """Final-normed hidden states [n, H] of one prompt (plain causal forward)."""
+        for x in self.residuals(ids):
+            pass
+        return self.rms(x, self.w["model.norm.weight"])
+
+    def lens_last(self, ids, vocab_ids):
+        """The logits of vocab_ids read from every layer's residual stream at the
+        last token (final norm, then lm_head rows): a list of L tensors."""
+        head = self.w["lm_head.weight"][torch.tensor(vocab_ids, dtype=torch.long)]
+        norm = self.w["model.norm.weight"]
+        return [torch.matmul(head, self.rms(x[-1], norm)) for x in self.residuals(ids)]
+
+    def residuals(self, ids):
+        """The residual stream [n, H] after each decoder layer, in layer order."""
         n = len(ids)
         hd, nh, nkv = self.hd, self.nh, self.nkv
         x = self.w["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]
@@ -173,7 +192,7 @@ class Llama:
             g = self.linear(a, p + "mlp.gate_proj")
             u = self.linear(a, p + "mlp.up_proj")
             x = x + self.linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
-        return self.rms(x, self.w["model.norm.weight"])
+            yield x
 
     def logits_last(self, ids, vocab_ids=None):
         h = self.hidden(ids)[-1]
@@ -337,6 +356,7 @@ def main():
                                         "(default: ../shared next to the repository)")
     ap.add_argument("--model", help="model directory (no default)")
     ap.add_argument("--input", help="FILE|-: the prompts (no default)")
+    ap.add_argument("--layers", action="store_true", help="the logit lens of every layer (see above; default off)")
     ap.add_argument("--selftest-stories", metavar="DIR", help="greedy golden text of the stories260K export")
     ap.add_argument("--selftest-llama2c", metavar="SRCDIR", help="the same from stories260K.bin + tok512.bin")
     ap.add_argument("--compare-llama2c", metavar="SRCDIR", help="llama2.c-layout vs HF forward (needs --model)")
@@ -375,6 +395,14 @@ def main():
         req = json.load(src)
         m = Llama(a.model)
         ids = req.get("ids")
+        if a.layers:
+            if not isinstance(ids, list) or len(ids) != len(req["prompts"]):
+                raise SystemExit("torch_ref: --layers needs one list of ids per prompt")
+            out = [[[float(v) for v in lg.numpy().astype(np.float32)] for lg in m.lens_last(p, i)]
+                   for p, i in zip(req["prompts"], ids)]
+            json.dump({"layers": out}, sys.stdout)
+            sys.stdout.write("\n")
+            return 0
         res = []
         for p in req["prompts"]:
             if not p:

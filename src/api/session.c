@@ -2,7 +2,8 @@
  * /v1/systemone requests decided on it one at a time, through the same
  * planning, packed forwards and answer writer as the server's engine
  * (bs_plan_text → bs_runner_run_all → bs_plan_refusal → bs_plan_answer).
- * basal_decide is a batch of one. */
+ * basal_decide is a batch of one; the logit lens of a request goes the same
+ * path (bs_lens_plan before the forwards, bs_lens_document around the answer). */
 #include "api/session.h"
 
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "cpu/pool.h"
 #include "device/device.h"
 #include "engine/engine.h"
+#include "engine/lens.h"
 #include "hub/hub.h"
 
 struct basal_session {
@@ -158,13 +160,14 @@ typedef struct {
 
 /* Steps 4-10 of 02 §3 for every request: a refused one keeps its error body in
  * rep; the others' plans go to pp (*np of them). */
-static int plan_all(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
+static int plan_all(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens, int lens_doc,
                     decision *dc, bs_plan **pp, bs_reply **rp, size_t *np, basal_result *res, bs_err *e) {
     *np = 0;
     for (size_t i = 0; i < n; i++) {
         double t0 = bs_now_ms();
         const char *body = req && req[i] ? req[i] : "";
         int rc = bs_plan_text(&dc[i].plan, body, req && req[i] ? lens[i] : 0, d, &s->m, &s->lc, &dc[i].rep, e);
+        if (rc == BS_OK && lens_doc) rc = bs_lens_plan(&dc[i].plan, &s->m, &dc[i].rep, e);
         res[i].plan_ms = bs_now_ms() - t0;
         if (rc == BS_EINVAL && dc[i].rep.body.len) continue;
         if (rc < 0) return rc;
@@ -176,20 +179,25 @@ static int plan_all(basal_session *s, bs_dialect d, size_t n, const char *const 
 }
 
 /* A request whose forwards ran: its refusal (03 §2.5: an act refusal without
- * a defer action is the request's error body) or its answer. */
-static int answer_one(basal_session *s, decision *dc, basal_result *r, bs_err *e) {
+ * a defer action is the request's error body) or its answer; with lens_doc,
+ * the lens document (engine/lens.h) around that answer. */
+static int answer_one(basal_session *s, decision *dc, int lens_doc, basal_result *r, bs_err *e) {
     int rc = bs_plan_refusal(&dc->plan, &s->m, &dc->rep, e);
     if (rc > 0) return take(r, dc->rep.status, &dc->rep.body, e);
     if (rc < 0) return rc;
-    bs_buf out;
+    bs_buf out, doc;
     bs_buf_init(&out);
-    if ((rc = bs_plan_answer(&dc->plan, &s->m, -1, &out, e)) == 0) rc = take(r, 200, &out, e);
+    bs_buf_init(&doc);
+    rc = bs_plan_answer(&dc->plan, &s->m, -1, &out, e);
+    if (rc == 0 && lens_doc) rc = bs_lens_document(&dc->plan, &s->m, out.data ? out.data : "", out.len, &doc, e);
+    if (rc == 0) rc = take(r, 200, lens_doc ? &doc : &out, e);
+    bs_buf_free(&doc);
     bs_buf_free(&out);
     return rc;
 }
 
-int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
-                            basal_result *res, bs_err *e) {
+static int decide_calls(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
+                        int lens_doc, basal_result *res, bs_err *e) {
     if (e) {
         e->code = 0;
         e->msg[0] = 0;
@@ -204,7 +212,7 @@ int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char
     size_t np = 0;
     int rc = dc && pp && rp ? BS_OK : bs_fail(e, BS_ENOMEM, "out of memory");
     for (size_t i = 0; dc && i < n; i++) bs_reply_init(&dc[i].rep);
-    if (rc == BS_OK) rc = plan_all(s, d, n, req, lens, dc, pp, rp, &np, res, e);
+    if (rc == BS_OK) rc = plan_all(s, d, n, req, lens, lens_doc, dc, pp, rp, &np, res, e);
     double t1 = bs_now_ms();
     int64_t f0 = s->run.forward_tokens;
     /* every step of every plan (03 §5.4: round 1, then the large choices'
@@ -222,7 +230,7 @@ int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char
         s->last.questions += di->plan.usage.questions;
         s->last.branches += di->plan.usage.branches;
         s->last_ran++;
-        rc = answer_one(s, di, &res[i], e);
+        rc = answer_one(s, di, lens_doc, &res[i], e);
     }
     s->last.computed_tokens = s->run.forward_tokens - f0;
     double fwd_ms = bs_now_ms() - t1;
@@ -242,6 +250,11 @@ int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char
     return rc;
 }
 
+int bs_session_decide_batch(basal_session *s, bs_dialect d, size_t n, const char *const *req, const size_t *lens,
+                            basal_result *res, bs_err *e) {
+    return decide_calls(s, d, n, req, lens, 0, res, e);
+}
+
 int basal_decide_batch(basal_session *s, size_t n, const char *const *requests, const size_t *lens,
                        basal_result *results, bs_err *e) {
     return bs_session_decide_batch(s, BS_DIALECT_SYSTEMONE, n, requests, lens, results, e);
@@ -249,4 +262,8 @@ int basal_decide_batch(basal_session *s, size_t n, const char *const *requests, 
 
 int basal_decide(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
     return bs_session_decide_batch(s, BS_DIALECT_SYSTEMONE, 1, &request, &len, r, e);
+}
+
+int basal_lens(basal_session *s, const char *request, size_t len, basal_result *r, bs_err *e) {
+    return decide_calls(s, BS_DIALECT_SYSTEMONE, 1, &request, &len, 1, r, e);
 }

@@ -16,6 +16,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
+int cmd_lens(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench_requests(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -37,6 +38,7 @@ extern const cli_doc cli_doc_init, cli_doc_convert_llama2c, cli_doc_make_model, 
     cli_doc_prepare, cli_doc_decide, cli_doc_serve, cli_doc_bench_requests, cli_doc_bench, cli_doc_doctor,
     cli_doc_client, cli_doc_benchmark, cli_doc_gemm_search, cli_doc_compare, cli_doc_export,
     cli_doc_check_prompts, cli_doc_pull, cli_doc_models, cli_doc_eval;
+extern const cli_doc cli_doc_lens;
 
 /* --backend auto|cpu|cuda (--device: its older name), --dtype
  * auto|f16|bf16|f32|int8w, --gemm-table FILE (device/device.h); NULL = not given

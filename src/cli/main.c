@@ -21,6 +21,7 @@ static const command commands[] = {
     {&cli_doc_init, cmd_init},
     {&cli_doc_doctor, cmd_doctor},
     {&cli_doc_decide, cmd_decide},
+    {&cli_doc_lens, cmd_lens},
     {&cli_doc_prepare, cmd_prepare},
     {&cli_doc_client, cmd_client},
     {&cli_doc_eval, cmd_eval},

@@ -10,6 +10,7 @@
 #include "base/progress.h"
 #include "protocol/respjson.h"
 #include "base/util.h"
+#include "engine/lens.h"
 #include "engine/runner.h"
 #include "engine/triesize.h"
 
@@ -125,6 +126,9 @@ static int plan_job(bs_engine *en, bs_job *j) {
     } else if ((rc = bs_plan_request(p, body, j->dialect, en->m, &en->lc, &en->o.limits, en->o.state_cache_mb > 0, &rep,
                                       &e)) < 0) {
         free(p);
+    } else if (j->lens && (rc = bs_lens_plan(p, en->m, &rep, &e)) < 0) {
+        bs_plan_free(p);
+        free(p);
     } else {
         j->plan = p;
     }
@@ -201,6 +205,20 @@ size_t bs_admit(bs_job **wait, size_t *nw, double now_ms, double rate, bs_schedu
 }
 
 static int push_wait(lane *L, bs_job *j);
+
+/* A lens job: its reply, the answer, becomes the lens document around it. */
+static int lens_reply(bs_engine *en, bs_job *j, bs_err *e) {
+    bs_buf doc;
+    bs_buf_init(&doc);
+    int rc = bs_lens_document(j->plan, en->m, j->reply.data ? j->reply.data : "", j->reply.len, &doc, e);
+    if (rc < 0) {
+        bs_buf_free(&doc);
+        return rc;
+    }
+    bs_buf_free(&j->reply);
+    j->reply = doc;
+    return BS_OK;
+}
 
 /* Drops cancelled jobs (04 §11 X2; also a large choice waiting for its round
  * 2), admits one batch, runs one engine step of it, replies to the requests
@@ -286,7 +304,7 @@ static void admit_and_run(lane *L) {
         }
         bs_reply_free(&refusal);
         j->reply.len = 0;
-        if (bs_plan_answer(j->plan, en->m, latency, &j->reply, &ae) < 0) {
+        if (bs_plan_answer(j->plan, en->m, latency, &j->reply, &ae) < 0 || (j->lens && lens_reply(en, j, &ae) < 0)) {
             complete_internal(en, j, ae.msg);
             continue;
         }

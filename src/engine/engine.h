@@ -47,6 +47,7 @@ struct bs_job {
     /* input */
     bj_value *body;          /* the parsed body; the engine takes ownership */
     bs_dialect dialect;
+    int lens;                /* 1: reply with the lens document (engine/lens.h) around the answer */
     double arrival_ms;       /* bs_now_ms() when the handler started, before parsing */
     bs_job_done_fn done;
     void *done_ctx;

@@ -1,6 +1,8 @@
 /* What runs between the layers of one forward of an engine lane: the gate's
  * checkpoint on a preemptible lane (engine/gate.h), and the layer watch of a
- * long forward (the CLI's progress, the server's log). */
+ * long forward (the CLI's progress, the server's log). The logit lens reads
+ * each layer's readout rows through bs_fwd_input.after_layer instead
+ * (engine/lens.h): it needs the rows, and runs after the last layer too. */
 #ifndef BS_ENGINE_FWD_HOOK_H
 #define BS_ENGINE_FWD_HOOK_H
 

@@ -71,6 +71,7 @@ static void items_free(bs_item *items, size_t n) {
         for (int o = 0; o < BS_N_ORDERS; o++) { /* unused orders are zeroed */
             bs_buf_free(&items[i].orders[o].prompt);
             free(items[i].orders[o].ids);
+            free(items[i].orders[o].lens);
         }
     free(items);
 }
@@ -122,8 +123,8 @@ size_t bs_plan_question_items(const bs_question *q) {
  * tokenized whole. */
 static int build_order(bs_order *od, const bs_basal_model *m, const bs_request *r, const bs_question *q,
                        const bs_text *qtext, size_t k, bs_err *e) {
-    int rc = bs_prompt_build(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, qtext, q->options, od->perm,
-                             k, e);
+    int rc = bs_prompt_build_parts(&od->prompt, m->bos, strlen(m->bos), q->lang, &r->state, qtext, q->options,
+                                   od->perm, k, &od->parts, e);
     if (rc < 0) return rc;
     if (od->prompt.oom) return bs_fail(e, BS_ENOMEM, "out of memory");
     size_t n = 0;

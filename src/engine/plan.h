@@ -36,9 +36,12 @@ void bs_letter_cache_free(bs_letter_cache *c);
 typedef struct bs_order {
     size_t perm[BS_MAX_LETTER_OPTIONS];
     bs_buf prompt;       /* the prompt text */
+    bs_prompt_parts parts; /* where its state, question and options lie in prompt */
     int32_t *ids;        /* its token ids */
     int32_t n_ids;
     float logits[BS_MAX_LETTER_OPTIONS]; /* filled by the forward, by position */
+    float *lens;         /* a plan with lens set: lens[l * k + p], the letter logit at position p after
+                            layer l (engine/lens.h; the last layer's equal logits); else NULL */
 } bs_order;
 
 typedef struct bs_item {
@@ -88,6 +91,8 @@ typedef struct bs_plan {
     int64_t cost;            /* the trie size of its order prompts (04 §3 P5), at least 1 */
     struct bs_ev_job *ev;    /* evidence forwards, question order (engine/evidence_run.h) */
     size_t n_ev;
+    int lens;                /* the logit lens: its forwards record every layer's letter logits of its
+                                items (bs_order.lens; engine/lens.h) */
 } bs_plan;
 
 /* What one request may ask of the server, checked while it is planned and

@@ -5,6 +5,7 @@
 
 #include "base/util.h"
 #include "engine/evidence_run.h"
+#include "engine/lens.h"
 #include "engine/pack.h"
 #include "engine/triesize.h"
 
@@ -283,12 +284,23 @@ static void store_letter_logits(const bs_runner *r, item_ref *items, const size_
             const float *row_lg = lg + (size_t)readout_of[k] * nuniq;
             for (size_t l = 0; l < it->k; l++) {
                 const int32_t *hit = bsearch(&it->letter_ids[l], uids, nuniq, sizeof *uids, cmp_i32);
-                float lv = row_lg[hit - uids];
-                /* a diagnostic that emulates a bf16 lm_head: round to nearest even, then widen */
-                it->orders[o].logits[l] = r->readout_bf16 ? bs_bf16_to_f32(bs_f32_to_bf16(lv)) : lv;
+                /* readout_bf16: a diagnostic that emulates a bf16 lm_head (round to nearest even, widen) */
+                it->orders[o].logits[l] = bs_readout_logit(r->readout_bf16, row_lg[hit - uids]);
             }
         }
     }
+}
+
+/* The logit lens rows of the items whose plan asked for it (engine/lens.h),
+ * attached to the forward pk (nothing when none did). */
+static int add_lens_rows(item_ref *items, const size_t *first, size_t nr, bs_packed *pk, bs_lens_rows *lr,
+                         bs_err *e) {
+    size_t k = 0;
+    int rc = BS_OK;
+    for (size_t i = first[0]; i < first[nr] && rc == BS_OK; i++)
+        for (int o = 0; o < items[i].item->n_orders && rc == BS_OK; o++, k++)
+            if (items[i].plan->lens) rc = bs_lens_rows_add(lr, items[i].item, o, pk->readout_of[k], e);
+    return rc < 0 ? rc : bs_lens_rows_attach(lr, &pk->in, e);
 }
 
 /* Runs one forward over rows[0..nr) of the given items (row r holds items
@@ -301,8 +313,10 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     float *lg = NULL;
     bs_packed pk;
     bs_ev_rows er;
+    bs_lens_rows lr;
     int packed = 0, rc = BS_OK, ev_init = 0, ev_rows = 0;
     size_t nuniq = 0;
+    bs_lens_rows_init(&lr, m, r->readout_bf16);
     if (!px) return bs_fail(e, BS_ENOMEM, "out of memory");
     if ((rc = unique_letter_ids(items, first, nr, &uids, &nuniq, e)) < 0) goto done;
 
@@ -317,6 +331,7 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
         ev_init = 1;
         if ((ev_rows = add_evidence_rows(items, first, rows, nr, px, m->cfg.hidden, &pk, &er, e)) < 0) rc = ev_rows;
     }
+    if (rc == BS_OK) rc = add_lens_rows(items, first, nr, &pk, &lr, e);
     if (rc == BS_OK && !(lg = malloc((size_t)pk.in.n_readouts * nuniq * sizeof *lg)))
         rc = bs_fail(e, BS_ENOMEM, "out of memory");
     if (rc == BS_OK) {
@@ -336,6 +351,7 @@ static int run_forward(bs_runner *r, item_ref *items, const size_t *first, bs_ro
     if (rc < 0) goto done;
     store_letter_logits(r, items, first, nr, pk.readout_of, lg, uids, nuniq);
 done:
+    bs_lens_rows_free(&lr);
     if (ev_init) bs_ev_rows_free(&er);
     if (packed) bs_packed_free(&pk);
     free(lg);

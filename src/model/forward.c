@@ -197,6 +197,11 @@ int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit
     for (int r = 0; r < (in->capture ? 0 : in->n_readouts); r++)
         if (in->readouts[r] < 0 || in->readouts[r] >= M)
             return bs_fail(e, BS_EINVAL, "forward: readout row %d outside the token list", in->readouts[r]);
+    if (in->n_lens < 0 || (in->n_lens > 0 && (in->capture || !in->lens_rows || !in->after_layer)))
+        return bs_fail(e, BS_EINTERNAL, "forward: malformed lens rows");
+    for (int j = 0; j < in->n_lens; j++)
+        if (in->lens_rows[j] < 0 || in->lens_rows[j] >= in->n_readouts)
+            return bs_fail(e, BS_EINTERNAL, "forward: lens row %d outside the readouts", in->lens_rows[j]);
     for (int u = 0; u < (in->capture ? 0 : in->n_out_ids); u++)
         if (in->out_ids[u] < 0 || in->out_ids[u] >= c->vocab)
             return bs_fail(e, BS_EINVAL, "forward: output id %d outside the vocabulary", in->out_ids[u]);
@@ -291,10 +296,28 @@ static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly
     }
 }
 
+void bs_forward_letters(const bs_model *m, const float *x, const int32_t *out_ids, int n, float *h, float *logits) {
+    rmsnorm(x, m->final_norm, m->cfg.hidden, (float)m->cfg.rms_eps, h);
+    for (int o = 0; o < n; o++) logits[o] = bs_dot_row(h, &m->lm_head, out_ids[o]);
+}
+
+/* The logit lens (bs_fwd_input.after_layer): the readout rows lens_rows of
+ * the residual stream src (row r of src is readout r when by_readout, else
+ * token readouts[r]) gathered into buf, then handed over. */
+static void lens_rows(const bs_fwd_input *in, int l, const float *src, int by_readout, int H, float *buf) {
+    for (int j = 0; j < in->n_lens; j++) {
+        int32_t r = in->lens_rows[j], row = by_readout ? r : in->readouts[r];
+        memcpy(buf + (size_t)j * H, src + (size_t)row * H, (size_t)H * sizeof *buf);
+    }
+    in->after_layer(in->after_ctx, l, buf);
+}
+
 /* Long on purpose: the forward pass reads best as one sequence in the
  * llama2.c style (buffers, embedding, each layer's steps in order, readout),
  * every step on the same buffers; the layer tail is already layer_tail. */
 int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err *e) {
+    if (m->backend && in->n_lens > 0)
+        return bs_fail(e, BS_EUNSUP, "the logit lens needs the CPU backend (this model runs on %s)", m->backend->name);
     if (m->backend) return m->backend->forward(m->backend, m, in, logits, e);
     const bs_config *c = &m->cfg;
     int M = in->n_tokens, R = in->capture ? 0 : in->n_readouts, H = c->hidden, I = c->inter;
@@ -305,7 +328,7 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     double t_start = pf ? bs_now_ms() : 0;
     int32_t *unit_of = NULL, *all_rows = NULL;
     float *x = NULL, *xn = NULL, *q = NULL, *k = NULL, *v = NULL, *att = NULL, *tmp = NULL;
-    float *g = NULL, *u = NULL, *xr = NULL, *attr = NULL;
+    float *g = NULL, *u = NULL, *xr = NULL, *attr = NULL, *lensbuf = NULL;
     char *scratch = NULL;
     attn_task_t *tasks = NULL;
     bs_attn_keys *keys = NULL;
@@ -339,8 +362,9 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
     xr = malloc((size_t)(R ? R : 1) * H * sizeof *xr);
     attr = malloc((size_t)(R ? (R < chunk ? R : chunk) : 1) * qd * sizeof *attr);
     all_rows = malloc((size_t)M * sizeof *all_rows);
+    if (in->n_lens > 0) lensbuf = malloc((size_t)in->n_lens * H * sizeof *lensbuf);
     if (!x || !xn || !q || !k || !v || !att || !tmp || !g || !u || !scratch || !tasks || !keys || !xr || !attr ||
-        !all_rows) {
+        !all_rows || (in->n_lens > 0 && !lensbuf)) {
         rc = bs_fail(e, BS_ENOMEM, "forward: out of memory for %d tokens", M);
         goto done;
     }
@@ -424,24 +448,23 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         if (last) {
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
             layer_tail(m, pf, ly, xr, att, R, tmp, xn, g, u);
+            if (lensbuf) lens_rows(in, l, xr, 1, H, lensbuf);
         } else {
             layer_tail(m, pf, ly, x, out, M, tmp, xn, g, u);
+            if (lensbuf) lens_rows(in, l, x, 0, H, lensbuf);
             if (in->between_layers) in->between_layers(in->between_ctx);
         }
     }
 
     for (int r = 0; r < R; r++) { /* R is 0 for a capture */
-        float *h = xn;
-        rmsnorm(xr + (size_t)r * H, m->final_norm, H, (float)c->rms_eps, h);
+        float *h = xn, *lg = logits ? logits + (size_t)r * in->n_out_ids : NULL;
+        bs_forward_letters(m, xr + (size_t)r * H, in->out_ids, lg ? in->n_out_ids : 0, h, lg);
         if (in->hidden) memcpy(in->hidden + (size_t)r * H, h, (size_t)H * sizeof *h);
-        for (int o = 0; o < in->n_out_ids; o++) {
-            float lg = bs_dot_row(h, &m->lm_head, in->out_ids[o]);
-            if (!isfinite(lg)) {
+        for (int o = 0; lg && o < in->n_out_ids; o++)
+            if (!isfinite(lg[o])) {
                 rc = bs_fail(e, BS_EINTERNAL, "non-finite letter logits");
                 goto done;
             }
-            logits[(size_t)r * in->n_out_ids + o] = lg;
-        }
     }
 done:
     if (pf && rc == BS_OK) {
@@ -450,7 +473,7 @@ done:
     }
     free(unit_of); free(all_rows);
     free(x); free(xn); free(q); free(k); free(v); free(att); free(tmp);
-    free(g); free(u); free(scratch); free(tasks); free(keys); free(xr); free(attr);
+    free(g); free(u); free(scratch); free(tasks); free(keys); free(xr); free(attr); free(lensbuf);
     return rc;
 }
 

@@ -60,6 +60,16 @@ typedef struct bs_fwd_input {
      * 04 §10 L4); it may block. Never changes a result. */
     void (*between_layers)(void *ctx);
     void *between_ctx;
+    /* Optional (the logit lens): after every layer l = 0..n_layers-1,
+     * after_layer(after_ctx, l, rows) with rows[j * H + i] the residual
+     * stream of readout lens_rows[j] (an index into readouts), j < n_lens,
+     * before the final norm; after the last layer these are the very rows
+     * the logits are read from (bs_forward_letters). n_lens 0: no call and
+     * no cost. Never changes a result; the CPU backend only. */
+    int32_t n_lens;
+    const int32_t *lens_rows;
+    void (*after_layer)(void *ctx, int layer, const float *rows);
+    void *after_ctx;
     bs_fwd_profile *profile;    /* optional: accumulates stage timings */
 } bs_fwd_input;
 
@@ -72,6 +82,12 @@ int bs_forward_validate(const bs_model *m, const bs_fwd_input *in, int32_t *unit
 int bs_kv_alloc(bs_kv *kv, const bs_model *m, int32_t n_tokens, bs_err *e);
 void bs_kv_free(bs_kv *kv);
 size_t bs_kv_bytes(const bs_model *m, int32_t n_tokens);
+
+/* The readout of one residual-stream row x[H] (spec 05 §11): the final
+ * RMSNorm into h[H], then logits[u] = lm_head row out_ids[u] · h for u < n.
+ * The forward reads its logits with exactly this, so a row given to the
+ * logit lens after the last layer gives the served logits bit for bit. */
+void bs_forward_letters(const bs_model *m, const float *x, const int32_t *out_ids, int n, float *h, float *logits);
 
 /* logits[r * n_out_ids + u] = logit of out_ids[u] at readouts[r].
  * Errors: malformed input (BS_EINVAL/BS_EINTERNAL), position past the model's

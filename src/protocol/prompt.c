@@ -69,11 +69,17 @@ static int field_is(const char *f, size_t n, const char *name) {
     return strlen(name) == n && memcmp(f, name, n) == 0;
 }
 
+const char *bs_prompt_part_name(bs_prompt_part p) {
+    static const char *const names[BS_N_PARTS] = {"state", "question", "options"};
+    return p >= 0 && p < BS_N_PARTS ? names[p] : "template";
+}
+
 /* Python str.format restricted to {state}, {q}, {opts}: the format string is
  * scanned once and the values are appended, never re-scanned, so braces in a
- * state or an option are literal text. */
-void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_text *question,
-                    const bs_text *opts, const size_t *perm, size_t k) {
+ * state or an option are literal text. parts (or NULL) gets where each value
+ * went. */
+static void user_message(bs_buf *out, bs_lang lang, const bs_text *state, const bs_text *question,
+                         const bs_text *opts, const size_t *perm, size_t k, bs_prompt_parts *parts) {
     const char *f = bs_prompt_user_format(lang);
     size_t i = 0, n = strlen(f);
     while (i < n) {
@@ -87,13 +93,25 @@ void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_te
             const char *close = memchr(f + i + 1, '}', n - i - 1);
             size_t fl = close ? (size_t)(close - (f + i + 1)) : 0;
             const char *name = f + i + 1;
-            if (close && field_is(name, fl, "state")) bs_buf_put(out, state->s ? state->s : "", state->len);
-            else if (close && field_is(name, fl, "q")) bs_buf_put(out, question->s ? question->s : "", question->len);
-            else if (close && field_is(name, fl, "opts")) bs_prompt_options(out, opts, perm, k);
-            else { /* not reachable with the built-in templates */
+            size_t at = out->len;
+            int part = -1;
+            if (close && field_is(name, fl, "state")) {
+                bs_buf_put(out, state->s ? state->s : "", state->len);
+                part = BS_PART_STATE;
+            } else if (close && field_is(name, fl, "q")) {
+                bs_buf_put(out, question->s ? question->s : "", question->len);
+                part = BS_PART_QUESTION;
+            } else if (close && field_is(name, fl, "opts")) {
+                bs_prompt_options(out, opts, perm, k);
+                part = BS_PART_OPTIONS;
+            } else { /* not reachable with the built-in templates */
                 bs_buf_putc(out, '{');
                 i++;
                 continue;
+            }
+            if (parts) {
+                parts->start[part] = at;
+                parts->end[part] = out->len;
             }
             i += fl + 2;
         } else {
@@ -102,8 +120,20 @@ void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_te
     }
 }
 
+void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_text *question,
+                    const bs_text *opts, const size_t *perm, size_t k) {
+    user_message(out, lang, state, question, opts, perm, k, NULL);
+}
+
 int bs_prompt_build(bs_buf *out, const char *bos, size_t bos_len, bs_lang lang, const bs_text *state,
                     const bs_text *question, const bs_text *opts, const size_t *perm, size_t k, bs_err *e) {
+    return bs_prompt_build_parts(out, bos, bos_len, lang, state, question, opts, perm, k, NULL, e);
+}
+
+int bs_prompt_build_parts(bs_buf *out, const char *bos, size_t bos_len, bs_lang lang, const bs_text *state,
+                          const bs_text *question, const bs_text *opts, const size_t *perm, size_t k,
+                          bs_prompt_parts *parts, bs_err *e) {
+    if (parts) memset(parts, 0, sizeof *parts);
     if (k > BS_MAX_LETTER_OPTIONS)
         return bs_fail(e, BS_EINVAL, "prompt: %zu options (the letter readout shows at most %d)", k,
                        BS_MAX_LETTER_OPTIONS);
@@ -112,7 +142,7 @@ int bs_prompt_build(bs_buf *out, const char *bos, size_t bos_len, bs_lang lang, 
     bs_buf_puts(out, "<|im_start|>system\n");
     bs_buf_puts(out, bs_prompt_system(lang));
     bs_buf_puts(out, "<|im_end|>\n<|im_start|>user\n");
-    bs_prompt_user(out, lang, state, question, opts, perm, k);
+    user_message(out, lang, state, question, opts, perm, k, parts);
     bs_buf_puts(out, "<|im_end|>\n<|im_start|>assistant\n");
     bs_buf_puts(out, BS_PREFILL);
     return out->oom ? bs_fail(e, BS_ENOMEM, "prompt: out of memory") : BS_OK;

@@ -44,6 +44,15 @@ void bs_prompt_perm(size_t k, int order, size_t *perm);
  * large choice is a perm. Positions past the tenth have no letter and are not
  * written: callers check k (bs_prompt_build refuses it). */
 void bs_prompt_options(bs_buf *out, const bs_text *opts, const size_t *perm, size_t k);
+/* Where the substituted parts of a prompt lie (byte offsets [start, end) into
+ * the prompt): everything outside them is the fixed template (BOS, ChatML,
+ * system prompt, user format text, prefill). For the logit lens's prompt view. */
+typedef enum { BS_PART_STATE = 0, BS_PART_QUESTION, BS_PART_OPTIONS, BS_N_PARTS } bs_prompt_part;
+typedef struct bs_prompt_parts {
+    size_t start[BS_N_PARTS], end[BS_N_PARTS];
+} bs_prompt_parts;
+const char *bs_prompt_part_name(bs_prompt_part p); /* "state", "question", "options" */
+
 /* The substituted user message; substituted values are never re-scanned. */
 void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_text *question,
                     const bs_text *opts, const size_t *perm, size_t k);
@@ -51,6 +60,11 @@ void bs_prompt_user(bs_buf *out, bs_lang lang, const bs_text *state, const bs_te
  * and the prefill, ending with its final '"' (§2.5). BS_EINVAL if k > 10. */
 int bs_prompt_build(bs_buf *out, const char *bos, size_t bos_len, bs_lang lang, const bs_text *state,
                     const bs_text *question, const bs_text *opts, const size_t *perm, size_t k, bs_err *e);
+/* The same, and where its parts lie (offsets into out, which may already hold
+ * bytes before the prompt). parts NULL: bs_prompt_build. */
+int bs_prompt_build_parts(bs_buf *out, const char *bos, size_t bos_len, bs_lang lang, const bs_text *state,
+                          const bs_text *question, const bs_text *opts, const size_t *perm, size_t k,
+                          bs_prompt_parts *parts, bs_err *e);
 
 /* Question text of the yes/no branch of a multi label (03 §1.3): instructions,
  * LF, then `Czy dotyczy: „<label>”?` or `Does this apply: "<label>"?`. */

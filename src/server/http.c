@@ -690,7 +690,7 @@ static void answer(conn *c) {
         rep.batch = j->batch_requests;
         rep.questions = (long)j->usage.questions;
         rep.orders = j->orders;
-        if (c->s->decision_log) { /* respond() adds the reply and the request id */
+        if (c->s->decision_log && !j->lens) { /* respond() adds the reply and the request id */
             memset(&le, 0, sizeof le);
             bs_buf_init(&le.reply);
             le.body = c->logged_body;
@@ -795,6 +795,7 @@ static void body_complete(conn *c) {
     bs_job_init(&c->job);
     c->job.body = body;
     c->job.dialect = c->dialect;
+    c->job.lens = c->route == R_LENS;
     c->job.arrival_ms = arrival;
     c->job.done = on_done;
     c->job.done_ctx = c;
@@ -810,12 +811,13 @@ static int headers_step(bs_server *s, conn *c, const char *auth, reply_t *rep) {
     bs_reply er;
     bs_reply_init(&er);
     bs_route r = c->route;
-    if (r == R_NONE || (r == R_METRICS && !s->metrics_on) || (r == R_UI && !s->ui_on)) {
+    /* the lens is the playground's: off with it */
+    if (r == R_NONE || (r == R_METRICS && !s->metrics_on) || ((r == R_UI || r == R_LENS) && !s->ui_on)) {
         bs_reply_not_found(&er);
         reply_take(rep, &er);
         return 0;
     }
-    int post = r == R_SYSTEMONE || r == R_BASAL;
+    int post = r == R_SYSTEMONE || r == R_BASAL || r == R_LENS;
     if (s->n_cors && !strcmp(c->method, "OPTIONS")) {
         /* a CORS preflight: never authenticated (browsers send no
          * credentials with it); the methods and headers only for an

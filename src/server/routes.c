@@ -45,11 +45,12 @@ bs_route bs_route_of(const char *url) {
     if (!strcmp(url, "/metrics")) return R_METRICS;
     if (!strcmp(url, "/")) return R_UI;                /* the playground (issue 18) */
     if (!strcmp(url, "/openapi.json")) return R_OPENAPI;
+    if (!strcmp(url, "/v1/lens")) return R_LENS;       /* the playground's logit lens (issue 33) */
     return R_NONE;
 }
 
 int bs_route_method_ok(bs_route r, const char *method, const char **allow) {
-    if (r == R_SYSTEMONE || r == R_BASAL) {
+    if (r == R_SYSTEMONE || r == R_BASAL || r == R_LENS) {
         *allow = "POST";
         return strcmp(method, "POST") ? -1 : 0;
     }

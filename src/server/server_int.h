@@ -11,7 +11,7 @@
 
 /* R_HEALTH: readiness (503 while the models load, 200 when ready); R_LIVE
  * (/health/live, this project's): liveness, 200 whenever the server answers. */
-typedef enum { R_NONE, R_SYSTEMONE, R_BASAL, R_MODELS, R_HEALTH, R_METRICS, R_UI, R_OPENAPI, R_LIVE } bs_route;
+typedef enum { R_NONE, R_SYSTEMONE, R_BASAL, R_MODELS, R_HEALTH, R_METRICS, R_UI, R_OPENAPI, R_LIVE, R_LENS } bs_route;
 
 /* The path of a request target (raw: n bytes, up to '?'), percent-decoded
  * into out (room for n + 1 bytes, NUL-terminated). Returns the decoded length,

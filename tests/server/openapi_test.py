@@ -159,6 +159,12 @@ def exchanges(srv, model):
     yield "capability", "POST", "/v1/systemone", {"model": model, "state": S, "questions": {
         "q": {"type": "act", "criteria": {"only": "x"}, "costs": {"wrong": 1}}}}
     yield "basal validation", "POST", "/v1/basal", {"questions": {"q": {"type": "noul"}}}
+    # the playground's logit lens: every type (a large choice's groups and finals too), its errors
+    big = {"type": "choice", "instructions": "Który?", "criteria": [f"q{i}" for i in range(12)]}
+    yield "lens all types", "POST", "/v1/lens", dict(full, questions=dict(qs, big=big))
+    yield "lens validation", "POST", "/v1/lens", {"model": model, "state": None, "questions": {}}
+    yield "lens unknown model", "POST", "/v1/lens", {"model": "nope-1", "state": S, "questions": {"n": qs["n"]}}
+    yield "lens too large", "POST", "/v1/lens", {"model": model, "state": "x" * 9000, "questions": {"n": qs["n"]}}
     yield "too large", "POST", "/v1/systemone", {"model": model, "state": "x" * 9000, "questions": {"n": qs["n"]}}
     yield "basal too large", "POST", "/v1/basal", {"model": model, "state": "x" * 9000, "questions": {"n": qs["n"]}}
     for p in ("/v1/models", "/health", "/metrics", "/openapi.json", "/"):
@@ -188,7 +194,9 @@ def main():
             documented(path, method, st, h, body, what)
         for want in [("/v1/systemone", "POST", 200), ("/v1/systemone", "POST", 400), ("/v1/systemone", "POST", 413),
                      ("/v1/systemone", "POST", 422), ("/v1/basal", "POST", 200), ("/v1/basal", "POST", 413),
-                     ("/v1/basal", "POST", 422), ("/metrics", "GET", 200), ("/", "GET", 200)]:
+                     ("/v1/basal", "POST", 422), ("/metrics", "GET", 200), ("/", "GET", 200),
+                     ("/v1/lens", "POST", 200), ("/v1/lens", "POST", 400), ("/v1/lens", "POST", 413),
+                     ("/v1/lens", "POST", 422)]:
             C.ok(want in seen, f"an exchange answered {want} (the checks cover it)")
     finally:
         C.eq(srv.stop(), 0, "server exit status")
@@ -197,6 +205,9 @@ def main():
                  env={"OPENAPI_TEST_KEY": "s3cret"})
     try:
         q = {"model": "x", "state": S, "questions": {"n": {"type": "noul", "instructions": "x"}}}
+        st, h, body = srv.post("/v1/lens", q, headers={"Authorization": "Bearer s3cret"})
+        C.eq(st, 404, "/v1/lens is off with the playground")
+        documented("/v1/lens", "POST", st, h, body, "/v1/lens off")
         for path in ("/v1/systemone", "/v1/basal"):
             for hdr, want in (({}, 403), ({"Authorization": "Bearer wrong"}, 401)):
                 st, h, body = srv.post(path, q, headers=hdr)

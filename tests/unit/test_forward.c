@@ -5,8 +5,8 @@
  * and whatever other vocabulary rows are read out; the same bits from every
  * kernel family the CPU supports; dtype bf16 invariant within its mode and
  * the same from the instruction and its emulation (issue 16). Also the
- * storage equivalences of spec 07 §8.1 (bf16 = f32 = sharded) and input
- * errors. */
+ * storage equivalences of spec 07 §8.1 (bf16 = f32 = sharded), the logit
+ * lens hook, and input errors. */
 #include <stdint.h>
 
 #include "check.h"
@@ -316,6 +316,89 @@ static void hidden_rows(const char *model_name) {
     bs_pool_destroy(pool);
 }
 
+/* The logit lens hook (bs_fwd_input.after_layer): called once per layer in
+ * order; the rows it gets after the last layer, read out with
+ * bs_forward_letters, are the forward's logits bit for bit; asking for them
+ * changes no logit; every layer's rows of a readout are the same bits when
+ * the prompt runs alone (with 1 thread) as packed after another prompt (with
+ * 2); malformed lens inputs are refused. */
+typedef struct {
+    int H, n, calls, bad_order;
+    float *rows; /* [layer][n][H] */
+} lens_sink;
+
+static void lens_cb(void *ctx, int layer, const float *rows) {
+    lens_sink *s = ctx;
+    s->bad_order |= layer != s->calls;
+    memcpy(s->rows + (size_t)layer * s->n * s->H, rows, (size_t)s->n * s->H * sizeof *rows);
+    s->calls++;
+}
+
+static void lens_rows(const char *model_name) {
+    enum { L = 300, P = 41, NR = 4 };
+    bs_pool *pool = bs_pool_create(2);
+    bs_model m1, m2;
+    if (load(&m1, model_name, NULL)) { bs_pool_destroy(pool); return; }
+    if (load(&m2, model_name, pool)) { bs_model_free(&m1); bs_pool_destroy(pool); return; }
+    bs_err e = {0};
+    int H = m1.cfg.hidden, NL = m1.cfg.n_layers;
+    int32_t ids[P + L], pos[L], ro[NR] = {17, 130, 255, L - 1}, lr[NR] = {3, 0, 2, 1};
+    for (int i = 0; i < P + L; i++) ids[i] = (int32_t)rnd((uint32_t)m1.cfg.vocab);
+    for (int i = 0; i < L; i++) pos[i] = i;
+    bs_unit u = {.q_start = 0, .q_len = L, .n_ranges = 1, .r_start = {0}, .r_len = {L}};
+    bs_fwd_input in = {.n_tokens = L, .ids = ids + P, .pos = pos, .n_units = 1, .units = &u,
+                       .n_readouts = NR, .readouts = ro, .n_out_ids = NIDS, .out_ids = out_ids};
+    float plain[NR * NIDS], with[NR * NIDS], again[NIDS];
+    CHECK_INT(bs_forward(&m1, &in, plain, &e), 0);
+    lens_sink s1 = {H, NR, 0, 0, malloc((size_t)NL * NR * H * sizeof(float))};
+    in.n_lens = NR;
+    in.lens_rows = lr;
+    in.after_layer = lens_cb;
+    in.after_ctx = &s1;
+    CHECK_INT(bs_forward(&m1, &in, with, &e), 0);
+    expect_same("logits with the lens rows", with, plain, NR * NIDS);
+    CHECK_INT(s1.calls, NL);
+    CHECK_INT(s1.bad_order, 0);
+    float *h = malloc((size_t)H * sizeof *h);
+    for (int j = 0; j < NR; j++) { /* the last layer's rows are the logits' rows */
+        bs_forward_letters(&m1, s1.rows + ((size_t)(NL - 1) * NR + j) * H, out_ids, NIDS, h, again);
+        expect_same("bs_forward_letters on the last layer", again, plain + (size_t)lr[j] * NIDS, NIDS);
+    }
+    /* packed after another prompt, 2 threads: every layer's rows the same */
+    int32_t pos2[P + L], ro2[NR];
+    for (int i = 0; i < P; i++) pos2[i] = i;
+    for (int i = 0; i < L; i++) pos2[P + i] = i;
+    for (int j = 0; j < NR; j++) ro2[j] = P + ro[j];
+    bs_unit us[2] = {{.q_start = 0, .q_len = P, .n_ranges = 1, .r_start = {0}, .r_len = {P}},
+                     {.q_start = P, .q_len = L, .n_ranges = 1, .r_start = {P}, .r_len = {L}}};
+    lens_sink s2 = {H, NR, 0, 0, malloc((size_t)NL * NR * H * sizeof(float))};
+    bs_fwd_input i2 = {.n_tokens = P + L, .ids = ids, .pos = pos2, .n_units = 2, .units = us,
+                       .n_readouts = NR, .readouts = ro2, .n_out_ids = NIDS, .out_ids = out_ids,
+                       .n_lens = NR, .lens_rows = lr, .after_layer = lens_cb, .after_ctx = &s2};
+    CHECK_INT(bs_forward(&m2, &i2, with, &e), 0);
+    CHECK_INT(s2.calls, NL);
+    CHECK(memcmp(s1.rows, s2.rows, (size_t)NL * NR * H * sizeof(float)) == 0);
+    /* refused: a lens row outside the readouts, no callback, a capture */
+    bs_fwd_input bad = in;
+    int32_t out_of_range = NR;
+    bad.n_lens = 1;
+    bad.lens_rows = &out_of_range;
+    CHECK_INT(bs_forward(&m1, &bad, with, &e), BS_EINTERNAL);
+    bad = in;
+    bad.after_layer = NULL;
+    CHECK_INT(bs_forward(&m1, &bad, with, &e), BS_EINTERNAL);
+    bs_kv cap;
+    CHECK_INT(bs_kv_alloc(&cap, &m1, L, &e), 0);
+    bad = in;
+    bad.capture = &cap;
+    CHECK_INT(bs_forward(&m1, &bad, NULL, &e), BS_EINTERNAL);
+    bs_kv_free(&cap);
+    free(h); free(s1.rows); free(s2.rows);
+    bs_model_free(&m1);
+    bs_model_free(&m2);
+    bs_pool_destroy(pool);
+}
+
 int main(void) {
     rng = PROMPT_SEED;
     invariance("tiny-bias", 1);
@@ -329,6 +412,8 @@ int main(void) {
     many_readouts("tiny-hd128");
     hidden_rows("tiny-bias");
     hidden_rows("tiny-hd128");
+    lens_rows("tiny-bias");
+    lens_rows("tiny-hd128");
     input_errors();
     return check_report("test_forward");
 }

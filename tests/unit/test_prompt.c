@@ -351,10 +351,48 @@ static int dump_mode(const char *dialect, const char *bos) {
     return 0;
 }
 
+/* bs_prompt_build_parts (the logit lens's prompt view): the same bytes as
+ * bs_prompt_build, and its offsets name exactly the state, the question and
+ * the option block, also when the buffer held bytes before, when a value looks
+ * like a placeholder, and when a part is empty. */
+static void test_parts(void) {
+    bs_text st = { "{q} stan: zażółć", 20 }, q = { "Pytanie? {state}", 16 }, empty = { "", 0 };
+    bs_text opts[3] = { { "pierwsza", 8 }, { "{opts}", 6 }, { "trzecia", 7 } };
+    size_t perm[3] = { 2, 0, 1 };
+    for (int lang = 0; lang < 2; lang++)
+        for (int pre = 0; pre < 2; pre++)
+            for (int emp = 0; emp < 2; emp++) {
+                const bs_text *s1 = emp ? &empty : &st, *q1 = emp ? &empty : &q;
+                bs_buf a, b, o;
+                bs_buf_init(&a);
+                bs_buf_init(&b);
+                bs_buf_init(&o);
+                bs_err e = { 0 };
+                if (pre) bs_buf_puts(&b, "earlier bytes");
+                size_t at = b.len;
+                bs_prompt_parts pp;
+                CHECK_INT(bs_prompt_build(&a, "<s>", 3, (bs_lang)lang, s1, q1, opts, perm, 3, &e), 0);
+                CHECK_INT(bs_prompt_build_parts(&b, "<s>", 3, (bs_lang)lang, s1, q1, opts, perm, 3, &pp, &e), 0);
+                CHECK(b.len - at == a.len && memcmp(b.data + at, a.data, a.len) == 0);
+                bs_prompt_options(&o, opts, perm, 3);
+                const bs_text want[BS_N_PARTS] = { *s1, *q1, { o.data, o.len } };
+                for (int p = 0; p < BS_N_PARTS; p++) {
+                    CHECK(pp.start[p] >= at && pp.end[p] <= b.len && pp.end[p] - pp.start[p] == want[p].len);
+                    CHECK(want[p].len == 0 || memcmp(b.data + pp.start[p], want[p].s, want[p].len) == 0);
+                    if (p) CHECK(pp.start[p] > pp.end[p - 1]); /* template text between the parts */
+                }
+                CHECK_STR(bs_prompt_part_name(BS_PART_OPTIONS), "options");
+                bs_buf_free(&a);
+                bs_buf_free(&b);
+                bs_buf_free(&o);
+            }
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--dump") == 0) return dump_mode(argv[2], argv[3]);
     test_sha256();
     test_examples();
     test_pieces();
+    test_parts();
     return check_report("test_prompt");
 }
