@@ -21,6 +21,10 @@
 /* A connection that delivers less than 1 byte a second for this long is
  * stalled: the request fails as a cut connection (and is resumed). */
 #define STALL_S 30L
+/* An answer that is not a file's content (the API's JSON, a HEAD) has this
+ * long to arrive in full: a Hub that trickles one without end is given up on
+ * (a file's content is bounded by its size instead). */
+#define ANSWER_S 300L
 
 struct bs_hub_http {
     CURL *curl;
@@ -307,6 +311,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     if (!strcmp(rq->method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    if (!rq->sink) curl_easy_setopt(c, CURLOPT_TIMEOUT, ANSWER_S);
     if (rq->range_from > 0) {
         snprintf(range, sizeof range, "%lld-", rq->range_from);
         curl_easy_setopt(c, CURLOPT_RANGE, range);
