@@ -195,7 +195,29 @@ void bs_hub_resp_reset(bs_hub_resp *r) {
     r->body = body;
     r->body_len = bl;
     r->linked_size = r->content_length = r->range_start = r->range_total = -1;
-    r->retry_after = -1;
+    r->retry_after = r->ratelimit_reset = -1;
+}
+
+/* RateLimit: "api";r=0;t=55 (IETF draft httpapi-ratelimit-headers, as the Hub
+ * sends it with a 429): the seconds until the window resets when none is
+ * left, else -1. */
+static long ratelimit_reset(const char *v, size_t n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : sizeof buf - 1), v);
+    long rem = -1, reset = -1;
+    for (char *p = buf; *p; p++) {
+        if ((*p != 'r' && *p != 't') || (p > buf && p[-1] != ';' && p[-1] != ' ')) continue;
+        char *q = p + 1;
+        while (*q == ' ') q++;
+        if (*q != '=') continue;
+        q++;
+        while (*q == ' ') q++;
+        if (*q < '0' || *q > '9') continue;
+        long x = strtol(q, NULL, 10);
+        if (*p == 'r') rem = x;
+        else reset = x;
+    }
+    return rem == 0 && reset >= 0 ? (reset > 3600 ? 3600 : reset) : -1;
 }
 
 void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
@@ -226,6 +248,7 @@ void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
         if (vl < sizeof r->location) header_value(v, vl, r->location, sizeof r->location);
     }
     else if (IS("Link")) link_next(v, vl, r->next, sizeof r->next);
+    else if (IS("RateLimit")) r->ratelimit_reset = ratelimit_reset(v, vl);
     else if (IS("X-Linked-Size") || IS("Content-Length") || IS("Retry-After")) {
         header_value(v, vl, tmp, sizeof tmp);
         char *end;

@@ -93,6 +93,13 @@ static double backoff(int attempt, long retry_after) {
     return s;
 }
 
+/* The wait an answer asks for: a 429's RateLimit reset (huggingface_hub
+ * prefers it), else Retry-After; -1 when it asks none. */
+static long asked_wait(const bs_hub_resp *resp) {
+    if (resp->status == 429 && resp->ratelimit_reset >= 0) return resp->ratelimit_reset;
+    return resp->retry_after;
+}
+
 static int retryable(long status) {
     return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
 }
@@ -111,21 +118,30 @@ static int hub_error(bs_hub *h, const bs_hub_ref *r, const char *what, const bs_
         json_decref(j);
     }
     const char *tok = h->env->token_from;
+    /* huggingface_hub's hf_raise_for_status: the Hub's 401 for a stale token says so; any other 401 of a
+     * repository's endpoint is a missing or private repository */
+    int bad_token = resp->status == 401 && !strcmp(resp->error_message, "Invalid credentials in Authorization header");
+    int repo_url = strstr(url, "/api/models/") || strstr(url, "/resolve/");
+    if (bad_token)
+        return bs_fail(e, BS_EIO, "the Hub refused the token from %s as invalid (HTTP 401: %s); set HF_TOKEN to a valid "
+                       "token (%s/settings/tokens), or unset it for a public model", tok ? tok : "nowhere", msg,
+                       h->env->endpoint);
+    if (!strcmp(code, "DisabledRepo") || !strcmp(resp->error_message, "Access to this resource is disabled."))
+        return bs_fail(e, BS_EIO, "%s has been disabled on the Hub%s%s%s; nothing can be downloaded from it: use another "
+                       "repository or a local directory [HTTP %ld]", r->repo, msg[0] ? " (" : "", msg, msg[0] ? ")" : "",
+                       resp->status);
     if (!strcmp(code, "GatedRepo"))
         return bs_fail(e, BS_EIO,
                        "%s is a gated model: accept its licence on %s/%s while logged in to the Hub, then set HF_TOKEN "
                        "to a token of that account (%s) [HTTP %ld]",
                        r->repo, h->env->endpoint, r->repo,
                        tok ? "the token now in use has no access yet" : "no token is set", resp->status);
-    if (!strcmp(code, "RepoNotFound") || (resp->status == 404 && !code[0] && strstr(url, "/api/models/")))
+    if (!strcmp(code, "RepoNotFound") || (resp->status == 404 && !code[0] && strstr(url, "/api/models/")) ||
+        (resp->status == 401 && !code[0] && repo_url))
         return bs_fail(e, BS_EIO,
                        "%s: no such model repository on %s; check the name, or, if it is private, set HF_TOKEN to a "
                        "token that can read it (%s) [HTTP %ld]",
                        r->repo, h->env->endpoint, tok ? "the token now in use cannot" : "no token is set", resp->status);
-    if (!strcmp(code, "DisabledRepo"))
-        return bs_fail(e, BS_EIO, "%s has been disabled on the Hub%s%s%s; nothing can be downloaded from it: use another "
-                       "repository or a local directory [HTTP %ld]", r->repo, msg[0] ? " (" : "", msg, msg[0] ? ")" : "",
-                       resp->status);
     if (!strcmp(code, "RevisionNotFound"))
         return bs_fail(e, BS_EIO, "%s has no revision '%s' (a branch, a tag or a full commit) [HTTP %ld]", r->repo,
                        r->rev, resp->status);
@@ -154,7 +170,7 @@ static int request(bs_hub *h, const bs_hub_req *rq, bs_hub_resp *resp, bs_err *e
             snprintf(why, sizeof why, "%s", e ? e->msg : "transport error");
             return bs_fail(e, BS_EIO, "%s (gave up after %d tries)", why, attempt);
         }
-        double s = backoff(attempt, rc == BS_OK ? resp->retry_after : -1);
+        double s = backoff(attempt, rc == BS_OK ? asked_wait(resp) : -1);
         if (rc == BS_OK)
             bs_log(BS_LOG_WARN, "hub", "%s %s: HTTP %ld; retrying in %.0f s (retry %d of %d)", rq->method, rq->url,
                    resp->status, s, attempt, h->opts.max_retries);
@@ -897,7 +913,7 @@ static int download(bs_hub *h, const bs_hub_file *f, const char *url0, int auth,
                          f->path, attempt, why, (unsigned long long)s.off);
             goto done;
         }
-        double wait = backoff(tries, rc == BS_OK ? resp.retry_after : -1);
+        double wait = backoff(tries, rc == BS_OK ? asked_wait(&resp) : -1);
         bs_log(BS_LOG_WARN, "hub", "%s: %s at byte %llu of %llu; resuming in %.0f s (retry %d of %d)", f->path,
                rc < 0 ? e->msg : resp.status / 100 != 2 ? "the server answered an error" : "the connection ended early",
                (unsigned long long)s.off, (unsigned long long)f->size, wait, tries, h->opts.max_retries);

@@ -146,6 +146,26 @@ static void test_headers(void) {
     bs_hub_header_line(&r, "Link: <https://hub.example/p?cursor=x>; rel=\"next\"", 50);
     CHECK_STR(r.next, "https://hub.example/p?cursor=x");
     bs_buf_free(&b);
+    /* huggingface_hub's parse_ratelimit_headers: '"api";r=0;t=55' -> remaining 0, reset in 55 s */
+    static const struct { const char *line; long want; } rl[] = {
+        { "RateLimit: \"api\";r=0;t=55", 55 },   { "ratelimit: \"resolvers\"; r = 0 ; t = 7", 7 },
+        { "RateLimit: \"api\";r=3;t=55", -1 },   { "RateLimit: \"api\";t=9", -1 },
+        { "RateLimit: garbage", -1 },           { "RateLimit: \"api\";r=0;t=99999", 3600 },
+    };
+    for (size_t i = 0; i < sizeof rl / sizeof *rl; i++) {
+        bs_hub_header_line(&r, "HTTP/1.1 429 Too Many Requests", 30);
+        bs_hub_header_line(&r, rl[i].line, strlen(rl[i].line));
+        CHECK_INT((int)r.ratelimit_reset, (int)rl[i].want);
+        CHECK_INT((int)r.retry_after, -1);
+    }
+    bs_hub_header_line(&r, "Retry-After: 12", 15);
+    CHECK_INT((int)r.retry_after, 12);
+    bs_hub_header_line(&r, "Retry-After: Wed, 21 Oct 2015 07:28:00 GMT", 42); /* a date: not used */
+    CHECK_INT((int)r.retry_after, -1);
+    bs_hub_header_line(&r, "ETag: W/\"abc\"", 13);
+    CHECK_STR(r.etag, "abc");
+    bs_hub_header_line(&r, "X-Linked-Etag: \"0123\"", 20);
+    CHECK_STR(r.linked_etag, "0123");
 }
 
 /* One page of /api/models/<repo>/tree/<commit>: only top-level files become

@@ -82,7 +82,8 @@ try:
     hubenv.make_model(src, "--name", "basal-cli")
     hubenv.make_model(src2, "--name", "basal-cli-two", "--seed", "3")
     total = sum(os.path.getsize(os.path.join(src, f)) for f in model_files(src) if f != "basal.json")
-    config = {"repos": [{"id": "acme/x", "revisions": [{"commit": "1" * 40, "dir": src, "refs": ["main"]}]},
+    config = {"repos": [{"id": "acme/x", "revisions": [{"commit": "1" * 40, "dir": src, "refs": ["main"]},
+                                                       {"commit": "4" * 40, "dir": src2, "refs": ["v2"]}]},
                         {"id": "acme/y", "revisions": [{"commit": "2" * 40, "dir": src2, "refs": ["main"]}]},
                         {"id": "acme/gated", "gated": "manual",
                          "revisions": [{"commit": "3" * 40, "dir": src, "refs": ["main"]}]}],
@@ -136,6 +137,25 @@ try:
     r = sh(BASAL, "pull", "acme/y", "not a ref", env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": cache})
     c.eq((r.returncode, r.stdout), (2, b""), "a malformed reference among others: exit 2 before any download")
 
+    # ---- 3b. an existing directory always wins; YAML repo: with revision: ----
+    work = os.path.join(tmp, "work")
+    os.makedirs(os.path.join(work, "acme"))
+    import shutil
+    shutil.copytree(src2, os.path.join(work, "acme", "x"))
+    shutil.copytree(src2, os.path.join(work, "mini"))
+    hub.reset()
+    for ref in ("acme/x", "mini"):
+        r = sh(BASAL, "pull", ref, env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": os.path.join(tmp, "c-dir")}, cwd=work)
+        c.eq((r.returncode, r.stdout.decode()), (0, f"{ref} {ref}\n"), f"a directory named {ref} wins over the Hub")
+    c.eq(hub.requests(), [], "an existing directory: no request")
+    yml = os.path.join(tmp, "rev.yml")
+    with open(yml, "w") as f:
+        f.write("models:\n  - repo: acme/x\n    revision: v2\n")
+    r = sh(BASAL, "pull", "--config", yml, env={"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": os.path.join(tmp, "c-rev")})
+    c.eq((r.returncode, r.stdout.decode().split(" ")[0]), (0, "acme/x@" + "4" * 40),
+         f"YAML repo: with revision: pulls that revision ({out(r)[-300:]})")
+    c.eq(open(os.path.join(tmp, "c-rev", "models--acme--x", "refs", "v2")).read(), "4" * 40, "refs/v2 names it")
+
     # ---- 4. doctor: the cache, its free space, each model cached or not ----
     yml = os.path.join(tmp, "serve.yml")
     with open(yml, "w") as f:
@@ -178,7 +198,8 @@ try:
         c.eq(st_, 200, "serve downloaded both models with the token")
     srv.stop()
     shown.append(srv.log())
-    c.ok("downloading" in srv.log(), "serve logged the download")
+    c.ok(len(re.findall(TS + r" INFO  hub: downloading acme/(gated|y): \d+% \(", srv.log())) >= 2,
+         f"serve logged the download's progress periodically ({srv.log()[-600:]})")
     c.eq([s.count(TOKEN[3:]) for s in shown], [0] * len(shown), "the token appears in no output")
     auth = [q for q in hub.requests() if q["auth"]]
     c.ok(auth and all(q["server"] == "hub" for q in auth), "the token went to the Hub only, never to the CDN")
