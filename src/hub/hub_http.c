@@ -151,6 +151,7 @@ typedef struct {
     const bs_hub_req *rq;
     bs_hub_resp *resp;
     int sink_stopped, too_big;
+    size_t cap;       /* of resp->body: grown by doubling (a realloc per piece copies it all each time) */
 } xfer_t;
 
 /* ETag: W/"abc" -> abc (huggingface_hub _normalize_etag). */
@@ -288,13 +289,19 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
         x->too_big = 1;
         return 0;
     }
-    char *nb = realloc(r->body, r->body_len + n + 1);
-    if (!nb) {
-        x->too_big = 1;
-        return 0;
+    if (r->body_len + n + 1 > x->cap) {
+        size_t nc = x->cap ? x->cap : 4096;
+        while (nc < r->body_len + n + 1) nc *= 2;
+        char *nb = realloc(r->body, nc);
+        if (!nb) {
+            x->too_big = 1;
+            return 0;
+        }
+        r->body = nb;
+        x->cap = nc;
     }
+    char *nb = r->body;
     memcpy(nb + r->body_len, data, n);
-    r->body = nb;
     r->body_len += n;
     nb[r->body_len] = 0;
     return n;
@@ -311,7 +318,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     resp->body = NULL;
     resp->body_len = 0;
     bs_hub_resp_reset(resp);
-    xfer_t x = { h, rq, resp, 0, 0 };
+    xfer_t x = { h, rq, resp, 0, 0, 0 };
     CURL *c = h->curl;
     char errbuf[CURL_ERROR_SIZE] = "";
     char range[48];
