@@ -156,6 +156,28 @@ try:
          f"YAML repo: with revision: pulls that revision ({out(r)[-300:]})")
     c.eq(open(os.path.join(tmp, "c-rev", "models--acme--x", "refs", "v2")).read(), "4" * 40, "refs/v2 names it")
 
+    # ---- 3c. models rm while a pull downloads the repository: refused, the pull unharmed ----
+    cache = os.path.join(tmp, "c-busy")
+    hub.reset([{"kind": "trickle", "match": "/lfs/", "rate": 1500000, "times": -1}])
+    p = subprocess.Popen([BASAL, "pull", "acme/y"], env=env_for(cache, BASAL_PROGRESS="off"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    blobs = os.path.join(cache, "models--acme--y", "blobs")
+    srvlib.wait_until(lambda: os.path.isdir(blobs) and any(b.endswith(".incomplete") for b in os.listdir(blobs)),
+                      60 * SLOW, poll=0.05)
+    r = sh(BASAL, "models", "rm", "acme/y", "--all-revisions", env={"HF_HUB_CACHE": cache})
+    c.ok(r.returncode == 1 and "being downloaded by another process" in r.stderr.decode(),
+         f"models rm during a download: refused ({out(r)[-300:]})")
+    c.eq(p.wait(timeout=120 * SLOW), 0, "the pull it would have harmed completes")
+    c.eq(sorted(os.listdir(os.path.join(cache, "models--acme--y", "snapshots", "2" * 40))), model_files(src2),
+         "its snapshot is whole")
+
+    # ---- 3d. serve: a download that fails after the bind ends the start with 06 §3 R2's message ----
+    hub.reset([{"kind": "status", "code": 404, "match": "/lfs/", "server": "cdn", "times": -1}])
+    srv = srvlib.Server(["--model", "acme/x"], env=env_for(os.path.join(tmp, "c-fail")), expect_start=False)
+    rc = srv.wait_exit(60 * SLOW)
+    c.ok(rc == 1 and "is not available locally" in srv.log() and "model.safetensors: HTTP 404" in srv.log(),
+         f"serve: the download fails after the bind: exit 1, the reason ({rc}, {srv.log()[-400:]})")
+
     # ---- 4. doctor: the cache, its free space, each model cached or not ----
     yml = os.path.join(tmp, "serve.yml")
     with open(yml, "w") as f:
