@@ -285,6 +285,19 @@ try:
         c.ok(r.returncode == 1 and "larger than" in r.stderr.decode() and dt < 60 * SLOW,
              f"{what} without end: refused past its limit ({dt:.1f} s, {out(r)[-300:]})")
 
+    # ---- 6b. the Hub's refusals that are not about a token ----
+    for what, fault, words in (
+            ("a disabled repository", {"kind": "status", "code": 403, "match": "/revision/", "times": -1,
+                                       "error": "Access to this resource is disabled."}, ["has been disabled"]),
+            ("an EntryNotFound file", {"kind": "status", "code": 404, "match": "/resolve/.*chat_template", "times": -1,
+                                       "error": "Entry not found", "headers": {"X-Error-Code": "EntryNotFound"}},
+             ["chat_template.jinja: not found on the Hub"])):
+        hub.reset([fault])
+        r, dt = pull(os.path.join(tmp, "cache-refusal"), "evil/huge")
+        text = r.stderr.decode()
+        c.ok(r.returncode == 1 and all(w in text for w in words) and "HF_TOKEN" not in text,
+             f"{what}: exit 1, said as it is, no token advice ({text[-300:]})")
+
     # ---- 7. references with odd characters: a usage error, no request, nothing written ----
     cache = os.path.join(tmp, "cache-refs")
     before = tree(tmp)

@@ -266,6 +266,13 @@ try:
     c.eq(d1.returncode, 0, f"decide from @huggingface/hub's cache, offline ({d1.stderr.decode()[-400:]})")
     c.ok(d1.stdout and d1.stdout == d0.stdout, "decide from the cache answers as from the source directory")
     c.eq(requests(), [], "offline decide made no request")
+    srv = srvlib.Server(["--model", "acme/single"], env=cache_env(cache_js, HF_HUB_OFFLINE="1"))
+    st, h, body = srvlib.request(srv.port, "POST", "/v1/systemone", json.dumps(req).encode(),
+                                 {"content-type": "application/json"})
+    c.eq((st, json.loads(body).get("answers") if st == 200 else body), (200, json.loads(d0.stdout or b"{}").get("answers")),
+         "serve (HF_HUB_OFFLINE=1) from @huggingface/hub's cache answers as decide on the source directory")
+    srv.stop()
+    c.eq(requests(), [], "offline serve made no request")
 
     # ---- 4. a branch: refs/main written, a renamed repository followed, an older tag ----
     cache2 = os.path.join(tmp, "c2")
