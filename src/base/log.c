@@ -128,10 +128,34 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+/* The line a progress bar keeps redrawing on the terminal: a line for
+ * stderr goes between a call with 0 (the bar is erased) and one with 1 (it
+ * is drawn again below), so that it never runs into the bar. */
+static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static bs_log_stderr_guard g_guard;
+static void *g_guard_ud;
+
+void bs_log_set_stderr_guard(bs_log_stderr_guard fn, void *ud) {
+    pthread_mutex_lock(&g_guard_mu); /* waits for a line being written around the old one */
+    if (fn || g_guard_ud == ud) {
+        g_guard = fn;
+        g_guard_ud = fn ? ud : NULL;
+    }
+    pthread_mutex_unlock(&g_guard_mu);
+}
+
+static void write_stderr(const char *p, size_t n) {
+    pthread_mutex_lock(&g_guard_mu);
+    if (g_guard) g_guard(g_guard_ud, 0);
+    write_all(2, p, n);
+    if (g_guard) g_guard(g_guard_ud, 1);
+    pthread_mutex_unlock(&g_guard_mu);
+}
+
 static void sink_write(bs_log_sink *s, const bs_buf *b) {
     if (b->oom || !b->len) return;
-    if (!s) {
-        write_all(2, b->data, b->len);
+    if (!s || (!s->path && s->fd == 2)) {
+        write_stderr(b->data, b->len);
         return;
     }
     pthread_mutex_lock(&s->mu);

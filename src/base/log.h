@@ -58,6 +58,12 @@ int bs_log_sink_reopen(bs_log_sink *s, bs_err *e);
 int bs_log_sink_is_file(const bs_log_sink *s);
 void bs_log_sink_close(bs_log_sink *s);
 
+/* Called around each line written to stderr, with 0 before and 1 after (a
+ * progress bar on the terminal erases and redraws itself). One at a time;
+ * fn NULL removes the guard registered with ud. */
+typedef void (*bs_log_stderr_guard)(void *ud, int after);
+void bs_log_set_stderr_guard(bs_log_stderr_guard fn, void *ud);
+
 /* One line with fields to sink (NULL: stderr). */
 void bs_log_fields(bs_log_sink *sink, bs_log_level lv, const char *component, const char *msg,
                    const bs_log_field *f, size_t n);

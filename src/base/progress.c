@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
+
 #define TTY_PERIOD_MS 100
 #define DEFAULT_INTERVAL_MS 5000
 #define BAR_WIDTH 24
@@ -145,6 +147,22 @@ static void *ticker(void *arg) {
     return NULL;
 }
 
+/* Around a log line on stderr (base/log): the bar is erased before it and
+ * drawn again after it. */
+static void guard(void *ud, int after) {
+    bs_progress *p = ud;
+    if (!after) {
+        pthread_mutex_lock(&p->mu);
+        if (p->written) {
+            fputs("\r\033[K", stderr);
+            fflush(stderr);
+        }
+        return;
+    }
+    if (p->written && !p->stop) draw(p, 0);
+    pthread_mutex_unlock(&p->mu);
+}
+
 bs_progress *bs_progress_start(const char *what, uint64_t total, const char *unit) {
     const char *mode = getenv("BASAL_PROGRESS");
     if (mode && !strcmp(mode, "off")) return NULL;
@@ -170,6 +188,7 @@ bs_progress *bs_progress_start(const char *what, uint64_t total, const char *uni
         free(p);
         return NULL;
     }
+    if (p->tty) bs_log_set_stderr_guard(guard, p);
     return p;
 }
 
@@ -231,6 +250,7 @@ void bs_progress_end(bs_progress *p) {
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
+    if (p->tty) bs_log_set_stderr_guard(NULL, p);
     /* short work that never showed anything leaves nothing behind */
     if (p->written) draw(p, 1);
     pthread_cond_destroy(&p->cond);

@@ -280,10 +280,13 @@ int bs_hub_lock(const bs_hub_env *env, const char *repo, const char *etag, const
     rc = bs_hub_mkdir_p(path, e);
     *slash = '/';
     if (rc < 0) goto done;
-    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
         rc = bs_fail(e, BS_EIO, "%s: cannot open the lock file: %s", path, strerror(errno));
         goto done;
     }
+    /* group-writable whatever the umask, as huggingface_hub's WeakFileLock makes them: users
+     * sharing a cache can all wait on it (refused for another user's file: no harm) */
+    (void)fchmod(fd, 0664);
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR) {
             rc = bs_fail(e, BS_EIO, "%s: cannot lock: %s", path, strerror(errno));

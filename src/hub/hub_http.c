@@ -21,6 +21,10 @@
 /* A connection that delivers less than 1 byte a second for this long is
  * stalled: the request fails as a cut connection (and is resumed). */
 #define STALL_S 30L
+/* An answer that is not a file's content (the API's JSON, a HEAD) has this
+ * long to arrive in full: a Hub that trickles one without end is given up on
+ * (a file's content is bounded by its size instead). */
+#define ANSWER_S 300L
 
 struct bs_hub_http {
     CURL *curl;
@@ -147,6 +151,7 @@ typedef struct {
     const bs_hub_req *rq;
     bs_hub_resp *resp;
     int sink_stopped, too_big;
+    size_t cap;       /* of resp->body: grown by doubling (a realloc per piece copies it all each time) */
 } xfer_t;
 
 /* ETag: W/"abc" -> abc (huggingface_hub _normalize_etag). */
@@ -191,7 +196,29 @@ void bs_hub_resp_reset(bs_hub_resp *r) {
     r->body = body;
     r->body_len = bl;
     r->linked_size = r->content_length = r->range_start = r->range_total = -1;
-    r->retry_after = -1;
+    r->retry_after = r->ratelimit_reset = -1;
+}
+
+/* RateLimit: "api";r=0;t=55 (IETF draft httpapi-ratelimit-headers, as the Hub
+ * sends it with a 429): the seconds until the window resets when none is
+ * left, else -1. */
+static long ratelimit_reset(const char *v, size_t n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : sizeof buf - 1), v);
+    long rem = -1, reset = -1;
+    for (char *p = buf; *p; p++) {
+        if ((*p != 'r' && *p != 't') || (p > buf && p[-1] != ';' && p[-1] != ' ')) continue;
+        char *q = p + 1;
+        while (*q == ' ') q++;
+        if (*q != '=') continue;
+        q++;
+        while (*q == ' ') q++;
+        if (*q < '0' || *q > '9') continue;
+        long x = strtol(q, NULL, 10);
+        if (*p == 'r') rem = x;
+        else reset = x;
+    }
+    return rem == 0 && reset >= 0 ? (reset > 3600 ? 3600 : reset) : -1;
 }
 
 void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
@@ -222,6 +249,7 @@ void bs_hub_header_line(bs_hub_resp *r, const char *data, size_t n) {
         if (vl < sizeof r->location) header_value(v, vl, r->location, sizeof r->location);
     }
     else if (IS("Link")) link_next(v, vl, r->next, sizeof r->next);
+    else if (IS("RateLimit")) r->ratelimit_reset = ratelimit_reset(v, vl);
     else if (IS("X-Linked-Size") || IS("Content-Length") || IS("Retry-After")) {
         header_value(v, vl, tmp, sizeof tmp);
         char *end;
@@ -261,13 +289,19 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
         x->too_big = 1;
         return 0;
     }
-    char *nb = realloc(r->body, r->body_len + n + 1);
-    if (!nb) {
-        x->too_big = 1;
-        return 0;
+    if (r->body_len + n + 1 > x->cap) {
+        size_t nc = x->cap ? x->cap : 4096;
+        while (nc < r->body_len + n + 1) nc *= 2;
+        char *nb = realloc(r->body, nc);
+        if (!nb) {
+            x->too_big = 1;
+            return 0;
+        }
+        r->body = nb;
+        x->cap = nc;
     }
+    char *nb = r->body;
     memcpy(nb + r->body_len, data, n);
-    r->body = nb;
     r->body_len += n;
     nb[r->body_len] = 0;
     return n;
@@ -284,7 +318,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     resp->body = NULL;
     resp->body_len = 0;
     bs_hub_resp_reset(resp);
-    xfer_t x = { h, rq, resp, 0, 0 };
+    xfer_t x = { h, rq, resp, 0, 0, 0 };
     CURL *c = h->curl;
     char errbuf[CURL_ERROR_SIZE] = "";
     char range[48];
@@ -307,6 +341,7 @@ int bs_hub_http_do(bs_hub_http *h, const bs_hub_req *rq, bs_hub_resp *resp, int 
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     if (!strcmp(rq->method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    if (!rq->sink) curl_easy_setopt(c, CURLOPT_TIMEOUT, ANSWER_S);
     if (rq->range_from > 0) {
         snprintf(range, sizeof range, "%lld-", rq->range_from);
         curl_easy_setopt(c, CURLOPT_RANGE, range);

@@ -77,6 +77,7 @@ typedef struct bs_hub_resp {
     char location[8192];      /* empty when it does not fit: never a URL cut short (a CDN's signed */
     char next[8192];          /* URLs run past 1 kB); Link: <...>; rel="next", the same */
     long retry_after;         /* seconds, -1 when absent */
+    long ratelimit_reset;     /* RateLimit: "...";r=0;t=N (none left, N seconds to wait); -1 otherwise */
     char *body;               /* the body of a request made with bs_hub_http_get, NUL-terminated */
     size_t body_len;
 } bs_hub_resp;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@
 /* a connection cut after bytes arrived resets the retry count (as
  * huggingface_hub does), so this bounds the attempts of one file overall */
 #define MAX_ATTEMPTS 100
+/* redirects followed for one request (the Hub's relative ones, a CDN's) */
+#define MAX_REDIRECTS 5
 
 struct bs_hub {
     const bs_hub_env *env;
@@ -90,6 +93,13 @@ static double backoff(int attempt, long retry_after) {
     return s;
 }
 
+/* The wait an answer asks for: a 429's RateLimit reset (huggingface_hub
+ * prefers it), else Retry-After; -1 when it asks none. */
+static long asked_wait(const bs_hub_resp *resp) {
+    if (resp->status == 429 && resp->ratelimit_reset >= 0) return resp->ratelimit_reset;
+    return resp->retry_after;
+}
+
 static int retryable(long status) {
     return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
 }
@@ -108,13 +118,26 @@ static int hub_error(bs_hub *h, const bs_hub_ref *r, const char *what, const bs_
         json_decref(j);
     }
     const char *tok = h->env->token_from;
+    /* huggingface_hub's hf_raise_for_status: the Hub's 401 for a stale token says so; any other 401 of a
+     * repository's endpoint is a missing or private repository */
+    int bad_token = resp->status == 401 && !strcmp(resp->error_message, "Invalid credentials in Authorization header");
+    int repo_url = strstr(url, "/api/models/") || strstr(url, "/resolve/");
+    if (bad_token)
+        return bs_fail(e, BS_EIO, "the Hub refused the token from %s as invalid (HTTP 401: %s); set HF_TOKEN to a valid "
+                       "token (%s/settings/tokens), or unset it for a public model", tok ? tok : "nowhere", msg,
+                       h->env->endpoint);
+    if (!strcmp(code, "DisabledRepo") || !strcmp(resp->error_message, "Access to this resource is disabled."))
+        return bs_fail(e, BS_EIO, "%s has been disabled on the Hub%s%s%s; nothing can be downloaded from it: use another "
+                       "repository or a local directory [HTTP %ld]", r->repo, msg[0] ? " (" : "", msg, msg[0] ? ")" : "",
+                       resp->status);
     if (!strcmp(code, "GatedRepo"))
         return bs_fail(e, BS_EIO,
                        "%s is a gated model: accept its licence on %s/%s while logged in to the Hub, then set HF_TOKEN "
                        "to a token of that account (%s) [HTTP %ld]",
                        r->repo, h->env->endpoint, r->repo,
                        tok ? "the token now in use has no access yet" : "no token is set", resp->status);
-    if (!strcmp(code, "RepoNotFound") || (resp->status == 404 && !code[0] && strstr(url, "/api/models/")))
+    if (!strcmp(code, "RepoNotFound") || (resp->status == 404 && !code[0] && strstr(url, "/api/models/")) ||
+        (resp->status == 401 && !code[0] && repo_url))
         return bs_fail(e, BS_EIO,
                        "%s: no such model repository on %s; check the name, or, if it is private, set HF_TOKEN to a "
                        "token that can read it (%s) [HTTP %ld]",
@@ -147,7 +170,7 @@ static int request(bs_hub *h, const bs_hub_req *rq, bs_hub_resp *resp, bs_err *e
             snprintf(why, sizeof why, "%s", e ? e->msg : "transport error");
             return bs_fail(e, BS_EIO, "%s (gave up after %d tries)", why, attempt);
         }
-        double s = backoff(attempt, rc == BS_OK ? resp->retry_after : -1);
+        double s = backoff(attempt, rc == BS_OK ? asked_wait(resp) : -1);
         if (rc == BS_OK)
             bs_log(BS_LOG_WARN, "hub", "%s %s: HTTP %ld; retrying in %.0f s (retry %d of %d)", rq->method, rq->url,
                    resp->status, s, attempt, h->opts.max_retries);
@@ -185,6 +208,19 @@ static char *resolve_url(bs_hub *h, const char *repo, const char *commit, const 
     return b.data;
 }
 
+/* A Location this client goes to: a path on the same host, or an http(s) URL
+ * (never file:, or a relative reference it would have to guess at). */
+static int followable(const char *loc) {
+    return loc[0] == '/' || !strncasecmp(loc, "http://", 7) || !strncasecmp(loc, "https://", 8);
+}
+
+static int too_many_redirects(const char *what, const char *url, bs_err *e) {
+    char shown[600];
+    bs_hub_url_shown(url, shown, sizeof shown);
+    return bs_fail(e, BS_EIO, "%s: the Hub redirected more than %d times (a redirect loop?), last to %s; report it to "
+                   "the Hub or the mirror", what, MAX_REDIRECTS, shown);
+}
+
 /* A GET of JSON from the API, following the Hub's relative redirects
  * (a renamed repository answers 307 with a path on the same origin). */
 static int api_get(bs_hub *h, const bs_hub_ref *r, const char *url0, json_t **out, bs_hub_resp *resp, bs_err *e) {
@@ -195,11 +231,15 @@ static int api_get(bs_hub *h, const bs_hub_ref *r, const char *url0, json_t **ou
     for (int hops = 0;; hops++) {
         bs_hub_req rq = { .method = "GET", .url = url, .auth = 1 };
         if ((rc = request(h, &rq, resp, e)) < 0) goto done;
-        if (resp->status / 100 == 3 && resp->location[0] == '/' && hops < 5) {
+        if (resp->status / 100 == 3 && resp->location[0] == '/') {
             char *next = bs_hub_url_join(url, resp->location);
             if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
             free(url);
             url = next;
+            if (hops + 1 > MAX_REDIRECTS) {
+                rc = too_many_redirects(r->repo, url, e);
+                goto done;
+            }
             continue;
         }
         break;
@@ -228,6 +268,18 @@ static int wanted_name(const char *p) {
         if (!strcmp(p, names[i])) return 1;
     size_t n = strlen(p); /* CALIBRATION.json and CALIBRATION.<engine>.json */
     return !strncmp(p, "CALIBRATION", 11) && n >= 16 && !strcmp(p + n - 5, ".json");
+}
+
+/* A file the index may name as a shard: a top-level .safetensors. */
+static int shard_name(const char *p) {
+    size_t n = strlen(p);
+    return n > 12 && !strcmp(p + n - 12, ".safetensors");
+}
+
+/* Sizes come from the Hub: their sum saturates instead of wrapping round to
+ * a small number that the free space check would let through. */
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 static int hex_of(const char *s, size_t n) {
@@ -271,17 +323,21 @@ static int files_push(bs_hub_files *f, const char *path, const char *etag, uint6
 
 /* One entry of the listing: a top-level file, its etag checked to be what
  * the Hub gives (it becomes a file name in blobs/); folders and files in
- * folders are not a Basal model's. */
+ * folders are not a Basal model's (a name with '/' never becomes a path in
+ * the cache: "../x", "/abs", "a/../b" are dropped here). A malformed entry
+ * of a file a Basal model never reads is dropped too; of one it may read, it
+ * is an error. */
 static int files_add(bs_hub_files *f, const json_t *entry, const char *url, bs_err *e) {
     const char *type = json_string_value(json_object_get(entry, "type"));
     const char *path = json_string_value(json_object_get(entry, "path"));
-    if (!type || !path) return bs_fail(e, BS_EIO, "%s: a listing entry without type or path", url);
-    if (strcmp(type, "file") || strchr(path, '/')) return BS_OK;
+    if (!type || !path || strcmp(type, "file") || !path[0] || strchr(path, '/')) return BS_OK;
     const json_t *lfs = json_object_get(entry, "lfs");
     const json_t *size = json_object_get(lfs ? lfs : entry, "size");
     const char *oid = json_string_value(json_object_get(lfs ? lfs : entry, "oid"));
-    if (!json_is_integer(size) || json_integer_value(size) < 0 || !oid || !hex_of(oid, lfs ? 64 : 40))
+    if (!json_is_integer(size) || json_integer_value(size) < 0 || !oid || !hex_of(oid, lfs ? 64 : 40)) {
+        if (!wanted_name(path) && !shard_name(path)) return BS_OK;
         return bs_fail(e, BS_EIO, "%s: the entry of %s has no valid size or %s", url, path, lfs ? "LFS sha256" : "oid");
+    }
     return files_push(f, path, oid, (uint64_t)json_integer_value(size), lfs != NULL, e);
 }
 
@@ -411,6 +467,11 @@ static int add_shards(bs_hub *h, bs_hub_plan *p, bs_hub_files *all, bs_err *e) {
     json_object_foreach(map, k, v) {
         const char *shard = json_string_value(v);
         if (!shard) continue; /* the loader names a malformed entry */
+        if (!shard_name(shard) || strchr(shard, '/')) {
+            rc = bs_fail(e, BS_EFORMAT, "%s@%.8s: the index names %s as a shard, which is not a .safetensors file of "
+                         "the repository's top level; nothing of it is downloaded", p->ref.repo, p->commit, shard);
+            break;
+        }
         if (find_file(p, shard)) continue;
         bs_hub_file *src = NULL;
         for (size_t i = 0; i < all->n && !src; i++) /* (a path moved into the plan is NULL) */
@@ -462,7 +523,7 @@ int bs_hub_probe(bs_hub *h, const bs_hub_ref *r, char **commit, uint64_t *bytes,
         size_t n = strlen(p);
         if ((wanted_name(p) && !(single && !strcmp(p, "model.safetensors.index.json"))) ||
             (!single && n > 12 && !strcmp(p + n - 12, ".safetensors")))
-            *bytes += all.v[i].size;
+            *bytes = add_sat(*bytes, all.v[i].size);
     }
     bs_hub_files_free(&all);
     if (rc < 0) {
@@ -470,6 +531,20 @@ int bs_hub_probe(bs_hub *h, const bs_hub_ref *r, char **commit, uint64_t *bytes,
         *commit = NULL;
     }
     return rc;
+}
+
+/* A file of the plan that the listing names twice (two etags for one name:
+ * which one is the file cannot be known). */
+static int listed_twice(const bs_hub_plan *p, const bs_hub_files *all, bs_err *e) {
+    for (size_t i = 0; i < p->n_files; i++) {
+        int twice = 0;
+        for (size_t j = i + 1; j < p->n_files && !twice; j++) twice = !strcmp(p->files[i].path, p->files[j].path);
+        for (size_t j = 0; j < all->n && !twice; j++) twice = all->v[j].path && !strcmp(p->files[i].path, all->v[j].path);
+        if (twice)
+            return bs_fail(e, BS_EIO, "%s@%.8s: the Hub's listing names %s twice; it cannot be told which is the file",
+                           p->ref.repo, p->commit, p->files[i].path);
+    }
+    return BS_OK;
 }
 
 int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) {
@@ -490,6 +565,7 @@ int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) 
         p->files[p->n_files++] = all.v[i];
         all.v[i].path = all.v[i].etag = NULL;
     }
+    if ((rc = listed_twice(p, &all, e)) < 0) goto fail;
     for (size_t i = 0; i < p->n_files; i++)
         if (!p->files[i].etag && (rc = fill_unknown(h, p, &p->files[i], e)) < 0) goto fail;
     const char *need[] = { "config.json", "basal.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja" };
@@ -508,15 +584,15 @@ int bs_hub_plan_make(bs_hub *h, const bs_hub_ref *r, bs_hub_plan *p, bs_err *e) 
         bs_hub_file *grown = realloc(p->files, (p->n_files + all.n + 1) * sizeof *grown);
         if (!grown) goto oom;
         p->files = grown;
-        if ((rc = add_shards(h, p, &all, e)) < 0) goto fail;
+        if ((rc = add_shards(h, p, &all, e)) < 0 || (rc = listed_twice(p, &all, e)) < 0) goto fail;
         for (size_t i = 0; i < p->n_files; i++)
             if (!p->files[i].etag && (rc = fill_unknown(h, p, &p->files[i], e)) < 0) goto fail;
     }
     qsort(p->files, p->n_files, sizeof *p->files, by_size);
     for (size_t i = 0; i < p->n_files; i++) {
         p->files[i].have = blob_present(p->repo_dir, &p->files[i]);
-        p->bytes_total += p->files[i].size;
-        if (!p->files[i].have) p->bytes_missing += p->files[i].size;
+        p->bytes_total = add_sat(p->bytes_total, p->files[i].size);
+        if (!p->files[i].have) p->bytes_missing = add_sat(p->bytes_missing, p->files[i].size);
     }
     goto done;
 oom:
@@ -603,7 +679,8 @@ static int on_data(void *ud, const char *data, size_t n) {
         return 1;
     }
     if (s->off + n > s->f->size) {
-        bs_fail(s->e, BS_EIO, "%s: the server sent more than its %llu bytes", s->f->path, (unsigned long long)s->f->size);
+        bs_fail(s->e, BS_EIO, "%s: the server sent more than the %llu bytes the Hub lists for it; the download was "
+                "stopped (run the command again to resume it)", s->f->path, (unsigned long long)s->f->size);
         return 1;
     }
     if (write_all(s, data, n) < 0) return 1;
@@ -651,11 +728,15 @@ static int head(bs_hub *h, const bs_hub_plan *p, const char *path, bs_hub_resp *
     for (int hops = 0;; hops++) {
         bs_hub_req rq = { .method = "HEAD", .url = url, .auth = 1 };
         if ((rc = request(h, &rq, resp, e)) < 0) break;
-        if (resp->status / 100 == 3 && resp->location[0] == '/' && hops < 5) {
+        if (resp->status / 100 == 3 && resp->location[0] == '/') {
             char *next = bs_hub_url_join(url, resp->location);
             if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); break; }
             free(url);
             url = next;
+            if (hops + 1 > MAX_REDIRECTS) {
+                rc = too_many_redirects(path, url, e);
+                break;
+            }
             continue;
         }
         break;
@@ -702,15 +783,15 @@ static int locate(bs_hub *h, bs_hub_plan *p, const bs_hub_file *f, char **dl, in
     if (rc < 0) goto done;
     const char *etag = resp.linked_etag[0] ? resp.linked_etag : resp.etag;
     long long size = resp.linked_size >= 0 ? resp.linked_size : resp.status == 200 ? resp.content_length : -1;
-    if (resp.status / 100 == 3 && resp.location[0]) {
+    if (resp.status / 100 == 3 && followable(resp.location)) {
         *dl = bs_strfmt("%s", resp.location);
         *auth = bs_hub_http_same_origin(h->http, resp.location);
     } else if (resp.status == 200) {
         *dl = url;
         url = NULL;
     } else if (resp.status / 100 == 3) {
-        rc = bs_fail(e, BS_EIO, "%s: the Hub redirected (HTTP %ld) without a Location this client can follow (none, or "
-                     "longer than %zu bytes); report it with the repository's name", what, resp.status,
+        rc = bs_fail(e, BS_EIO, "%s: the Hub redirected (HTTP %ld) without a Location this client can follow (none, "
+                     "not an http(s) address, or longer than %zu bytes); report it with the repository's name", what, resp.status,
                      sizeof resp.location - 1);
         goto done;
     } else {
@@ -743,12 +824,17 @@ static void hex_digest(const unsigned char *d, unsigned n, char *out) {
 /* Downloads url into tmp (resuming what is there) until it holds f's
  * bytes; then checks them against f's etag. 1 when they differ (the
  * file was removed), 0 when whole and right. */
-static int download(bs_hub *h, const bs_hub_file *f, const char *url, int auth, const char *tmp, bs_err *e) {
+static int download(bs_hub *h, const bs_hub_file *f, const char *url0, int auth, const char *tmp, bs_err *e) {
     sink_t s = { .h = h, .fd = -1, .f = f, .e = e, .tmp = tmp };
     bs_hub_resp resp = { 0 };
-    int rc = BS_OK, tries = 0;
+    int rc = BS_OK, tries = 0, hops = 0;
+    char *url = bs_strfmt("%s", url0); /* the address a redirect of the CDN leads to */
     s.resp = &resp;
-    if (!(s.md = EVP_MD_CTX_new())) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if (!url) return bs_fail(e, BS_ENOMEM, "out of memory");
+    if (!(s.md = EVP_MD_CTX_new())) {
+        free(url);
+        return bs_fail(e, BS_ENOMEM, "out of memory");
+    }
     /* never through a link or into a file with another name (a symlink or a
      * hard link planted in blobs/ would have the download truncate and
      * overwrite its target): such an entry is replaced by a new file */
@@ -793,6 +879,23 @@ static int download(bs_hub *h, const bs_hub_file *f, const char *url, int auth, 
             }
             h->prog.done -= s.off < h->prog.done ? s.off : h->prog.done;
             s.off = 0;
+        } else if (rc == BS_OK && resp.status / 100 == 3 && followable(resp.location)) {
+            /* a CDN that sends elsewhere (as requests and fetch follow it); the token never follows
+             * a redirect off the endpoint's origin */
+            char *next = resp.location[0] == '/' ? bs_hub_url_join(url, resp.location) : bs_strfmt("%s", resp.location);
+            if (!next) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+            free(url);
+            url = next;
+            auth = auth && bs_hub_http_same_origin(h->http, url);
+            if (++hops > MAX_REDIRECTS) {
+                char shown[600];
+                bs_hub_url_shown(url, shown, sizeof shown);
+                rc = bs_fail(e, BS_EIO, "%s: redirected more than %d times (a redirect loop?), last to %s; report it "
+                             "to the Hub or the mirror", f->path, MAX_REDIRECTS, shown);
+                goto done;
+            }
+            attempt--;
+            continue;
         } else if (rc == BS_OK && resp.status / 100 != 2 && !retryable(resp.status)) {
             char shown[600];
             bs_hub_url_shown(url, shown, sizeof shown);
@@ -810,7 +913,7 @@ static int download(bs_hub *h, const bs_hub_file *f, const char *url, int auth, 
                          f->path, attempt, why, (unsigned long long)s.off);
             goto done;
         }
-        double wait = backoff(tries, rc == BS_OK ? resp.retry_after : -1);
+        double wait = backoff(tries, rc == BS_OK ? asked_wait(&resp) : -1);
         bs_log(BS_LOG_WARN, "hub", "%s: %s at byte %llu of %llu; resuming in %.0f s (retry %d of %d)", f->path,
                rc < 0 ? e->msg : resp.status / 100 != 2 ? "the server answered an error" : "the connection ended early",
                (unsigned long long)s.off, (unsigned long long)f->size, wait, tries, h->opts.max_retries);
@@ -837,6 +940,7 @@ done:
     if (s.fd >= 0) close(s.fd);
     EVP_MD_CTX_free(s.md);
     bs_hub_resp_free(&resp);
+    free(url);
     return rc;
 }
 
@@ -898,7 +1002,7 @@ static uint64_t bytes_to_write(const bs_hub_plan *p) {
         char *tmp = bs_strfmt("%s/blobs/%s.incomplete", p->repo_dir, f->etag);
         struct stat st;
         uint64_t part = tmp && stat(tmp, &st) == 0 && (uint64_t)st.st_size <= f->size ? (uint64_t)st.st_size : 0;
-        need += f->size - part;
+        need = add_sat(need, f->size - part);
         free(tmp);
     }
     return need;
@@ -919,7 +1023,7 @@ int bs_hub_fetch(bs_hub *h, bs_hub_plan *p, char **dir, bs_err *e) {
     uint64_t need = bytes_to_write(p), missing = 0;
     int n_missing = 0;
     for (size_t i = 0; i < p->n_files; i++)
-        if (!p->files[i].have) missing += p->files[i].size, n_missing++;
+        if (!p->files[i].have) missing = add_sat(missing, p->files[i].size), n_missing++;
     if (need) {
         const char *skip = getenv("BASAL_SKIP_DISK_CHECK");
         int64_t free_b = bs_hub_free_bytes(p->repo_dir);

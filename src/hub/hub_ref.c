@@ -33,12 +33,10 @@ static char *expand_home(const char *p) {
     return bs_strfmt("%s", p);
 }
 
-/* The token file's first contents without CR, LF or surrounding blanks
- * (huggingface_hub's _clean_token). NULL when missing or empty. */
-static char *read_token(const char *path) {
-    char *text = NULL;
-    size_t len = 0;
-    if (bs_read_regular_file(path, &text, &len, 1 << 16, NULL) < 0) return NULL;
+/* text without CR, LF or surrounding blanks (huggingface_hub's
+ * _clean_token), malloc'd; NULL when that leaves nothing (or out of memory:
+ * *oom is then set). text is wiped. */
+static char *clean_token(char *text, size_t len, int *oom) {
     size_t w = 0;
     for (size_t i = 0; i < len; i++)
         if (text[i] != '\r' && text[i] != '\n') text[w++] = text[i];
@@ -48,9 +46,39 @@ static char *read_token(const char *path) {
     size_t n = strlen(s);
     while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
     char *out = n ? bs_strfmt("%s", s) : NULL;
+    if (n && !out) *oom = 1;
     bs_hub_wipe(text);
+    return out;
+}
+
+/* The token file's contents, cleaned. NULL when missing or empty. */
+static char *read_token(const char *path, int *oom) {
+    char *text = NULL;
+    size_t len = 0;
+    if (bs_read_regular_file(path, &text, &len, 1 << 16, NULL) < 0) return NULL;
+    char *out = clean_token(text, len, oom);
     free(text);
     return out;
+}
+
+/* HF_TOKEN (else HUGGING_FACE_HUB_TOKEN), cleaned; NULL when unset or blank. */
+static char *env_token(const char **from, int *oom) {
+    static const char *const names[] = { "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = env(names[i]);
+        char *copy = v ? bs_strfmt("%s", v) : NULL;
+        if (v && !copy) {
+            *oom = 1;
+            return NULL;
+        }
+        char *t = copy ? clean_token(copy, strlen(copy), oom) : NULL;
+        free(copy);
+        if (t || *oom) {
+            *from = names[i];
+            return t;
+        }
+    }
+    return NULL;
 }
 
 int bs_hub_env_load(bs_hub_env *h, bs_err *e) {
@@ -75,19 +103,17 @@ int bs_hub_env_load(bs_hub_env *h, bs_err *e) {
     const char *ep = env("HF_ENDPOINT") ? env("HF_ENDPOINT") : "https://huggingface.co";
     if (!(h->endpoint = bs_strfmt("%s", ep))) goto oom;
     for (size_t n = strlen(h->endpoint); n && h->endpoint[n - 1] == '/';) h->endpoint[--n] = 0;
-    const char *tok = env("HF_TOKEN") ? env("HF_TOKEN") : env("HUGGING_FACE_HUB_TOKEN");
-    if (tok) {
-        char *t = bs_strfmt("%s", tok);
-        if (!t) goto oom;
-        h->token = t;
-        h->token_from = bs_strfmt("%s", env("HF_TOKEN") ? "HF_TOKEN" : "HUGGING_FACE_HUB_TOKEN");
-    } else {
+    const char *from = NULL;
+    int oom = 0;
+    if ((h->token = env_token(&from, &oom))) {
+        h->token_from = bs_strfmt("%s", from);
+    } else if (!oom) { /* as huggingface_hub: a blank HF_TOKEN is none, and the file is read */
         char *path = env("HF_TOKEN_PATH") ? expand_home(env("HF_TOKEN_PATH")) : bs_strfmt("%s/token", hf_home);
         if (!path) goto oom;
-        if ((h->token = read_token(path))) h->token_from = path;
+        if ((h->token = read_token(path, &oom))) h->token_from = path;
         else free(path);
     }
-    if (h->token && !h->token_from) goto oom;
+    if (oom || (h->token && !h->token_from)) goto oom;
     h->offline = truthy(env("HF_HUB_OFFLINE")) || truthy(env("TRANSFORMERS_OFFLINE"));
     free(hf_home);
     return BS_OK;

@@ -146,6 +146,78 @@ static void test_headers(void) {
     bs_hub_header_line(&r, "Link: <https://hub.example/p?cursor=x>; rel=\"next\"", 50);
     CHECK_STR(r.next, "https://hub.example/p?cursor=x");
     bs_buf_free(&b);
+    /* huggingface_hub's parse_ratelimit_headers: '"api";r=0;t=55' -> remaining 0, reset in 55 s */
+    static const struct { const char *line; long want; } rl[] = {
+        { "RateLimit: \"api\";r=0;t=55", 55 },   { "ratelimit: \"resolvers\"; r = 0 ; t = 7", 7 },
+        { "RateLimit: \"api\";r=3;t=55", -1 },   { "RateLimit: \"api\";t=9", -1 },
+        { "RateLimit: garbage", -1 },           { "RateLimit: \"api\";r=0;t=99999", 3600 },
+    };
+    for (size_t i = 0; i < sizeof rl / sizeof *rl; i++) {
+        bs_hub_header_line(&r, "HTTP/1.1 429 Too Many Requests", 30);
+        bs_hub_header_line(&r, rl[i].line, strlen(rl[i].line));
+        CHECK_INT((int)r.ratelimit_reset, (int)rl[i].want);
+        CHECK_INT((int)r.retry_after, -1);
+    }
+    bs_hub_header_line(&r, "Retry-After: 12", 15);
+    CHECK_INT((int)r.retry_after, 12);
+    bs_hub_header_line(&r, "Retry-After: Wed, 21 Oct 2015 07:28:00 GMT", 42); /* a date: not used */
+    CHECK_INT((int)r.retry_after, -1);
+    bs_hub_header_line(&r, "ETag: W/\"abc\"", 13);
+    CHECK_STR(r.etag, "abc");
+    bs_hub_header_line(&r, "X-Linked-Etag: \"0123\"", 20);
+    CHECK_STR(r.linked_etag, "0123");
+}
+
+/* One page of /api/models/<repo>/tree/<commit>: only top-level files become
+ * cache paths ("../x", "/abs", "a/../b", "..", folders are dropped); a
+ * malformed entry of a file a Basal model never reads is dropped, of one it
+ * may read (05 §1, a .safetensors shard) it is an error. */
+static void test_listing(void) {
+    const char *sha1 = "0123456789abcdef0123456789abcdef01234567";
+    const char *sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    bs_buf j;
+    bs_buf_init(&j);
+    bs_buf_printf(&j, "[{\"type\":\"file\",\"path\":\"config.json\",\"oid\":\"%s\",\"size\":12},"
+                  "{\"type\":\"file\",\"path\":\"model.safetensors\",\"oid\":\"%s\",\"size\":134,"
+                  "\"lfs\":{\"oid\":\"%s\",\"size\":9000000000,\"pointerSize\":134}},"
+                  "{\"type\":\"file\",\"path\":\"../../x.json\",\"oid\":\"%s\",\"size\":1},"
+                  "{\"type\":\"file\",\"path\":\"/etc/passwd\",\"oid\":\"%s\",\"size\":1},"
+                  "{\"type\":\"file\",\"path\":\"a/../../b\",\"oid\":\"%s\",\"size\":1},"
+                  "{\"type\":\"file\",\"path\":\"\",\"oid\":\"%s\",\"size\":1},"
+                  "{\"type\":\"directory\",\"path\":\"..\",\"oid\":\"%s\",\"size\":0},"
+                  "{\"type\":\"file\",\"path\":\"notes.txt\",\"oid\":\"zz\",\"size\":-1},"
+                  "{\"type\":\"file\"},{\"path\":\"x\"},7]",
+                  sha1, sha1, sha256, sha1, sha1, sha1, sha1, sha1);
+    bs_hub_files f = { 0 };
+    bs_err e = { 0 };
+    CHECK_INT(bs_hub_listing_page(&f, j.data, j.len, "u", &e), BS_OK);
+    CHECK_INT((int)f.n, 2);
+    if (f.n == 2) {
+        CHECK_STR(f.v[0].path, "config.json");
+        CHECK_STR(f.v[0].etag, sha1);
+        CHECK_INT(f.v[0].lfs, 0);
+        CHECK_STR(f.v[1].path, "model.safetensors");
+        CHECK_STR(f.v[1].etag, sha256); /* an LFS file's blob is its SHA-256, its size the LFS one */
+        CHECK(f.v[1].size == 9000000000ULL);
+        CHECK_INT(f.v[1].lfs, 1);
+    }
+    bs_hub_files_free(&f);
+    static const char *const bad[] = {
+        "[{\"type\":\"file\",\"path\":\"config.json\",\"oid\":\"../../../etc/passwd\",\"size\":1}]",
+        "[{\"type\":\"file\",\"path\":\"CALIBRATION.json\",\"oid\":\"0123456789ABCDEF0123456789ABCDEF01234567\",\"size\":1}]",
+        "[{\"type\":\"file\",\"path\":\"model-1.safetensors\",\"oid\":\"0123456789abcdef0123456789abcdef01234567\","
+        "\"size\":1,\"lfs\":{\"oid\":\"0123\",\"size\":1}}]",
+        "[{\"type\":\"file\",\"path\":\"basal.json\",\"oid\":\"0123456789abcdef0123456789abcdef01234567\",\"size\":-1}]",
+        "[{\"type\":\"file\",\"path\":\"basal.json\",\"oid\":\"0123456789abcdef0123456789abcdef01234567\",\"size\":1e3}]",
+        "{\"path\":\"config.json\"}",
+        "[",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bs_hub_files g = { 0 };
+        CHECK_INT(bs_hub_listing_page(&g, bad[i], strlen(bad[i]), "u", &e), BS_EIO);
+        bs_hub_files_free(&g);
+    }
+    bs_buf_free(&j);
 }
 
 static void test_wipe(void) {
@@ -212,6 +284,31 @@ static void test_env(const char *tmp) {
     CHECK_STR(h.token, "hf_env");
     CHECK_STR(h.token_from, "HF_TOKEN");
     bs_hub_env_free(&h);
+    setenv("HF_TOKEN", " hf_env\r\n", 1); /* _clean_token applies to the variable too */
+    bs_hub_env_load(&h, NULL);
+    CHECK_STR(h.token, "hf_env");
+    bs_hub_env_free(&h);
+    setenv("HF_TOKEN", " \n", 1); /* blank: none, and the file is read */
+    bs_hub_env_load(&h, NULL);
+    CHECK_STR(h.token, "hf_abc");
+    CHECK_STR(h.token_from, tokf);
+    bs_hub_env_free(&h);
+    unsetenv("HF_TOKEN");
+    setenv("HUGGING_FACE_HUB_TOKEN", "hf_old", 1); /* the older name */
+    bs_hub_env_load(&h, NULL);
+    CHECK_STR(h.token, "hf_old");
+    CHECK_STR(h.token_from, "HUGGING_FACE_HUB_TOKEN");
+    bs_hub_env_free(&h);
+    unsetenv("HUGGING_FACE_HUB_TOKEN");
+    setenv("HF_TOKEN_PATH", "~/elsewhere", 1); /* HF_TOKEN_PATH instead of $HF_HOME/token, expanduser */
+    char *elsewhere = bs_strfmt("%s/elsewhere", home);
+    bs_write_file(elsewhere, "hf_path", 7, NULL);
+    bs_hub_env_load(&h, NULL);
+    CHECK_STR(h.token, "hf_path");
+    CHECK_STR(h.token_from, elsewhere);
+    bs_hub_env_free(&h);
+    unsetenv("HF_TOKEN_PATH");
+    free(elsewhere);
     static const struct { const char *v; int off; } off[] = { { "1", 1 }, { "true", 1 }, { "YES", 1 }, { "On", 1 },
                                                                { "0", 0 }, { "no", 0 }, { "", 0 }, { "2", 0 } };
     for (size_t i = 0; i < sizeof off / sizeof *off; i++) {
@@ -333,6 +430,7 @@ int main(void) {
     test_refs();
     test_url_segment();
     test_headers();
+    test_listing();
     test_wipe();
     test_env(tmp);
     test_cache(tmp);

@@ -26,8 +26,10 @@ const cli_doc cli_doc_pull = {
     "snapshot directory.\n"
     "The cache is huggingface_hub's: $HF_HUB_CACHE, else $HF_HOME/hub, else\n"
     "~/.cache/huggingface/hub. Environment: HF_ENDPOINT (default https://huggingface.co),\n"
-    "HF_TOKEN (else the file $HF_HOME/token) for gated or private models, HF_HUB_OFFLINE=1\n"
-    "(as --offline: the cache only), HTTPS_PROXY.\n"
+    "HF_TOKEN (else the file HF_TOKEN_PATH, default $HF_HOME/token; never shown) for gated or\n"
+    "private models, HF_HUB_OFFLINE=1 (as --offline: the cache only), HTTPS_PROXY, NO_PROXY.\n"
+    "Progress on stderr: a bar with the bytes, the rate and the time left on a terminal,\n"
+    "else a timestamped line every 5 s (BASAL_PROGRESS_INTERVAL_MS; BASAL_PROGRESS=off: none).\n"
     "Exit status: 0 every model is in the cache; 1 one or more failed (the others are still\n"
     "fetched); 2 usage error.\n",
 };

@@ -13,6 +13,7 @@ CONFIG.json
   {"repos": [{"id": "owner/name", "gated": false | "manual", "private": false,
               "renamed_from": "Old/name",                        (optional)
               "old_api": "no_tree" | "bare",                     (optional: an older Hub)
+              "extra_entries": [{...}],      (optional: a hostile Hub's listing, below)
               "library_name": "transformers", "tags": [], "pipeline_tag": null,
               "revisions": [{"commit": "<40 hex>", "dir": "/abs/dir",
                              "refs": ["main", "v1.5"],
@@ -21,6 +22,7 @@ CONFIG.json
    "page_size": 1000,
    "resolve_cache": false,
    "path_prefix": "/mirror",                                      (optional)
+   "sizes": {"owner/name": {"PATH": N}},   (optional: sizes the Hub claims)
    "faults": [...]}
   Revisions are listed oldest first and read as one linear history: the
   `lastCommit` of a path is the oldest commit of the run of consecutive
@@ -40,11 +42,26 @@ With "path_prefix" P, every hub endpoint is also served under P (a mirror
 behind a reverse proxy, HF_ENDPOINT=http://host:port/P): the relative
 Locations and the Link URLs of such a request carry P.
 Control (hub only, not logged): POST /_control/faults (JSON list, replaces
-the faults), POST /_control/reset (clears faults and log), GET /_control/log.
+the faults), POST /_control/reset (clears faults and log), GET /_control/log,
+POST /_control/sizes (replaces "sizes"). A size in "sizes" replaces the real
+one in every listing (tree, paths-info, siblings) and in X-Linked-Size; the
+content served stays the real file.
+
+"extra_entries" are sent as they are, after the real entries, in every
+listing of the repository's revisions (tree and siblings): names such as
+"../../x" or "/abs", malformed oids, huge sizes, duplicates. They are not
+files: resolve answers EntryNotFound for them.
 
 Faults: {"kind": K, "match": REGEX searched in path+query, "method": "GET",
 "server": "hub"|"cdn", "times": N (default 1, -1 = always)}; K is one of
-  status        answer "code" (+ "retry_after" seconds -> Retry-After)
+  status        answer "code" (+ "retry_after" seconds -> Retry-After, "error"
+                the message, "headers" {name: value} added: a Location for a
+                redirect loop, an X-Error-Code)
+  headers       the real answer, with "headers" {name: value} set over its own
+                (a huge X-Linked-Size, a malformed ETag)
+  endless       file content (or an API answer) as 200 without Content-Length:
+                the real bytes (API: "[") then "filler" (default NUL) bytes
+                without end, until the client hangs up (at most 4 GiB)
   drop          close the connection without any answer
   cut           send the headers and only "after" bytes of the body, then close
   corrupt       xor 0xFF the byte at absolute file offset "offset"
@@ -98,6 +115,7 @@ LFS_PATTERNS = ["*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", 
 LFS_MIN_SIZE = 10 * 1024 * 1024
 DEFAULT_DATE = "2026-10-05T00:00:00.000Z"
 BODY_FAULTS = ("cut", "corrupt", "trickle", "ignore_range")
+OTHER_FAULTS = ("status", "drop", "headers", "endless")
 
 
 def git_order(children):
@@ -191,6 +209,7 @@ class Repo:
         # unknown route); "bare" also ignores blobs=true (siblings are names only)
         self.old_api = cfg.get("old_api")
         self.extra = {k: cfg[k] for k in ("library_name", "tags", "pipeline_tag") if k in cfg}
+        self.extra_entries = list(cfg.get("extra_entries", []))
         self.revisions = [Revision(r, blobs, i) for i, r in enumerate(cfg["revisions"])]
         self.by_name = {}
         for r in self.revisions:
@@ -224,6 +243,7 @@ class HubState:
         self.page_size = int(cfg.get("page_size", 1000))
         self.resolve_cache = bool(cfg.get("resolve_cache", False))
         self.path_prefix = cfg.get("path_prefix", "")
+        self.sizes = dict(cfg.get("sizes", {}))
         self.lock = threading.Lock()
         self.log = []
         self.log_file = open(log_path, "a", encoding="utf-8") if log_path else None
@@ -235,7 +255,7 @@ class HubState:
             raise ValueError("faults must be a JSON list")
         new = []
         for f in faults:
-            if f.get("kind") not in ("status", "drop") + BODY_FAULTS:
+            if f.get("kind") not in OTHER_FAULTS + BODY_FAULTS:
                 raise ValueError("unknown fault kind %r" % f.get("kind"))
             f = dict(f)
             f["_re"] = re.compile(f.get("match", ""))
@@ -335,7 +355,12 @@ class Handler(BaseHTTPRequestHandler):
                 if f["kind"] == "drop":
                     return self.abort()
                 hdr = {"Retry-After": str(f["retry_after"])} if "retry_after" in f else {}
-                raise HttpError(int(f.get("code", 500)), f.get("error", "Injected fault"), headers=hdr)
+                hdr.update(f.get("headers", {}))
+                raise HttpError(int(f.get("code", 500)), f.get("error", "Injected fault"),
+                                hdr.pop("X-Error-Code", None), headers=hdr)
+            if self.command == "GET":
+                for f in st.take_faults(self.role, self.command, self.path, ("endless",)):
+                    return self.endless(f)
             if self.role == "cdn":
                 self.route_cdn()
             else:
@@ -377,12 +402,46 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Request-Id", "Root=1-" + uuid.uuid4().hex[:24])
         if getattr(self, "prefix", "") and headers.get("Location", "").startswith("/"):
             headers = dict(headers, Location=self.prefix + headers["Location"])
+        headers = self.overridden(headers)
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD" and body:
             self.wfile.write(body)
             self._sent = len(body)
+
+    def overridden(self, headers):
+        """headers, with those of the matching "headers" faults set over them."""
+        headers = dict(headers)
+        for f in self.state.take_faults(self.role, self.command, self.path, ("headers",)):
+            for k, v in f.get("headers", {}).items():
+                for old in [x for x in headers if x.lower() == k.lower()]:
+                    del headers[old]
+                headers[k] = v
+        return headers
+
+    def endless(self, f):
+        """200, no Content-Length, the real start and then filler without end."""
+        self.close_connection = True
+        self.send_response(200)
+        self._status = 200
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        start = b"["
+        if self.role == "cdn":
+            m = re.fullmatch(r"lfs/([0-9a-f]{64})", "/".join(self.segs))
+            blob = self.state.blobs.get(m.group(1)) if m else None
+            start = blob.data if blob else b""
+        filler = (f.get("filler", "\0").encode() * 65536)[:65536]
+        try:
+            self.wfile.write(start)
+            self._sent = len(start)
+            while self._sent < 4 << 30:
+                self.wfile.write(filler)
+                self._sent += len(filler)
+        except OSError:
+            pass
 
     def error(self, e):
         if self.role == "cdn":
@@ -406,6 +465,13 @@ class Handler(BaseHTTPRequestHandler):
                 st.set_faults([])
                 with st.lock:
                     st.log.clear()
+                return self.reply(200, {}, {"ok": True})
+            if path == "/_control/sizes" and self.command == "POST":
+                sizes = json.loads(self.body or b"{}")
+                if not isinstance(sizes, dict):
+                    raise ValueError("sizes must be a JSON object")
+                with st.lock:
+                    st.sizes = sizes
                 return self.reply(200, {}, {"ok": True})
             if path == "/_control/log" and self.command == "GET":
                 with st.lock:
@@ -441,7 +507,7 @@ class Handler(BaseHTTPRequestHandler):
         self._status = status
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(end - start))
-        for k, v in h.items():
+        for k, v in self.overridden(h).items():
             self.send_header(k, v)
         self.end_headers()
         if not is_get:
@@ -569,12 +635,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.resolve(self.repo(repo_id, True), s, 3, cached=False)
         raise HttpError(404, "Not Found")
 
+    def claimed_size(self, repo, path, blob):
+        return self.state.sizes.get(repo.id, {}).get(path, blob.size)
+
     def entry(self, repo, rev, path, expand):
         if path in rev.files:
             blob, lfs = rev.files[path]
-            e = {"type": "file", "oid": rev.oids[path], "size": blob.size}
+            size = self.claimed_size(repo, path, blob)
+            e = {"type": "file", "oid": rev.oids[path], "size": size}
             if lfs:
-                e["lfs"] = {"oid": blob.sha256, "size": blob.size, "pointerSize": len(blob.pointer)}
+                e["lfs"] = {"oid": blob.sha256, "size": size, "pointerSize": len(blob.pointer)}
         else:
             e = {"type": "directory", "oid": rev.oids[path], "size": 0}
         e["path"] = path
@@ -592,11 +662,19 @@ class Handler(BaseHTTPRequestHandler):
                 sib = {"rfilename": p}
                 if blobs:
                     blob, lfs = rev.files[p]
-                    sib.update({"blobId": rev.oids[p], "size": blob.size})
+                    size = self.claimed_size(repo, p, blob)
+                    sib.update({"blobId": rev.oids[p], "size": size})
                     if lfs:
-                        sib["lfs"] = {"sha256": blob.sha256, "size": blob.size,
+                        sib["lfs"] = {"sha256": blob.sha256, "size": size,
                                       "pointerSize": len(blob.pointer)}
                 siblings.append(sib)
+        for e in repo.extra_entries:
+            sib = {"rfilename": e.get("path")}
+            if blobs:
+                sib.update({"blobId": e.get("oid"), "size": e.get("size")})
+                if "lfs" in e:
+                    sib["lfs"] = {"sha256": e["lfs"].get("oid"), "size": e["lfs"].get("size")}
+            siblings.append(sib)
         info = {"_id": hashlib.md5(repo.id.encode()).hexdigest()[:24], "id": repo.id,
                 "modelId": repo.id, "author": repo.id.split("/")[0], "sha": rev.commit,
                 "lastModified": rev.date, "private": repo.private, "gated": repo.gated,
@@ -640,7 +718,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.base(), repo.id, quote(rev_name, safe=""), "/" + quote(d) if d else "",
                 str(recursive).lower(), str(expand).lower(), limit, quote(cursor))
             headers["Link"] = '<%s>; rel="next"' % url
-        self.reply(200, headers, [self.entry(repo, rev, p, expand) for p in page])
+        entries = [self.entry(repo, rev, p, expand) for p in page]
+        if start + limit >= len(paths):  # the last page: the hostile entries
+            entries += repo.extra_entries
+        self.reply(200, headers, entries)
 
     def paths_info(self, repo, s):
         rev = self.revision(repo, self.take_rev(s, 5)[0])
@@ -676,7 +757,8 @@ class Handler(BaseHTTPRequestHandler):
             loc = "%s/lfs/%s?repo=%s&file=%s" % (self.state.cdn_base, blob.sha256,
                                                   quote(repo.id, safe=""), quote(path, safe=""))
             h = dict(commit, Location=loc)
-            h.update({"X-Linked-Etag": '"%s"' % blob.sha256, "X-Linked-Size": str(blob.size),
+            h.update({"X-Linked-Etag": '"%s"' % blob.sha256,
+                      "X-Linked-Size": str(self.claimed_size(repo, path, blob)),
                       "ETag": '"%s"' % blob.sha256, "Accept-Ranges": "bytes"})
             return self.reply(302, h, "Found. Redirecting to " + loc, "text/plain; charset=utf-8")
         if self.state.resolve_cache and not cached:

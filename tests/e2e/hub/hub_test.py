@@ -206,6 +206,12 @@ try:
     c.ok(any("cursor=" in q["path"] for q in log), "pull mini: the paged listing was followed (Link rel=next)")
     c.ok(not any(n.endswith(".incomplete") for n in os.listdir(os.path.join(cache, "models--Remek--basal-1.5-mini", "blobs"))),
          "pull mini: no .incomplete left")
+    # huggingface_hub's locks: .locks/models--O--N/<etag>.lock, group-writable (WeakFileLock's mode 0o664)
+    locks = os.path.join(cache, ".locks", "models--Remek--basal-1.5-mini")
+    want_locks = sorted(expected_etag(os.path.join(src_mini, f)) + ".lock" for f in os.listdir(snap))
+    c.eq(sorted(os.listdir(locks)) if os.path.isdir(locks) else None, want_locks, "pull mini: one lock file per blob")
+    c.ok(all(os.stat(os.path.join(locks, x)).st_mode & 0o777 == 0o664 for x in want_locks if os.path.exists(os.path.join(locks, x))),
+         "pull mini: lock files are mode 0664")
 
     # a second pull of a cached commit asks nothing
     reset()
@@ -260,6 +266,13 @@ try:
     c.eq(d1.returncode, 0, f"decide from @huggingface/hub's cache, offline ({d1.stderr.decode()[-400:]})")
     c.ok(d1.stdout and d1.stdout == d0.stdout, "decide from the cache answers as from the source directory")
     c.eq(requests(), [], "offline decide made no request")
+    srv = srvlib.Server(["--model", "acme/single"], env=cache_env(cache_js, HF_HUB_OFFLINE="1"))
+    st, h, body = srvlib.request(srv.port, "POST", "/v1/systemone", json.dumps(req).encode(),
+                                 {"content-type": "application/json"})
+    c.eq((st, json.loads(body).get("answers") if st == 200 else body), (200, json.loads(d0.stdout or b"{}").get("answers")),
+         "serve (HF_HUB_OFFLINE=1) from @huggingface/hub's cache answers as decide on the source directory")
+    srv.stop()
+    c.eq(requests(), [], "offline serve made no request")
 
     # ---- 4. a branch: refs/main written, a renamed repository followed, an older tag ----
     cache2 = os.path.join(tmp, "c2")
@@ -310,7 +323,7 @@ try:
         (("acme/gated",), {}, 1, ["gated model", "accept its licence", "no token is set", "HF_TOKEN"]),
         (("acme/gated",), {"HF_TOKEN": "hf_other"}, 1, ["gated model", "has no access yet"]),
         (("acme/private",), {}, 1, ["no such model repository", "private"]),
-        (("acme/single",), {"HF_TOKEN": "hf_stale"}, 1, ["access refused", "401"]),
+        (("acme/single",), {"HF_TOKEN": "hf_stale"}, 1, ["refused the token from HF_TOKEN as invalid", "401"]),
         (("acme/notbasal",), {}, 1, ["is not a Basal model directory", "basal.json"]),
         (("acme/noshard",), {}, 1, ["the index names model-00002-of-00002.safetensors, which the repository does "
                                     "not hold"]),
@@ -360,6 +373,11 @@ try:
     c.eq(r.returncode, 0, f"500 twice and a 429: retried ({out(r)[-300:]})")
     c.ok(dt >= 1.0, f"Retry-After: 1 honoured ({dt:.2f} s)")
     c.eq(len([q for q in log if "/revision/" in q["path"]]), 3, "the revision was asked three times")
+    cache, r, dt, log = fresh_pull("f1b", [{"kind": "status", "code": 429, "match": "/tree/", "times": 1,
+                                            "headers": {"RateLimit": '"api";r=0;t=2',
+                                                        "RateLimit-Policy": '"fixed window";"api";q=500;w=300'}}])
+    c.eq(r.returncode, 0, f"a 429 with RateLimit: retried ({out(r)[-300:]})")
+    c.ok(dt >= 2.0, f"its reset (t=2) honoured, as huggingface_hub does ({dt:.2f} s)")
     cache, r, dt, log = fresh_pull("f2", [{"kind": "status", "code": 503, "match": "/revision/", "times": -1,
                                            "retry_after": 0}])
     c.ok(r.returncode == 1 and "503" in r.stderr.decode(), f"a Hub that stays down: exit 1 naming 503 ({out(r)[-300:]})")
