@@ -288,6 +288,19 @@ void bs_buf_put(bs_buf *b, const void *p, size_t n) {
 void bs_buf_puts(bs_buf *b, const char *s) { bs_buf_put(b, s, strlen(s)); }
 void bs_buf_putc(bs_buf *b, char c) { bs_buf_put(b, &c, 1); }
 
+void bs_buf_put_html(bs_buf *b, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': bs_buf_puts(b, "&lt;"); break;
+        case '>': bs_buf_puts(b, "&gt;"); break;
+        case '&': bs_buf_puts(b, "&amp;"); break;
+        case '"': bs_buf_puts(b, "&quot;"); break;
+        case '\'': bs_buf_puts(b, "&#39;"); break;
+        default: bs_buf_putc(b, *s);
+        }
+    }
+}
+
 void bs_buf_printf(bs_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

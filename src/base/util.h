@@ -76,4 +76,6 @@ void bs_buf_put(bs_buf *b, const void *p, size_t n);
 void bs_buf_puts(bs_buf *b, const char *s);
 void bs_buf_putc(bs_buf *b, char c);
 void bs_buf_printf(bs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s (NULL: nothing) as HTML text or a quoted attribute value: & < > " ' escaped. */
+void bs_buf_put_html(bs_buf *b, const char *s);
 #endif

@@ -121,6 +121,16 @@ typedef struct cli_fwd_progress {
 void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t tokens);
 void cli_fwd_progress_end(cli_fwd_progress *fp);
 
+/* One request of `decide` or `lens` on an open session: basal_decide (or
+ * basal_lens with lens set) with a progress line per long forward. 0: *r is
+ * the answer (status 200); 2: the endpoint refused it and its error body is
+ * printed on stdout; 1: a runtime failure, printed through cli_error. r is
+ * the caller's to free either way. */
+struct basal_session;
+struct basal_result;
+int cli_session_request(const char *cmd, struct basal_session *s, int lens, const char *data, size_t len,
+                        struct basal_result *r);
+
 /* A request body from path, or from stdin when path is "-" (malloc'd,
  * NUL-terminated); -1 after printing why. */
 int cli_read_request(const char *path, char **data, size_t *len);

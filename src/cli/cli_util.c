@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basal.h"
+#include "api/session.h"
 #include "cli/cli.h"
 #include "base/progress.h"
 #include "protocol/respjson.h"
@@ -24,6 +26,28 @@ void cli_fwd_progress_watch(void *ctx, int layers_done, int n_layers, int32_t to
     }
     bs_progress_set(fp->line, (uint64_t)layers_done);
     if (layers_done >= n_layers) cli_fwd_progress_end(fp);
+}
+
+int cli_session_request(const char *cmd, basal_session *s, int lens, const char *data, size_t len, basal_result *r) {
+    bs_err e = {0};
+    bs_runner *run = bs_session_runner(s);
+    cli_fwd_progress fwd_progress = {cmd, NULL, NULL};
+    run->watch = cli_fwd_progress_watch;
+    run->watch_ctx = &fwd_progress;
+    int rc = (lens ? basal_lens : basal_decide)(s, data, len, r, &e);
+    cli_fwd_progress_end(&fwd_progress);
+    run->watch = NULL;
+    run->watch_ctx = NULL;
+    if (rc < 0) {
+        cli_error(cmd, "%s", e.msg);
+        return 1;
+    }
+    if (r->status != 200) {
+        fwrite(r->json, 1, r->len, stdout);
+        fputc('\n', stdout);
+        return 2;
+    }
+    return 0;
 }
 
 void cli_fwd_progress_end(cli_fwd_progress *fp) {

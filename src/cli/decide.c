@@ -85,23 +85,9 @@ int cmd_decide(int argc, char **argv) {
         cli_error("decide", "%s", e.msg);
         goto done;
     }
-    bs_runner *run = bs_session_runner(s);
-    cli_fwd_progress fwd_progress = {"decide", NULL, NULL};
-    run->watch = cli_fwd_progress_watch;
-    run->watch_ctx = &fwd_progress;
     double t1 = bs_now_ms();
-    int rc = basal_decide(s, data, len, &r, &e);
-    cli_fwd_progress_end(&fwd_progress);
-    if (rc < 0) {
-        cli_error("decide", "%s", e.msg);
-        goto done;
-    }
-    if (r.status != 200) { /* the endpoint's error body */
-        fwrite(r.json, 1, r.len, stdout);
-        fputc('\n', stdout);
-        status = 2;
-        goto done;
-    }
+    if ((status = cli_session_request("decide", s, 0, data, len, &r)) != 0) goto done;
+    const bs_runner *run = bs_session_runner(s);
     cli_print_pretty(stdout, r.json, r.len);
     if (o.timing)
         /* 06 §5.1's three times first (total: the request, not the model

@@ -199,22 +199,7 @@ int cmd_lens(int argc, char **argv) {
         cli_error("lens", "%s", e.msg);
         goto done;
     }
-    bs_runner *run = bs_session_runner(s); /* a long forward shows its layers on stderr, as decide's */
-    cli_fwd_progress fwd_progress = {"lens", NULL, NULL};
-    run->watch = cli_fwd_progress_watch;
-    run->watch_ctx = &fwd_progress;
-    int rc = basal_lens(s, data, len, &r, &e);
-    cli_fwd_progress_end(&fwd_progress);
-    if (rc < 0) {
-        cli_error("lens", "%s", e.msg);
-        goto done;
-    }
-    if (r.status != 200) { /* the endpoint's error body */
-        fwrite(r.json, 1, r.len, stdout);
-        fputc('\n', stdout);
-        status = 2;
-        goto done;
-    }
+    if ((status = cli_session_request("lens", s, 1, data, len, &r)) != 0) goto done;
     if (!strcmp(o.format, "text")) {
         status = put_text(stdout, r.json, r.len);
     } else {

@@ -473,18 +473,6 @@ void bm_write_text(const bm_report *r, bs_buf *b) {
 
 /* ---- HTML ---- */
 
-static void html_text(bs_buf *b, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': bs_buf_puts(b, "&lt;"); break;
-        case '>': bs_buf_puts(b, "&gt;"); break;
-        case '&': bs_buf_puts(b, "&amp;"); break;
-        case '"': bs_buf_puts(b, "&quot;"); break;
-        default: bs_buf_putc(b, *s);
-        }
-    }
-}
-
 static const char *palette[] = {"#1b6ac9", "#d1495b", "#2a9d62", "#e08e0b", "#7b4fb5", "#4d4d4d"};
 
 /* a "nice" upper bound for an axis: 1, 2, 2.5, 5 x 10^k at or above v */
@@ -507,9 +495,9 @@ static double nice_max(double v) {
 static void chart_open(bs_buf *b, const char *id, const char *title, const char *ylabel, double ymax) {
     bs_buf_printf(b, "<figure><svg id=\"%s\" class=\"chart\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
                      "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><title>", id, CW, CH, CW, CH);
-    html_text(b, title);
+    bs_buf_put_html(b, title);
     bs_buf_printf(b, "</title><text x=\"%d\" y=\"18\" class=\"ct\">", ML);
-    html_text(b, title);
+    bs_buf_put_html(b, title);
     bs_buf_puts(b, "</text>");
     for (int t = 0; t <= 5; t++) {
         double v = ymax * t / 5, y = CH - MB - (CH - MB - MT) * t / 5.0;
@@ -517,7 +505,7 @@ static void chart_open(bs_buf *b, const char *id, const char *title, const char 
                          "<text x=\"%d\" y=\"%.1f\" class=\"yt\">%g</text>", ML, CW - MR, y, y, ML - 6, y + 4, v);
     }
     bs_buf_printf(b, "<text transform=\"translate(14 %d) rotate(-90)\" class=\"al\">", (CH - MB + MT) / 2);
-    html_text(b, ylabel);
+    bs_buf_put_html(b, ylabel);
     bs_buf_puts(b, "</text>");
 }
 
@@ -651,33 +639,33 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
                    "th{background:#f4f6f8}td:first-child,th:first-child{text-align:left}.bad{color:#b00020;font-weight:600}\n"
                    "</style></head><body>\n<h1>basal benchmark</h1><div class=\"meta\">");
     bs_buf_puts(b, "Model <b>");
-    html_text(b, r->model_name);
+    bs_buf_put_html(b, r->model_name);
     bs_buf_puts(b, "</b>");
     if (r->checkpoint_bytes > 0) bs_buf_printf(b, " (%.1f MiB of weights)", r->checkpoint_bytes / 1048576.0);
     bs_buf_puts(b, " &middot; server ");
-    html_text(b, r->started_server ? "started on loopback by the benchmark" : r->url);
+    bs_buf_put_html(b, r->started_server ? "started on loopback by the benchmark" : r->url);
     bs_buf_puts(b, " &middot; status <b>");
-    html_text(b, r->status);
+    bs_buf_put_html(b, r->status);
     bs_buf_puts(b, "</b>");
     if (r->reason[0]) {
         bs_buf_puts(b, " (");
-        html_text(b, r->reason);
+        bs_buf_put_html(b, r->reason);
         bs_buf_puts(b, ")");
     }
     if (r->backend[0]) {
         bs_buf_puts(b, "<br>backend ");
-        html_text(b, r->backend);
+        bs_buf_put_html(b, r->backend);
     }
     bs_buf_puts(b, "<br>CPU ");
-    html_text(b, r->cpu_model);
+    bs_buf_put_html(b, r->cpu_model);
     bs_buf_printf(b, " &middot; %d CPUs &middot; %.1f GiB RAM &middot; ", r->cpus, r->before.total_bytes / 1073741824.0);
-    html_text(b, r->kernel);
+    bs_buf_put_html(b, r->kernel);
     bs_buf_puts(b, "<br>basal-c ");
-    html_text(b, r->version);
+    bs_buf_put_html(b, r->version);
     bs_buf_puts(b, ", ");
-    html_text(b, r->compiler);
+    bs_buf_put_html(b, r->compiler);
     bs_buf_puts(b, " &middot; started ");
-    html_text(b, r->started_at);
+    bs_buf_put_html(b, r->started_at);
     bs_buf_printf(b, " &middot; warm-up %d request(s) per class &middot; closed loop, latency from send to full body, "
                      "p50 the median, p95/p99 by nearest rank</div>\n", r->warmup);
     bs_buf_puts(b, "<h2>Latency and throughput</h2><div class=\"charts\">\n");
@@ -697,7 +685,7 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
         size_t errors = phase_errors(p, -1), over = 0;
         for (size_t k = 0; k < p->n; k++) over += p->s[k].status == 529;
         bs_buf_puts(b, "<tr class=\"phase\"><td>");
-        html_text(b, r->workloads[p->workload].name);
+        bs_buf_put_html(b, r->workloads[p->workload].name);
         bs_buf_printf(b, "</td><td>%d</td><td>%zu</td><td>%zu</td><td%s>%zu</td><td>%zu</td>", p->concurrency,
                       p->planned, p->n, errors ? " class=\"bad\"" : "", errors, over);
         if (l.n) bs_buf_printf(b, "<td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>", l.p50, l.p95, l.p99, l.max);
@@ -721,7 +709,7 @@ void bm_write_html(const bm_report *r, bs_buf *b) {
     for (int i = 0; i < r->n_workloads; i++) {
         const bm_workload *w = &r->workloads[i];
         bs_buf_puts(b, i ? "; <b>" : "<b>");
-        html_text(b, w->name);
+        bs_buf_put_html(b, w->name);
         bs_buf_printf(b, "</b> %zu requests, %zu questions, %zu unique payloads", w->requests, w->questions,
                       w->unique_payloads);
         if (w->n_skipped) bs_buf_printf(b, ", %zu over the context limit skipped", w->n_skipped);

@@ -13,19 +13,6 @@
 #include "basal.h"
 #include "cli/eval/eval.h"
 
-static void html_text(bs_buf *b, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': bs_buf_puts(b, "&lt;"); break;
-        case '>': bs_buf_puts(b, "&gt;"); break;
-        case '&': bs_buf_puts(b, "&amp;"); break;
-        case '"': bs_buf_puts(b, "&quot;"); break;
-        case '\'': bs_buf_puts(b, "&#39;"); break;
-        default: bs_buf_putc(b, *s);
-        }
-    }
-}
-
 static void html_num(bs_buf *b, double v) {
     if (isnan(v)) bs_buf_puts(b, "-");
     else bs_buf_printf(b, "%.4f", v);
@@ -47,10 +34,10 @@ static void chart_open(bs_buf *b, const char *kind, size_t k, const char *title,
     bs_buf_printf(b, "<figure><svg id=\"%s-%zu\" class=\"chart %s\" data-setting=\"%zu\" viewBox=\"0 0 %d %d\" "
                      "width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><title>",
                   kind, k, kind, k, CW, CH, CW, CH);
-    html_text(b, title);
-    html_text(b, label);
+    bs_buf_put_html(b, title);
+    bs_buf_put_html(b, label);
     bs_buf_printf(b, "</title><text x=\"%d\" y=\"18\" class=\"ct\">", ML);
-    html_text(b, title);
+    bs_buf_put_html(b, title);
     bs_buf_puts(b, "</text>");
 }
 
@@ -94,7 +81,7 @@ static void reliability(bs_buf *b, size_t k, const ev_result *r, const ev_metric
     bs_buf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lg\">ECE ", ML + 8, MT + 14);
     html_num(b, m->ece);
     bs_buf_printf(b, " (%zu decisions)</text></svg><figcaption>", m->n);
-    html_text(b, r->label);
+    bs_buf_put_html(b, r->label);
     bs_buf_puts(b, ": bars = accuracy per confidence bin, dots = (mean confidence, accuracy), line = perfect "
                    "calibration</figcaption></figure>\n");
 }
@@ -114,13 +101,13 @@ static void histogram(bs_buf *b, size_t k, const ev_result *r, const ev_metrics 
                       m->bin_n[i]);
     }
     bs_buf_puts(b, "</svg><figcaption>");
-    html_text(b, r->label);
+    bs_buf_put_html(b, r->label);
     bs_buf_puts(b, ": decisions per confidence bin</figcaption></figure>\n");
 }
 
 static void metric_row(bs_buf *b, size_t k, const ev_result *r, const char *scope, const ev_metrics *m, double agree) {
     bs_buf_printf(b, "<tr class=\"metric-row\" data-setting=\"%zu\" data-scope=\"%s\"><td>", k, scope);
-    html_text(b, r->label);
+    bs_buf_put_html(b, r->label);
     bs_buf_printf(b, "</td><td>%s</td><td data-metric=\"n\">%zu</td>", scope, m->n);
     const char *names[] = {"accuracy", "macro_f1", "log_loss", "brier", "ece", "mean_confidence"};
     const double vals[] = {m->accuracy, m->macro_f1, m->log_loss, m->brier, m->ece, m->mean_confidence};
@@ -160,23 +147,23 @@ static void confusion(bs_buf *b, const ev_set *s, size_t k, size_t g, const size
     const ev_group *gr = &s->groups[g];
     size_t n = gr->n_classes;
     bs_buf_printf(b, "<div class=\"cm\"><h3>");
-    html_text(b, gr->question);
+    bs_buf_put_html(b, gr->question);
     if (gr->label) {
         bs_buf_puts(b, " [");
-        html_text(b, gr->label);
+        bs_buf_put_html(b, gr->label);
         bs_buf_puts(b, "]");
     }
     bs_buf_printf(b, " <span class=\"ty\">%s, %zu decisions, accuracy ", ev_type_name(gr->type), m->n);
     html_num(b, m->accuracy);
     bs_buf_printf(b, "</span></h3><table class=\"confusion\" data-setting=\"%zu\" data-group=\"%zu\" data-question=\"",
                   k, g);
-    html_text(b, gr->question);
+    bs_buf_put_html(b, gr->question);
     bs_buf_puts(b, "\" data-label=\"");
-    html_text(b, gr->label ? gr->label : "");
+    bs_buf_put_html(b, gr->label ? gr->label : "");
     bs_buf_puts(b, "\"><tr><th>expected \\ predicted</th>");
     for (size_t c = 0; c < n; c++) {
         bs_buf_puts(b, "<th>");
-        html_text(b, gr->classes[c]);
+        bs_buf_put_html(b, gr->classes[c]);
         bs_buf_puts(b, "</th>");
     }
     bs_buf_puts(b, "</tr>");
@@ -184,7 +171,7 @@ static void confusion(bs_buf *b, const ev_set *s, size_t k, size_t g, const size
     for (size_t i = 0; i < n * n; i++) cmax = cm[i] > cmax ? cm[i] : cmax;
     for (size_t i = 0; i < n; i++) {
         bs_buf_puts(b, "<tr><th>");
-        html_text(b, gr->classes[i]);
+        bs_buf_put_html(b, gr->classes[i]);
         bs_buf_puts(b, "</th>");
         for (size_t c = 0; c < n; c++) {
             size_t v = cm[i * n + c];
@@ -203,17 +190,17 @@ static int setting_section(bs_buf *b, const ev_report *rp, size_t k, bs_err *e) 
     ev_metrics m;
     if (ev_metrics_compute(s, r, -1, EV_ANY, &m, e) < 0) return BS_ENOMEM;
     bs_buf_printf(b, "<section class=\"setting\" data-setting=\"%zu\"><h2>", k);
-    html_text(b, r->label);
+    bs_buf_put_html(b, r->label);
     bs_buf_puts(b, "</h2><div class=\"meta\">model ");
-    html_text(b, r->model);
+    bs_buf_put_html(b, r->model);
     if (r->orders) bs_buf_printf(b, " &middot; orders %d%s", r->orders, r->orders_mixed ? " and others" : "");
     if (r->dtype) {
         bs_buf_puts(b, " &middot; dtype ");
-        html_text(b, r->dtype);
+        bs_buf_put_html(b, r->dtype);
     }
     if (r->calibration) {
         bs_buf_puts(b, " &middot; calibration ");
-        html_text(b, r->calibration);
+        bs_buf_put_html(b, r->calibration);
     }
     bs_buf_printf(b, " &middot; %.2f s &middot; %zu errors</div><div class=\"charts\">\n", r->seconds, r->n_errors);
     reliability(b, k, r, &m);
@@ -234,9 +221,9 @@ static int setting_section(bs_buf *b, const ev_report *rp, size_t k, bs_err *e) 
     if (r->n_errors) bs_buf_puts(b, "<h3>Errors</h3><ul class=\"errors\">");
     for (size_t i = 0; i < r->n_errors; i++) {
         bs_buf_puts(b, "<li>");
-        html_text(b, s->items[r->errors[i].item].where);
+        bs_buf_put_html(b, s->items[r->errors[i].item].where);
         bs_buf_puts(b, ": ");
-        html_text(b, r->errors[i].message);
+        bs_buf_put_html(b, r->errors[i].message);
         bs_buf_puts(b, "</li>");
     }
     bs_buf_puts(b, r->n_errors ? "</ul></section>\n" : "</section>\n");
@@ -265,20 +252,20 @@ int ev_write_html(const ev_report *rp, bs_buf *b, bs_err *e) {
     bs_buf_puts(b, "</style></head><body>\n<h1>basal eval</h1><div class=\"meta\">");
     if (rp->url) {
         bs_buf_puts(b, "server ");
-        html_text(b, rp->url);
+        bs_buf_put_html(b, rp->url);
     } else {
         bs_buf_puts(b, "model ");
-        html_text(b, rp->model_dir);
+        bs_buf_put_html(b, rp->model_dir);
     }
     bs_buf_printf(b, " &middot; %zu graded items, %zu decisions", s->n_items, s->n_targets);
     if (s->n_ungraded) bs_buf_printf(b, ", %zu items without an expected answer not evaluated", s->n_ungraded);
     bs_buf_puts(b, " &middot; items from ");
     for (size_t i = 0; i < s->n_inputs; i++) {
         bs_buf_puts(b, i ? ", " : "");
-        html_text(b, s->inputs[i].path);
+        bs_buf_put_html(b, s->inputs[i].path);
     }
     bs_buf_puts(b, "<br>basal-c " BASAL_VERSION " &middot; ");
-    html_text(b, rp->created);
+    bs_buf_put_html(b, rp->created);
     bs_buf_printf(b, "<br>prediction = the most probable option; confidence = its probability (top-label); Brier = "
                      "the multi-class sum of squared errors over the options (0..2); log-loss clipped at 1e-15; ECE "
                      "over %d equal-width confidence bins; macro-F1 over (question, answer) classes</div>\n",
