@@ -14,7 +14,7 @@ usage: tools/install-deps.sh [--runtime | --package | --test] [--print]
   --runtime     build build/basal and serve (`make run`): compiler, pkg-config, the -dev
                 packages of the libraries it links, CA certificates, node and npm when absent
   --package     --runtime plus what `make install` and `make deb` need: help2man, debhelper, lintian
-  --test        --package plus every test tool: python3 with numpy/torch/jsonschema/jinja2,
+  --test        --package plus every test tool: python3 with numpy/torch/jsonschema/jinja2/prometheus-client,
                 openblas, clang and libFuzzer, nginx, yamllint, chromium, systemd, curl
                 (the default; `make test`)
   --print       print the group's packages, one per line, and exit (installs nothing)
@@ -44,6 +44,7 @@ if [ "$group" != runtime ]; then
 fi
 if [ "$group" = test ]; then
     pkgs+=(libopenblas-dev python3 python3-numpy python3-torch python3-jsonschema python3-jinja2)
+    pkgs+=(python3-prometheus-client)  # tests/e2e/t_observability.sh: the reference parser of /metrics
     pkgs+=(clang libclang-rt-14-dev)  # make fuzz: libFuzzer targets (tests/fuzz)
     pkgs+=(nginx yamllint)            # tests/e2e/t_scaleout.sh (replicas behind nginx), deploy/k8s manifest lint
     pkgs+=(chromium)                  # tests/e2e/t_benchmark.sh, t_playground.sh: pages in a headless browser (puppeteer-core)
