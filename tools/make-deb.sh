@@ -63,6 +63,6 @@ if [ "$lint" = 1 ]; then
         echo "make-deb: lintian found errors or warnings (above; also in $out/lintian.txt)" >&2
         exit 1
     }
-    echo "make-deb: lintian: $(grep -c . "$out/lintian.txt" || true) notes (no error, no warning; $out/lintian.txt)" >&2
+    echo "make-deb: lintian: no error, no warning ($(grep -cE '^[EWIPX]: ' "$out/lintian.txt" || true) other tags; $out/lintian.txt)" >&2
 fi
 printf '%s\n' "${debs[@]}"
