@@ -253,15 +253,17 @@ clean:
 # PREFIX (or prefix; default /usr/local) and DESTDIR (a staging root put in
 # front of every path) as the GNU Coding Standards name them; each directory
 # can be overridden alone (the Debian package sets LIBDIR to the multiarch one
-# and SYSTEMDUNITDIR to /lib/systemd/system). `make install` builds what it
-# installs: the man page from the help texts with help2man (tools/make-man.sh),
-# the bash completion from the same texts (tools/make-completion.sh), an example
-# configuration written by `basal init`, the systemd unit of deploy/ with this
-# prefix's paths (and its man page as Documentation=, which only an installed
-# unit can name: systemd-analyze verify checks that the page exists). It records in INSTALL_MANIFEST the files it installed and the
-# directories it had to create; `make uninstall` (same variables) removes those
-# files, then those directories when they are empty again, then the manifest:
-# exactly what the install put there. INSTALL_MANIFEST= (empty) records nothing.
+# and SYSTEMDUNITDIR to /lib/systemd/system). Besides the build's outputs it
+# installs the man page made from the help texts by help2man
+# (tools/make-man.sh), the bash completion made from the same texts
+# (tools/make-completion.sh), an example configuration written by `basal
+# init`, and the systemd unit of deploy/ with this prefix's paths (and its man
+# page as Documentation=, which only an installed unit can name:
+# systemd-analyze verify checks that the page exists). It records in
+# INSTALL_MANIFEST the files it installed and the directories it had to
+# create; `make uninstall` (same variables) removes those files, then those
+# directories when they are empty again, then the manifest: exactly what the
+# install put there. INSTALL_MANIFEST= (empty) records nothing.
 VERSION := $(shell sed -n 's/^\#define BASAL_VERSION "\(.*\)"/\1/p' include/basal.h)
 prefix ?= /usr/local
 PREFIX ?= $(prefix)
@@ -285,8 +287,16 @@ INSTALL_FILES = $(BINDIR)/basal $(LIBDIR)/libbasal.so.$(VERSION) $(LIBDIR)/libba
     $(MANDIR)/man1/basal.1 $(BASHCOMPDIR)/basal $(SYSTEMDUNITDIR)/basal.service \
     $(DOCDIR)/README.md $(DOCDIR)/CHANGELOG.md $(DOCDIR)/examples/basal-serve.yml
 INSTALL_DIRS = $(sort $(patsubst %/,%,$(dir $(INSTALL_FILES) $(INSTALL_MANIFEST))))
+# Generated for the install by `make` itself (all), so that `make && sudo make
+# install` leaves no root-owned file in build/: the man page (when help2man is
+# there; else `make install` makes it), the completion, the example
+# configuration, and basal.pc and the unit with the install paths (remade when
+# a path variable changes: build/obj/.install-paths holds their values).
+INSTALL_GENERATED = build/completion/basal build/basal-serve.yml build/install/basal.pc build/install/basal.service \
+    $(if $(shell command -v help2man 2>/dev/null),build/man/basal.1)
 INSTALL_INPUTS = build/basal build/libbasal.so.$(SOVERSION) build/libbasal.a build/man/basal.1 \
-    build/completion/basal build/basal-serve.yml
+    build/completion/basal build/basal-serve.yml build/install/basal.pc build/install/basal.service
+all: $(INSTALL_GENERATED)
 
 .PHONY: install uninstall man completion deb
 man: build/man/basal.1
@@ -299,9 +309,21 @@ build/completion/basal: build/basal tools/make-completion.sh
 	tools/make-completion.sh build/basal $@
 build/basal-serve.yml: build/basal
 	build/basal init --model mini --out $@ --force 2>/dev/null
-
+INSTALL_PATHS = $(PREFIX) $(BINDIR) $(LIBDIR) $(INCLUDEDIR) $(SYSCONFDIR) $(VERSION) $(LIBS) $(CUDA_LIBS_build)
+build/obj/.install-paths: FORCE | build
+	@mkdir -p $(dir $@)
+	@echo '$(INSTALL_PATHS)' | cmp -s - $@ || echo '$(INSTALL_PATHS)' > $@
 # $(call pc_path,DIR): DIR relative to ${prefix} when it is under PREFIX
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+build/install/basal.pc: src/api/basal.pc.in build/obj/.install-paths
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call pc_path,$(LIBDIR))|; s|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(LIBS) $(CUDA_LIBS_build)|' $< >$@
+build/install/basal.service: deploy/systemd/basal.service build/obj/.install-paths
+	@mkdir -p $(dir $@)
+	sed -e 's|/usr/local/bin/basal|$(BINDIR)/basal|g; s|/etc/basal|$(SYSCONFDIR)/basal|g' \
+	    -e 's|^Description=.*|&\nDocumentation=man:basal(1)|' $< >$@
+
 install: $(INSTALL_INPUTS)
 	@set -e; created=; \
 	for dir in $(INSTALL_DIRS); do \
@@ -321,14 +343,10 @@ install: $(INSTALL_INPUTS)
 	ln -sfn libbasal.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libbasal.so
 	$(INSTALL) -m 0644 build/libbasal.a $(DESTDIR)$(LIBDIR)/libbasal.a
 	$(INSTALL) -m 0644 include/basal.h $(DESTDIR)$(INCLUDEDIR)/basal.h
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call pc_path,$(LIBDIR))|; s|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' \
-	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(LIBS) $(CUDA_LIBS_build)|' src/api/basal.pc.in >build/basal.pc.install
-	$(INSTALL) -m 0644 build/basal.pc.install $(DESTDIR)$(PKGCONFIGDIR)/basal.pc
+	$(INSTALL) -m 0644 build/install/basal.pc $(DESTDIR)$(PKGCONFIGDIR)/basal.pc
 	$(INSTALL) -m 0644 build/man/basal.1 $(DESTDIR)$(MANDIR)/man1/basal.1
 	$(INSTALL) -m 0644 build/completion/basal $(DESTDIR)$(BASHCOMPDIR)/basal
-	sed -e 's|/usr/local/bin/basal|$(BINDIR)/basal|g; s|/etc/basal|$(SYSCONFDIR)/basal|g' \
-	    -e 's|^Description=.*|&\nDocumentation=man:basal(1)|' deploy/systemd/basal.service >build/basal.service.install
-	$(INSTALL) -m 0644 build/basal.service.install $(DESTDIR)$(SYSTEMDUNITDIR)/basal.service
+	$(INSTALL) -m 0644 build/install/basal.service $(DESTDIR)$(SYSTEMDUNITDIR)/basal.service
 	$(INSTALL) -m 0644 README.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 0644 build/basal-serve.yml $(DESTDIR)$(DOCDIR)/examples/basal-serve.yml
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
