@@ -26,7 +26,7 @@ case $BASAL in *build-asan*) skip "the package holds the release build; checked 
 [ -e build/obj/.cuda1 ] && skip "build/ is a CUDA build; the package is CPU-only (make deb relinks it with CUDA=0)"
 command -v apt-get >/dev/null && command -v dpkg-buildpackage >/dev/null ||
     skip "no apt-get or dpkg-buildpackage (tools/install-deps.sh --package)"
-need "$FIXTURES/tiny-bias" /usr/bin/systemd-analyze /usr/bin/curl /usr/sbin/runuser
+need "$FIXTURES/tiny-bias" /usr/bin/systemd-analyze /usr/bin/curl /usr/bin/setpriv
 exec 9>/run/lock/basal-c-t_deb.lock
 flock -w 300 9 || skip "another t_deb.sh held the lock for 5 minutes"
 for p in basal-c libbasal0 libbasal-dev; do
