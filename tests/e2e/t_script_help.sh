@@ -14,7 +14,8 @@ set -u
 # imported by other scripts, never run: no command line to document
 modules=" tests/e2e/checks.py "
 scripts=()
-for f in bench/*.sh bench/*.py tools/*.sh tools/*.py tools/*.js tools/*.mjs tests/run.sh tests/e2e/*.py tests/e2e/hub/*.py tests/e2e/hub/*.mjs tests/e2e/hub/*.sh tests/e2e/api/*.py; do
+for f in bench/*.sh bench/*.py tools/*.sh tools/*.py tools/*.js tools/*.mjs tests/run.sh tests/e2e/*.py tests/e2e/hub/*.py tests/e2e/hub/*.mjs tests/e2e/hub/*.sh tests/e2e/api/*.py \
+         examples/client/*.sh examples/client/*.py examples/client/node/*.mjs; do
     [ -f "$f" ] || continue
     case $modules in *" $f "*) continue ;; esac
     scripts+=("$f")

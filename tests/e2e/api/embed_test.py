@@ -111,34 +111,7 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
         c.eq((p.returncode, p.stdout.strip()), (0, re.search(r'#define BASAL_VERSION "([^"]+)"', open(
             os.path.join(ROOT, "include", "basal.h"), encoding="utf-8").read()).group(1)), "the C++ program runs")
 
-    # ---- make install (tools/install-lib.sh): the installed basal.pc builds it too ----
-    tmpd = os.environ.get("TMPDIR", "/tmp")
-    prefix, stage = os.path.join(tmpd, "prefix"), os.path.join(tmpd, "stage")
-    inst = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--build", BUILD, "--prefix", prefix],
-                          capture_output=True, text=True)
-    c.eq(inst.returncode, 0, f"install-lib.sh --prefix ({inst.stderr})")
-    files = sorted(os.path.relpath(os.path.join(d, f), prefix) for d, _, fs in os.walk(prefix) for f in fs)
-    c.eq(files, ["include/basal.h", "lib/libbasal.a", "lib/libbasal.so", "lib/libbasal.so.0", "lib/pkgconfig/basal.pc"],
-         "installed files")
-    ienv = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
-    iflags = subprocess.run(["pkg-config", "--cflags", "--libs", "basal"], capture_output=True, text=True, env=ienv)
-    c.eq(iflags.stdout.split(), ["-I" + prefix + "/include", "-L" + prefix + "/lib", "-lbasal"],
-         "the installed basal.pc names the installed paths")
-    iexe = os.path.join(tmpd, "embed-installed")
-    cc = subprocess.run(["cc", "-std=c11", os.path.join(ROOT, "examples", "embed.c"), *iflags.stdout.split(),
-                         "-Wl,-rpath," + prefix + "/lib", "-o", iexe], capture_output=True, text=True)
-    c.eq(cc.returncode, 0, f"cc examples/embed.c against the installed library ({cc.stderr[-400:]})")
-    if cc.returncode == 0:
-        p = subprocess.run([iexe, MODEL], input=reqs[0].encode() + b"\n", capture_output=True, timeout=120)
-        c.eq(p.stdout.rstrip(b"\n").partition(b" ")[2], want[0][1], "the installed library answers alike")
-    inst = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--build", BUILD, "--prefix", "/usr",
-                           "--destdir", stage], capture_output=True, text=True)
-    pc = open(os.path.join(stage, "usr", "lib", "pkgconfig", "basal.pc")).read() if inst.returncode == 0 else ""
-    c.ok(inst.returncode == 0 and "prefix=/usr\n" in pc and os.path.exists(os.path.join(stage, "usr/include/basal.h")),
-         f"install-lib.sh --destdir stages the files, basal.pc names the prefix ({inst.stderr})")
-    p = subprocess.run([os.path.join(ROOT, "tools", "install-lib.sh"), "--prefix", "relative"], capture_output=True,
-                       text=True)
-    c.ok(p.returncode == 2 and "absolute" in p.stderr, f"a relative --prefix is refused ({p.stderr})")
+    # make install (the libraries, basal.h, the installed basal.pc): tests/e2e/t_install.sh
 
     # ---- Python ----
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
