@@ -82,8 +82,10 @@ $(CUDA_STAMP): | build
 # -dirty when tracked files differ from it; "unknown" outside a git checkout.
 # The stamp file changes only when the text does, so cli_version.o is rebuilt
 # after a commit and not otherwise.
-GIT_COMMIT := $(shell c=$$(git rev-parse --short HEAD 2>/dev/null) || c=unknown; \
-    [ "$$c" = unknown ] || git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c)
+# BASAL_GIT_COMMIT (from the environment) names it for a copy of the tree
+# that is not a checkout (tools/make-deb.sh builds the package in one).
+GIT_COMMIT := $(or $(BASAL_GIT_COMMIT),$(shell c=$$(git rev-parse --short HEAD 2>/dev/null) || c=unknown; \
+    [ "$$c" = unknown ] || git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; echo $$c))
 .PHONY: FORCE
 FORCE:
 

@@ -40,15 +40,31 @@ if [ "$deb_version" != "$version" ]; then
 fi
 out=build/deb
 rm -rf "$out"
-mkdir -p "$out/src"
+mkdir -p "$out/src" "$out/tree/build"
 cp -a debian "$out/src/"
-echo "make-deb: building basal-c $version in $out/src (dpkg-buildpackage -b)" >&2
-(cd "$out/src" && BASAL_TOP=$root dpkg-buildpackage -b -us -uc --no-sign >../build.log 2>&1) || {
+# The package is built in a copy of the tree with the release build's objects
+# (build/obj, times kept), so make recompiles nothing but what CUDA=0 changes
+# (a CUDA build's four CUDA-aware objects) and the developer's build/ stays as
+# it was, CUDA or not. The copy is not a git checkout: the commit is passed on.
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$root" ls-files -z --cached --others --exclude-standard |
+        while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+        tar -C "$root" --null -T - -cf - | tar -C "$out/tree" -xf -
+    BASAL_GIT_COMMIT=$(c=$(git -C "$root" rev-parse --short HEAD) &&
+        { git -C "$root" diff --quiet HEAD -- || c=$c-dirty; } && echo "$c")
+    export BASAL_GIT_COMMIT
+else
+    tar -C "$root" --exclude=./build --exclude=./build-asan --exclude=./build-fuzz --exclude=node_modules \
+        -cf - . | tar -C "$out/tree" -xf -
+fi
+[ -d build/obj ] && cp -a build/obj "$out/tree/build/"
+echo "make-deb: building basal-c $version in $out/src (dpkg-buildpackage -b, CUDA=0, from a copy in $out/tree)" >&2
+(cd "$out/src" && BASAL_TOP=$root/$out/tree dpkg-buildpackage -b -us -uc --no-sign >../build.log 2>&1) || {
     tail -n 40 "$out/build.log" >&2
     echo "make-deb: dpkg-buildpackage failed (the whole log: $out/build.log)" >&2
     exit 1
 }
-rm -rf "$out/src"
+rm -rf "$out/src" "$out/tree"
 debs=("$out"/basal-c_"$version"_amd64.deb "$out"/libbasal0_"$version"_amd64.deb "$out"/libbasal-dev_"$version"_amd64.deb)
 for d in "${debs[@]}"; do
     [ -f "$d" ] || { echo "make-deb: $d was not built (see $out/build.log)" >&2; exit 1; }

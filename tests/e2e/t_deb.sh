@@ -23,7 +23,6 @@ set -u
 skip() { echo "t_deb: skipped: $*"; echo "0 passed, 0 failed (skipped: $*)"; exit 0; }
 [ "$(id -u)" -eq 0 ] || skip "not root (it installs and purges the package; run make test as root, as CI does)"
 case $BASAL in *build-asan*) skip "the package holds the release build; checked in the release pass" ;; esac
-[ -e build/obj/.cuda1 ] && skip "build/ is a CUDA build; the package is CPU-only (make deb relinks it with CUDA=0)"
 command -v apt-get >/dev/null && command -v dpkg-buildpackage >/dev/null ||
     skip "no apt-get or dpkg-buildpackage (tools/install-deps.sh --package)"
 need "$FIXTURES/tiny-bias" /usr/bin/systemd-analyze /usr/bin/curl /usr/bin/setpriv
@@ -47,9 +46,12 @@ debs=(build/deb/basal-c_"$version"_amd64.deb build/deb/libbasal0_"$version"_amd6
 for d in "${debs[@]}"; do [ -f "$d" ] && ok || bad "missing $d"; done
 # make-deb ran lintian --fail-on error,warning over the three packages: its report
 [ -f build/deb/lintian.txt ] && ! grep -qE '^[EW]:' build/deb/lintian.txt && ok || bad "lintian: $(grep -E '^[EW]:' build/deb/lintian.txt)"
-# the dependencies come from dpkg-shlibdeps: every library the binary links (readelf NEEDED)
+# the dependencies come from dpkg-shlibdeps: every library the packaged binary
+# links (readelf NEEDED of the .deb's own /usr/bin/basal, a CPU-only build)
 deps=$(dpkg-deb -f "${debs[0]}" Depends)
-for lib in $(readelf -d build/basal | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+mkdir -p "$tmp/x" && dpkg-deb -x "${debs[0]}" "$tmp/x"
+readelf -d "$tmp/x/usr/bin/basal" | grep -q 'libcudart' && bad "the packaged binary links cudart" || ok
+for lib in $(readelf -d "$tmp/x/usr/bin/basal" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
     pkg=$(dpkg -S "*/x86_64-linux-gnu/$lib" 2>/dev/null | head -n 1 | cut -d: -f1)
     case ", $deps," in *", $pkg "*|*", $pkg,"*) ok ;; *) bad "Depends lacks $pkg (for $lib): $deps" ;; esac
 done

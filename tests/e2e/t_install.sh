@@ -65,7 +65,10 @@ pc() { PKG_CONFIG_SYSROOT_DIR=$d PKG_CONFIG_LIBDIR=$p/lib/pkgconfig pkg-config "
 [ "$(pc --cflags basal | xargs)" = "-I$p/include" ] && ok || bad "pc cflags: $(pc --cflags basal)"
 cc -std=c11 -O2 examples/embed.c $(pc --cflags --libs basal) -Wl,-rpath,"$p/lib" -o "$tmp/embed" 2>"$tmp/cc.err" && ok || bad "cc (shared): $(cat "$tmp/cc.err")"
 ldd "$tmp/embed" | grep -q "libbasal.so.0 => $p/lib/libbasal.so.0" && ok || bad "embed does not use the installed libbasal: $(ldd "$tmp/embed" | grep basal)"
-cc -std=c11 -O2 examples/embed.c $(pc --cflags basal) "$p/lib/libbasal.a" $(pc --static --libs basal | sed 's/-lbasal\b//') \
+# the private libraries without the sysroot: it would move a CUDA build's
+# -L/usr/local/cuda/lib64 into the staging root too
+cc -std=c11 -O2 examples/embed.c $(pc --cflags basal) "$p/lib/libbasal.a" \
+    $(PKG_CONFIG_LIBDIR=$p/lib/pkgconfig pkg-config --static --libs basal | sed 's/-L[^ ]*\/usr\/local\/lib //; s/-lbasal\b//') \
     -o "$tmp/embed-static" 2>"$tmp/cc.err" && ok || bad "cc (static): $(cat "$tmp/cc.err")"
 ldd "$tmp/embed-static" | grep -q libbasal && bad "the static program links libbasal.so" || ok
 req='{"model":"basal-tiny","state":"Klient: karta zablokowana po trzech błędnych PIN-ach.","questions":{"q":{"type":"choice","instructions":"Który dział?","criteria":{"cards":"Karty","online":"Bankowość","loans":"Kredyty"}},"pilne":{"type":"noul","instructions":"Czy to pilne?"}}}'
