@@ -171,10 +171,12 @@ def part_serve_flags():
     dlog = os.path.join(tmp, "orders1.jsonl")
     srv = Server(["--model", MODEL, "--orders", "1", "--no-calibration", "--name", "tiny-one", "--metrics",
                   "--log-decisions", dlog])
+    used = {}  # usage.input_tokens of the answers, per orders
     try:
         for i, body in enumerate(REQUESTS):
             b = dict(body, model="tiny-one")
             st, h, data = srv.post("/v1/systemone", b)
+            used[1] = used.get(1, 0) + json.loads(data)["usage"]["input_tokens"]
             C.eq(st, 200, f"serve knobs #{i}: status")
             C.eq(h.get("x-basal-orders"), "1", f"serve knobs #{i}: x-basal-orders")
             # decide serves basal.json's name: compare with that request and the name swapped
@@ -190,11 +192,24 @@ def part_serve_flags():
         C.eq([m["name"] for m in json.loads(data)["models"]], ["tiny-one"], "/v1/models lists --name")
         ms = srv.metrics()
         C.eq(metric(ms, "basal_model_option_orders", model="tiny-one"), 1.0, "basal_model_option_orders")
+        C.eq(metric(ms, "basal_input_tokens_total", model="tiny-one"), float(used[1]),
+             "orders 1: basal_input_tokens_total is the answers' usage")
+        forward1 = metric(ms, "basal_forward_tokens_total", model="tiny-one")
         C.ok("1 option order, calibration off" in srv.log(), "the serving line names orders and calibration")
         wait_until(lambda: os.path.exists(dlog) and len(open(dlog).read().splitlines()) >= len(REQUESTS), 10)
         lines = read_lines(dlog)
         C.eq([(ln["model"], ln["orders"], ln["calibration"]) for ln in lines], [("tiny-one", 1, "off")] * len(REQUESTS),
              "decision log under the knobs: the served name, orders 1, calibration off")
+    finally:
+        srv.stop()
+    srv = Server(["--model", MODEL, "--metrics", "--no-calibration"])
+    try:
+        used[2] = sum(json.loads(srv.post("/v1/systemone", b)[2])["usage"]["input_tokens"] for b in REQUESTS)
+        ms = srv.metrics()
+        C.eq(metric(ms, "basal_input_tokens_total", model=NAME), float(used[2]), "orders 2: basal_input_tokens_total")
+        forward2 = metric(ms, "basal_forward_tokens_total", model=NAME)
+        C.ok(used[1] < used[2] and forward1 < forward2,
+             f"orders 1 packs fewer tokens: usage {used[1]} < {used[2]}, forward {forward1} < {forward2}")
     finally:
         srv.stop()
     srv = Server(["--model", MODEL, "--metrics"])
@@ -260,6 +275,15 @@ def part_serve_yaml():
         f.write(f"models:\n  - path: {MODEL}\n    calibration: {tmp}/broken.json\n")
     p = subprocess.run([BASAL, "doctor", "--config", cfg], capture_output=True, timeout=120 * SLOW)
     C.ok(p.returncode != 0 and "broken.json" in p.stdout.decode(), "doctor: a broken calibration file fails")
+    # --help names every knob with its default (stdout, exit 0)
+    for cmd, flags in ((["serve"], ["--orders 1|2", "(default 2)", "--calibration FILE", "--no-calibration",
+                                    "--name NAME", "(default basal.json name)", "--log-decisions FILE|-", "(default off)",
+                                    "--log-decisions-state"]),
+                       (["decide"], ["--orders 1|2", "--calibration FILE", "--no-calibration"])):
+        p = subprocess.run([BASAL, *cmd, "--help"], capture_output=True, timeout=30)
+        out = p.stdout.decode()
+        C.ok(p.returncode == 0 and all(f in out for f in flags),
+             f"basal {cmd[0]} --help lists the knobs: {[f for f in flags if f not in out]}")
     for args, what in ((["--model", MODEL, "--model", MODEL, "--name", "x"], "--name with two models"),
                        (["--model", MODEL, "--log-decisions-state"], "--log-decisions-state alone"),
                        (["--model", MODEL, "--orders", "0"], "--orders 0")):
