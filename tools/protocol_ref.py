@@ -31,7 +31,8 @@ Choice with 11-255 options (03 §5) runs in two rounds, as the server does:
 round 1 asks every group of §5.1 in order 0 only (items "<question>#<k>",
 k = 0..2g-1, one order each); the Luce fit, the finalists, the refit and the
 calibration are tools/large_choice_ref.py's (numpy/float64, written from the
-spec); round 2 asks the finalists in both orders (item "<question>#final").
+spec); round 2 asks the finalists in both orders (item "<question>#final";
+with --orders 1 in order 0 only).
 Without the forward (--no-forward) only round 1 exists. The detail of a large
 choice's final item also carries "first_fit", "finalists", "joint" (the refit
 before calibration), "converged" (the two fits) and "p_cal".
@@ -358,9 +359,9 @@ def readouts(it):
     return [it] if "orders" in it else []
 
 
-# Option orders per readout of 2..10 options and multi label (upstream's
-# --orders): 2 = as written and reversed, 1 = as written only. A large
-# choice's round 2 keeps both orders (basal-c's rule for --orders 1).
+# Option orders per readout (upstream's --orders): 2 = as written and
+# reversed, 1 = as written only, for every readout: 2..10 options, each multi
+# label, and a large choice's finalists (its round 1 is one order anyway).
 ORDERS = 2
 
 
@@ -431,7 +432,7 @@ def plan_round2(md, plans):
                      "qtext": it["qtext"], "members": fin}
             final["orders"] = [{"perm": p, "prompt": render_prompt(md.bos, it["lang"], it["state_text"], it["qtext"],
                                                                     final["options"], p)}
-                               for p in order_perms(len(fin))]
+                               for p in order_perms(len(fin), ORDERS == 1)]
             lc.update(final=final, targets=targets, first_fit=[float(v) for v in first], converged=[bool(conv1)])
             planned = True
     return planned

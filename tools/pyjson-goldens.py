@@ -10,8 +10,10 @@ rejects (NaN/Infinity literals, lone surrogate escapes, nesting > 128) are never
 generated for the positive lists.
 
   pyjson-goldens.py [--out DIR] [--shared DIR]
-      writes DIR/pyjson-inputs.json and DIR/pyjson-goldens.json (default
-      tests/data), two JSON arrays of strings in the same order.
+      writes DIR/pyjson-inputs.json, DIR/pyjson-goldens.json and
+      DIR/pyjson-goldens-sorted.json (json.dumps(v, sort_keys=True,
+      ensure_ascii=False) of every input) (default tests/data), JSON arrays
+      of strings in the same order.
   pyjson-goldens.py --live SEED COUNT OUTDIR [--shared DIR]
       fresh random texts for a differential run: OUTDIR/live-in.bin (records
       "<len>\\n<bytes>\\n") and OUTDIR/live-exp.bin (per record "<len>\\n<text()
@@ -36,6 +38,11 @@ sys.set_int_max_str_digits(0)  # the server prints integers of any length verbat
 def text_of(s):
     v = json.loads(s)
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def sorted_dumps(s):
+    """The decision log's request_sha256 canonical form (upstream's log_decision)."""
+    return json.dumps(json.loads(s), sort_keys=True, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------- numbers
@@ -358,8 +365,10 @@ def write_goldens(outdir, shared):
         if not accepted(t):
             raise SystemExit('generator produced a text outside the common subset: %r' % t[:80])
     goldens = [text_of(t) for t in inputs]
+    sorted_goldens = [sorted_dumps(t) for t in inputs]
     os.makedirs(outdir, exist_ok=True)
-    for name, data in (('pyjson-inputs.json', inputs), ('pyjson-goldens.json', goldens)):
+    for name, data in (('pyjson-inputs.json', inputs), ('pyjson-goldens.json', goldens),
+                       ('pyjson-goldens-sorted.json', sorted_goldens)):
         with open(os.path.join(outdir, name), 'w', encoding='ascii', newline='\n') as f:
             f.write('[\n' + ',\n'.join(json.dumps(x, ensure_ascii=True) for x in data) + '\n]\n')
     print('%d inputs written to %s' % (len(inputs), outdir))

@@ -158,7 +158,7 @@ static void put_server_keys(FILE *f, const bs_serve_config *c) {
             "#metrics: %s\n"
             "\n"
             "# decision_log: PATH   (default: off; \"-\" = stdout) one JSON line per answered request:\n"
-            "# time, request id, model, revision, dtype, orders, calibration, the body's SHA-256, the\n"
+            "# time, request id, model, revision, dtype, orders, calibration, the request's SHA-256, the\n"
             "# answers and usage as sent, latency. Appended by its own thread; SIGHUP reopens it. Also\n"
             "# --log-decisions. decision_log_state: true also records each request's state (privacy:\n"
             "# off by default; also --log-decisions-state).\n"

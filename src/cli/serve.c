@@ -397,15 +397,10 @@ static _Atomic(bs_log_sink *) g_access_sig;
 static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
 static bs_dlog *g_dlog_sig;
 
+/* The writer reopens it and logs how that went: never blocks this thread. */
 static void sighup_decision_log(void) {
     pthread_mutex_lock(&g_sig_mu);
-    bs_err e = { 0 };
-    if (bs_dlog_is_file(g_dlog_sig)) {
-        if (bs_dlog_reopen(g_dlog_sig, &e) < 0)
-            bs_log(BS_LOG_ERROR, "serve", "SIGHUP: %s; still writing to the old file", e.msg);
-        else
-            bs_log(BS_LOG_INFO, "serve", "SIGHUP: decision log reopened");
-    }
+    bs_dlog_reopen(g_dlog_sig);
     pthread_mutex_unlock(&g_sig_mu);
 }
 
@@ -450,6 +445,16 @@ static void test_load_delay(void) {
     if (!v || bs_cfg_parse_int(v, 1, 600000, &ms) < 0) return;
     struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* Test-only (tests/server/decision_knobs_test.py): BASAL_TEST_DLOG_QUEUE_BYTES
+ * bounds the decision log's queue below its 64 MiB, so that a reader that
+ * does not read makes it drop lines after a few requests. 0 = the default. */
+static size_t test_dlog_queue_bytes(void) {
+    const char *v = getenv("BASAL_TEST_DLOG_QUEUE_BYTES");
+    long long n;
+    if (!v || bs_cfg_parse_int(v, 1, 1LL << 40, &n) < 0) return 0;
+    return (size_t)n;
 }
 
 typedef struct {
@@ -588,7 +593,7 @@ static int serve_configure(serve_state *s, const sigset_t *sigs) {
     }
     atomic_store(&g_access_sig, g_access);
     if (s->c.decision_log &&
-        bs_dlog_open(&s->dlog, s->c.decision_log, s->n, s->c.decision_log_state, 0, &s->e) < 0) {
+        bs_dlog_open(&s->dlog, s->c.decision_log, s->n, s->c.decision_log_state, test_dlog_queue_bytes(), &s->e) < 0) {
         bs_log(BS_LOG_ERROR, "serve", "%s", s->e.msg);
         return -1;
     }

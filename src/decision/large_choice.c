@@ -335,7 +335,7 @@ int bs_lc_finish_round2(bs_large_choice *lc, const float *logits_o0, const float
     int k = fin.size, rc;
     double q0[BS_LC_GROUP_MAX], q1[BS_LC_GROUP_MAX];
     if ((rc = bs_softmax_logits(logits_o0, k, q0, e)) < 0) return rc;
-    if ((rc = bs_softmax_logits(logits_o1, k, q1, e)) < 0) return rc;
+    if (logits_o1 && (rc = bs_softmax_logits(logits_o1, k, q1, e)) < 0) return rc;
     /* positions -> the group's canonical order (order 1 shows it reversed) */
     int perm0[BS_LC_GROUP_MAX], perm1[BS_LC_GROUP_MAX];
     for (int a = 0; a < k; a++) {
@@ -344,7 +344,7 @@ int bs_lc_finish_round2(bs_large_choice *lc, const float *logits_o0, const float
     }
     const double *qs[2] = {q0, q1};
     const int *perms[2] = {perm0, perm1};
-    bs_average_orders(qs, perms, 2, k, fin.target);
+    bs_average_orders(qs, perms, logits_o1 ? 2 : 1, k, fin.target);
 
     bs_lc_group groups[BS_LC_MAX_GROUPS];
     memcpy(groups, lc->group, (size_t)lc->n_round1 * sizeof *groups);

@@ -140,7 +140,8 @@ int bs_lc_finish_round1(bs_large_choice *lc, const float *const *logits, bs_err 
 const bs_lc_group *bs_lc_finalists(const bs_large_choice *lc);
 
 /* Round-2 results: logits_o0 / logits_o1 are the finalists' letter logits in
- * order 0 and order 1 (10 floats each, by position). Their averaged
+ * order 0 and order 1 (10 floats each, by position; logits_o1 NULL: a model
+ * served with one option order asked order 0 alone). Their averaged
  * distribution (01 §6–§7, uncalibrated) is the finalist group's target; the
  * fit is run again over all round-1 groups plus the finalist group, and
  * p[0..n-1] = calibrate(joint, temp) (01 §8; temp = the choice temperature,

@@ -468,13 +468,13 @@ static int prepare_round2(bs_plan *p, const bs_basal_model *m, bs_letter_cache *
         it->question = plc->question;
         it->branch = (size_t)plc->lc.n_round1; /* the finalist group's index */
         it->k = (size_t)fin->size;
-        it->n_orders = BS_N_ORDERS;
+        it->n_orders = m->orders == 1 ? 1 : BS_N_ORDERS; /* one option order: the finals too */
         size_t longest = 0;
-        for (int o = 0; o < BS_N_ORDERS && rc == BS_OK; o++) {
+        for (int o = 0; o < it->n_orders && rc == BS_OK; o++) {
             bs_order *od = &it->orders[o];
             bs_lc_group_perm(fin, o, od->perm);
             if ((rc = build_order(od, m, r, q, &q->instructions, it->k, e)) < 0) break;
-            p->usage.input_tokens += (size_t)od->n_ids; /* 03 §5.5: both final prompts */
+            p->usage.input_tokens += (size_t)od->n_ids; /* 03 §5.5: the final prompts */
             if ((size_t)od->n_ids > longest) longest = (size_t)od->n_ids;
         }
         if (rc < 0) break;
@@ -510,7 +510,8 @@ int bs_plan_advance(bs_plan *p, const bs_basal_model *m, bs_letter_cache *lc, bs
             const bs_item *it = &p->finals[i];
             /* 01 §8 with the choice temperature (03 §5.4 step 3) */
             double temp = q->uncalibrated ? 1.0 : bs_calibration_temp(&m->calib, BS_TYPE_CHOICE);
-            int rc = bs_lc_finish_round2(&plc->lc, it->orders[0].logits, it->orders[1].logits, temp, plc->p, e);
+            int rc = bs_lc_finish_round2(&plc->lc, it->orders[0].logits, it->n_orders > 1 ? it->orders[1].logits : NULL,
+                                         temp, plc->p, e);
             if (rc < 0) return rc;
         }
     }

@@ -7,7 +7,8 @@
  *
  * A plan with large choices takes two engine steps: round 1 computes
  * p->items; bs_plan_advance then fits each large choice and prepares its
- * finalist readout (p->finals, both orders), which the engine computes in a
+ * finalist readout (p->finals, both orders; order 0 alone for a model served
+ * with orders 1), which the engine computes in a
  * second step; bs_plan_advance after that step gives the final distributions.
  * bs_plan_step_items names the items the next step computes. */
 #ifndef BS_PLAN_H
@@ -51,7 +52,7 @@ typedef struct bs_item {
     size_t k;            /* options */
     int n_orders;        /* order prompts computed: 2 (original, reversed), or 1 for a round-1 group of a
                             large choice (03 §5.2: order 0 only) and for every readout of a model served
-                            with orders 1 (its large choices' finals keep both); orders[n_orders..] are
+                            with orders 1 (its large choices' finals too); orders[n_orders..] are
                             empty */
     int32_t state_len;   /* tokens up to and including the state (04 §3 P4); 0 = unknown */
     int32_t letter_ids[BS_MAX_LETTER_OPTIONS];
@@ -83,7 +84,7 @@ typedef struct bs_plan {
     size_t n_items;
     bs_plan_lc *lcs;         /* the large choices, question order (heap, ~11 KiB each) */
     size_t n_lc;
-    bs_item *finals;         /* round 2: lcs[i]'s finalist readout is finals[i] (both orders) */
+    bs_item *finals;         /* round 2: lcs[i]'s finalist readout is finals[i] (both orders, or orders 1's one) */
     size_t n_finals;         /* 0 until bs_plan_advance prepared round 2 */
     int round;               /* the step the plan waits for: 1 (items), 2 (finals), 3 (answered by the model) */
     int want_state_len;      /* as asked of bs_plan_request: finals get a state_len too */
@@ -136,8 +137,8 @@ size_t bs_plan_step_items(const bs_plan *p, bs_item **items);
 
 /* After an engine step computed bs_plan_step_items' logits. Round 1 with large
  * choices: fits each one on its groups (03 §5.3), prepares its finalist item
- * in both orders (04 §3 P3: prompts, tokens, letter ids; usage.input_tokens
- * grows by both prompts), sets round 2 and p->cost to the finals' trie size,
+ * in both orders (order 0 alone with orders 1; 04 §3 P3: prompts, tokens,
+ * letter ids; usage.input_tokens grows by those prompts), sets round 2 and p->cost to the finals' trie size,
  * and returns 1: the plan needs another step. Otherwise finishes every large
  * choice (refit, calibration into lcs[i].p), sets round 3 and returns 0: the
  * plan can be answered. A finalist prompt longer than the model's limit fails

@@ -721,7 +721,22 @@ static void put_number(bs_buf *b, const bj_value *v) {
     bj_fmt_pyfloat(strtod(s, NULL), b);
 }
 
-void bj_pydumps(const bj_value *v, bs_buf *b) {
+/* sort_keys=True orders an object's members by key as Python compares str:
+ * by code point, which for valid UTF-8 is the order of the bytes */
+typedef struct {
+    const char *key;
+    size_t len;
+    size_t i;
+} key_ref;
+
+static int key_cmp(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    int c = memcmp(x->key, y->key, x->len < y->len ? x->len : y->len);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static void dumps(const bj_value *v, bs_buf *b, int sort_keys) {
     if (!v) {
         bs_buf_puts(b, "null");
         return;
@@ -736,22 +751,38 @@ void bj_pydumps(const bj_value *v, bs_buf *b) {
         bs_buf_putc(b, '[');
         for (size_t i = 0; i < v->n; i++) {
             if (i) bs_buf_put(b, ", ", 2);
-            bj_pydumps(v->items[i], b);
+            dumps(v->items[i], b, sort_keys);
         }
         bs_buf_putc(b, ']');
         break;
-    case BJ_OBJECT:
+    case BJ_OBJECT: {
+        key_ref *order = NULL;
+        if (sort_keys && v->n > 1) {
+            if (!(order = malloc(v->n * sizeof *order))) {
+                b->oom = 1;
+                return;
+            }
+            for (size_t i = 0; i < v->n; i++) order[i] = (key_ref){ v->keys[i] ? v->keys[i] : "", v->key_lens[i], i };
+            qsort(order, v->n, sizeof *order, key_cmp);
+        }
         bs_buf_putc(b, '{');
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) bs_buf_put(b, ", ", 2);
+        for (size_t k = 0; k < v->n; k++) {
+            size_t i = order ? order[k].i : k;
+            if (k) bs_buf_put(b, ", ", 2);
             bj_put_string(b, v->keys[i], v->key_lens[i]);
             bs_buf_put(b, ": ", 2);
-            bj_pydumps(v->items[i], b);
+            dumps(v->items[i], b, sort_keys);
         }
         bs_buf_putc(b, '}');
+        free(order);
         break;
     }
+    }
 }
+
+void bj_pydumps(const bj_value *v, bs_buf *b) { dumps(v, b, 0); }
+
+void bj_pydumps_sorted(const bj_value *v, bs_buf *b) { dumps(v, b, 1); }
 
 void bj_pytext(const bj_value *v, bs_buf *b) {
     if (v && v->type == BJ_STRING) bs_buf_put(b, v->str ? v->str : "", v->len);

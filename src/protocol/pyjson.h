@@ -35,6 +35,9 @@ void bj_free(bj_value *v);
 /* Appends json.dumps(v, ensure_ascii=False) of the value CPython's json.loads
  * would produce from the same text (floats via repr, integers verbatim). */
 void bj_pydumps(const bj_value *v, bs_buf *out);
+/* The same with sort_keys=True (every object's members by key, as Python
+ * orders str keys). */
+void bj_pydumps_sorted(const bj_value *v, bs_buf *out);
 /* A JSON string of n UTF-8 bytes (may hold NUL) as both json.dumps(ensure_ascii=
  * False) and the response writer spell it: the quote, the backslash and the C0
  * controls escaped (b t n f r by letter, the rest as u00xx), everything else

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,17 +26,23 @@ struct bs_dlog {
     size_t queue_bytes;
     char **models;           /* per model: its JSON members */
     size_t n_models;
-    pthread_mutex_t mu;      /* the queue and the counts */
-    pthread_cond_t cond;
+    pthread_mutex_t mu;      /* everything below but fd */
+    pthread_cond_t cond;     /* new entries, a reopen request, the stop */
     item *head, *tail;
     size_t queued;           /* bytes of the queued entries */
     int stop;
+    double give_up_ms;       /* after stop: lines not written by then are lost (bs_now_ms) */
+    int reopen;              /* SIGHUP asked for the file to be reopened */
+    int writer_done;
+    pthread_cond_t done_cond;
     bs_dlog_counts counts;
-    pthread_mutex_t fd_mu;   /* the file: the writer's write, bs_dlog_reopen's swap */
-    int fd;
+    int fd;                  /* the writer's alone once it runs; -1: a FIFO without a reader yet */
     pthread_t writer;
     int writer_started;
 };
+
+/* A deliberately kept writer that outlived the shutdown (bs_dlog_close). */
+static bs_dlog *g_abandoned;
 
 static size_t entry_bytes(const bs_dlog_entry *en) { return sizeof(item) + en->reply.len + en->body.len; }
 
@@ -43,12 +51,20 @@ static void entry_free(bs_dlog_entry *en) {
     bs_buf_free(&en->body);
 }
 
-static int open_append(const char *path, bs_err *e) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd < 0)
-        return bs_fail(e, BS_EIO, "decision log %s: %s (check the directory exists and is writable)", path,
-                       strerror(errno));
-    return fd;
+static int is_fifo(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+/* Non-blocking, so that neither a FIFO without a reader (ENXIO, returned
+ * as 1: try again later) nor one whose reader stopped reading can hold the
+ * writer where a stop or a reopen cannot reach it. */
+static int open_append(const char *path, int *fd, bs_err *e) {
+    *fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
+    if (*fd >= 0) return 0;
+    if (errno == ENXIO && is_fifo(path)) return 1;
+    return bs_fail(e, BS_EIO, "decision log %s: %s (check the directory exists and is writable)", path,
+                   strerror(errno));
 }
 
 /* "2026-12-03T17:01:02.123Z" */
@@ -69,23 +85,52 @@ static void put_member(bs_buf *b, const bj_value *obj, const char *key) {
     bs_resp_value(b, obj ? bj_get(obj, key) : NULL);
 }
 
+static void put_sha256(bs_buf *b, const char *data, size_t len) {
+    uint8_t dg[32];
+    char hex[65];
+    bs_sha256(data ? data : "", len, dg);
+    bs_sha256_hex(dg, hex);
+    bs_buf_printf(b, "\"%s\"", hex);
+}
+
+/* Upstream's request_sha256 (basal-serve --log-decisions): the SHA-256 of
+ * json.dumps([state, questions], sort_keys=True, ensure_ascii=False), so the
+ * same request has the same hash in both servers' logs whatever its key
+ * order or spacing. */
+static void put_request_sha256(bs_buf *b, const bj_value *body) {
+    if (!body) {
+        bs_buf_puts(b, "null");
+        return;
+    }
+    bs_buf canon;
+    bs_buf_init(&canon);
+    bs_buf_putc(&canon, '[');
+    bj_pydumps_sorted(bj_get(body, "state"), &canon);
+    bs_buf_put(&canon, ", ", 2);
+    bj_pydumps_sorted(bj_get(body, "questions"), &canon);
+    bs_buf_putc(&canon, ']');
+    if (canon.oom) b->oom = 1;
+    else put_sha256(b, canon.data, canon.len);
+    bs_buf_free(&canon);
+}
+
 /* The line of one entry (see the header), newline-terminated. */
 static void compose(const bs_dlog *d, const bs_dlog_entry *en, bs_buf *b) {
     bj_value *reply = NULL, *body = NULL;
     bs_err e;
     if (bj_parse(en->reply.data ? en->reply.data : "", en->reply.len, NULL, &reply, &e) < 0) reply = NULL;
-    if (d->with_state && bj_parse(en->body.data ? en->body.data : "", en->body.len, NULL, &body, &e) < 0) body = NULL;
-    uint8_t dg[32];
-    char hex[65];
-    bs_sha256(en->body.data ? en->body.data : "", en->body.len, dg);
-    bs_sha256_hex(dg, hex);
-    bs_buf_puts(b, "{\"ts\":");
+    if (bj_parse(en->body.data ? en->body.data : "", en->body.len, NULL, &body, &e) < 0) body = NULL;
+    bs_buf_printf(b, "{\"ts\":%.6f,\"time\":", en->ts_ms / 1e3);
     put_time(b, en->ts_ms);
     bs_buf_puts(b, ",\"request_id\":");
     bj_put_string(b, en->request_id, strlen(en->request_id));
     bs_buf_printf(b, ",\"endpoint\":\"%s\"", en->basal_dialect ? "/v1/basal" : "/v1/systemone");
     if (en->model < d->n_models && d->models[en->model]) bs_buf_printf(b, ",%s", d->models[en->model]);
-    bs_buf_printf(b, ",\"request_sha256\":\"%s\",\"latency_ms\":", hex);
+    bs_buf_puts(b, ",\"request_sha256\":");
+    put_request_sha256(b, body);
+    bs_buf_puts(b, ",\"body_sha256\":");
+    put_sha256(b, en->body.data, en->body.len);
+    bs_buf_puts(b, ",\"latency_ms\":");
     bs_resp_double(b, en->latency_ms);
     bs_buf_puts(b, ",\"queue_ms\":");
     bs_resp_double(b, en->queue_ms);
@@ -99,40 +144,124 @@ static void compose(const bs_dlog *d, const bs_dlog_entry *en, bs_buf *b) {
     bj_free(body);
 }
 
-/* Writes all n bytes; 0, or the errno of the failure (*partial: some were written). */
-static int write_all(int fd, const char *p, size_t n, int *partial) {
-    *partial = 0;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? errno : EIO;
-        *partial = 1;
-        p += w;
-        n -= (size_t)w;
-    }
-    *partial = 0;
-    return 0;
-}
-
 typedef struct writer_state {
     int failing;             /* the last write failed (logged once until one succeeds) */
     int torn;                /* a failed write left part of a line: end it before the next */
     uint64_t lost;           /* lines lost during the current failure */
+    int gave_up;             /* the shutdown's time ran out: the rest is lost */
+    uint64_t abandoned;      /* lines lost that way */
 } writer_state;
 
+static int same_file(int a, int b) {
+    struct stat sa, sb;
+    return a >= 0 && b >= 0 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* The writer's own: switches to the file now at the path (SIGHUP). 1: it
+ * is another file (a line under way starts again there), 0: the same one
+ * (a FIFO, or nothing was moved) or the open failed (the old one stays). */
+static int do_reopen(bs_dlog *d, writer_state *ws) {
+    bs_err e = { 0 };
+    int fd;
+    int rc = open_append(d->path, &fd, &e);
+    if (rc < 0) {
+        bs_log(BS_LOG_ERROR, "decision-log", "SIGHUP: %s; still writing to the old file", e.msg);
+        return 0;
+    }
+    int other = !same_file(d->fd, fd);
+    if (d->fd >= 0) close(d->fd);
+    d->fd = rc ? -1 : fd;
+    if (other) ws->torn = 0; /* a torn line stays with the old file */
+    if (rc) bs_log(BS_LOG_INFO, "decision-log", "SIGHUP: decision log reopened (%s: a FIFO no one reads yet)", d->path);
+    else bs_log(BS_LOG_INFO, "decision-log", "SIGHUP: decision log reopened (%s)", d->path);
+    return other && !rc;
+}
+
+/* Between two tries of a write or an open: waits up to ms for the file
+ * (pfd >= 0) or for a stop or reopen request. 1: reopened on another file
+ * (start the line again), -1: give up (the shutdown's time is over), 0: try
+ * again. */
+static int writer_wait(bs_dlog *d, writer_state *ws, int pfd, int ms) {
+    if (pfd >= 0) {
+        struct pollfd p = { .fd = pfd, .events = POLLOUT };
+        (void)poll(&p, 1, ms);
+    }
+    pthread_mutex_lock(&d->mu);
+    if (pfd < 0 && !d->reopen && !(d->stop && bs_now_ms() >= d->give_up_ms)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&d->cond, &d->mu, &ts);
+    }
+    int reopen = d->reopen, give_up = d->stop && bs_now_ms() >= d->give_up_ms;
+    d->reopen = 0;
+    pthread_mutex_unlock(&d->mu);
+    if (give_up) {
+        ws->gave_up = 1;
+        return -1;
+    }
+    return reopen && d->path ? do_reopen(d, ws) : 0;
+}
+
+/* Writes the whole line; 0, or the errno of a failure (EAGAIN: given up). */
+static int write_all(bs_dlog *d, writer_state *ws, const bs_buf *line) {
+    size_t off = 0;
+    while (off < line->len) {
+        if (d->fd < 0) { /* a FIFO without a reader: try its open again */
+            bs_err e;
+            int fd, rc = open_append(d->path, &fd, &e);
+            if (rc < 0) return EIO;
+            if (rc == 0) d->fd = fd;
+            else if (writer_wait(d, ws, -1, 100) < 0) return EAGAIN;
+            continue;
+        }
+        if (ws->torn) {
+            ssize_t w = write(d->fd, "\n", 1);
+            if (w == 1) ws->torn = 0;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR) return errno;
+            else if (writer_wait(d, ws, d->fd, 100) < 0) return EAGAIN;
+            continue;
+        }
+        ssize_t w = write(d->fd, line->data + off, line->len - off);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w == 0 || errno != EAGAIN) {
+            int err = w == 0 ? EIO : errno;
+            if (off) ws->torn = 1;
+            if (err == EPIPE && d->path) { /* the FIFO's reader went away: wait for the next one */
+                close(d->fd);
+                d->fd = -1;
+                ws->torn = 0;
+            }
+            return err;
+        }
+        int rc = writer_wait(d, ws, d->fd, 100); /* full: its reader is slow or stopped reading */
+        if (rc < 0) {
+            if (off) ws->torn = 1;
+            return EAGAIN;
+        }
+        if (rc > 0) off = 0; /* another file: the whole line goes there */
+    }
+    return 0;
+}
+
 static void write_line(bs_dlog *d, writer_state *ws, const bs_buf *line) {
-    pthread_mutex_lock(&d->fd_mu);
-    int partial = 0, err = 0;
-    if (ws->torn) err = write_all(d->fd, "\n", 1, &partial);
-    if (!err) ws->torn = 0;
-    if (!err) err = write_all(d->fd, line->data, line->len, &partial);
-    pthread_mutex_unlock(&d->fd_mu);
+    int err = ws->gave_up ? EAGAIN : write_all(d, ws, line);
     pthread_mutex_lock(&d->mu);
     if (err) d->counts.failed++;
     else d->counts.lines++;
     pthread_mutex_unlock(&d->mu);
+    if (err == EAGAIN) { /* the shutdown's time ran out; logged once at the end */
+        ws->abandoned++;
+        return;
+    }
     if (err) {
-        if (partial) ws->torn = 1;
         ws->lost++;
         if (!ws->failing)
             bs_log(BS_LOG_ERROR, "decision-log",
@@ -155,12 +284,13 @@ static void *writer_main(void *arg) {
     bs_buf_init(&line);
     for (;;) {
         pthread_mutex_lock(&d->mu);
-        while (!d->head && !d->stop) pthread_cond_wait(&d->cond, &d->mu);
+        while (!d->head && !d->stop && !d->reopen) pthread_cond_wait(&d->cond, &d->mu);
         item *batch = d->head;
         d->head = d->tail = NULL;
-        d->queued = 0;
-        int stop = d->stop;
+        int stop = d->stop, reopen = d->reopen;
+        d->reopen = 0;
         pthread_mutex_unlock(&d->mu);
+        if (reopen && d->path) do_reopen(d, &ws);
         while (batch) {
             item *it = batch;
             batch = it->next;
@@ -174,12 +304,26 @@ static void *writer_main(void *arg) {
             } else {
                 write_line(d, &ws, &line);
             }
+            /* the bound of the queue holds until a line is written, so a
+             * writer stuck on its first line keeps no more than it */
+            size_t bytes = entry_bytes(&it->en);
             entry_free(&it->en);
             free(it);
+            pthread_mutex_lock(&d->mu);
+            d->queued -= bytes;
+            pthread_mutex_unlock(&d->mu);
         }
         if (stop) break;
     }
+    if (ws.gave_up)
+        bs_log(BS_LOG_WARN, "decision-log",
+               "%s could not be written at the shutdown (a FIFO or pipe no one reads?): %llu lines lost",
+               d->path ? d->path : "stdout", (unsigned long long)ws.abandoned);
     bs_buf_free(&line);
+    pthread_mutex_lock(&d->mu);
+    d->writer_done = 1;
+    pthread_cond_broadcast(&d->done_cond);
+    pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
@@ -189,8 +333,8 @@ static void dlog_free(bs_dlog *d) {
     free(d->models);
     free(d->path);
     pthread_mutex_destroy(&d->mu);
-    pthread_mutex_destroy(&d->fd_mu);
     pthread_cond_destroy(&d->cond);
+    pthread_cond_destroy(&d->done_cond);
     free(d);
 }
 
@@ -199,8 +343,8 @@ int bs_dlog_open(bs_dlog **out, const char *path, size_t n_models, int with_stat
     bs_dlog *d = calloc(1, sizeof *d);
     if (!d) return bs_fail(e, BS_ENOMEM, "out of memory");
     pthread_mutex_init(&d->mu, NULL);
-    pthread_mutex_init(&d->fd_mu, NULL);
     pthread_cond_init(&d->cond, NULL);
+    pthread_cond_init(&d->done_cond, NULL);
     d->fd = 1;
     d->with_state = with_state;
     d->queue_bytes = queue_bytes ? queue_bytes : BS_DLOG_QUEUE_BYTES;
@@ -216,10 +360,14 @@ int bs_dlog_open(bs_dlog **out, const char *path, size_t n_models, int with_stat
             goto fail;
         }
         d->fd = -1;
-        if ((d->fd = open_append(path, e)) < 0) {
-            rc = d->fd;
-            goto fail;
-        }
+        int fd;
+        if ((rc = open_append(path, &fd, e)) < 0) goto fail;
+        if (rc == 1)
+            bs_log(BS_LOG_WARN, "decision-log",
+                   "%s is a FIFO no one reads yet: its lines wait (up to %zu MiB, then they are dropped and counted) "
+                   "until a reader opens it", path, d->queue_bytes >> 20);
+        else d->fd = fd;
+        rc = BS_OK;
     }
     if (pthread_create(&d->writer, NULL, writer_main, d) != 0) {
         rc = bs_fail(e, BS_ENOMEM, "cannot start the decision log's writer thread");
@@ -267,16 +415,12 @@ void bs_dlog_submit(bs_dlog *d, bs_dlog_entry *en) {
     pthread_mutex_unlock(&d->mu);
 }
 
-int bs_dlog_reopen(bs_dlog *d, bs_err *e) {
-    if (!d || !d->path) return BS_OK;
-    int fd = open_append(d->path, e);
-    if (fd < 0) return fd; /* keep writing to the old file */
-    pthread_mutex_lock(&d->fd_mu);
-    int old = d->fd;
-    d->fd = fd;
-    pthread_mutex_unlock(&d->fd_mu);
-    close(old);
-    return BS_OK;
+void bs_dlog_reopen(bs_dlog *d) {
+    if (!d || !d->path) return;
+    pthread_mutex_lock(&d->mu);
+    d->reopen = 1;
+    pthread_cond_signal(&d->cond);
+    pthread_mutex_unlock(&d->mu);
 }
 
 int bs_dlog_is_file(const bs_dlog *d) { return d && d->path; }
@@ -291,8 +435,24 @@ void bs_dlog_close(bs_dlog *d) {
     if (!d) return;
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
+    d->give_up_ms = bs_now_ms() + BS_DLOG_CLOSE_GRACE_MS;
     pthread_cond_signal(&d->cond);
+    int done = !d->writer_started;
+    /* the writer gives up by itself at give_up_ms, unless a blocking
+     * write holds it (standard output is not ours to make non-blocking) */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += BS_DLOG_CLOSE_GRACE_MS / 1000 + 5;
+    while (!done && !d->writer_done)
+        if (pthread_cond_timedwait(&d->done_cond, &d->mu, &ts) == ETIMEDOUT) break;
+    done = done || d->writer_done;
     pthread_mutex_unlock(&d->mu);
+    if (!done) {
+        bs_log(BS_LOG_WARN, "decision-log", "%s: the writer is blocked in a write (no one reads it?); exiting without it",
+               d->path ? d->path : "stdout");
+        g_abandoned = d; /* it still uses d */
+        return;
+    }
     if (d->writer_started) pthread_join(d->writer, NULL);
     dlog_free(d);
 }

@@ -13,6 +13,7 @@
 
 #define INPUTS "tests/data/pyjson-inputs.json"
 #define GOLDENS "tests/data/pyjson-goldens.json"
+#define GOLDENS_SORTED "tests/data/pyjson-goldens-sorted.json"
 
 /* text() of a JSON text, or "ERR" if it does not parse. Caller frees. */
 static char *text_of(const char *s, size_t n, size_t *outlen) {
@@ -400,9 +401,46 @@ static int stdin_mode(void) {
     return rc;
 }
 
+/* bj_pydumps_sorted (the decision log's request_sha256) against CPython's
+ * json.dumps(v, sort_keys=True, ensure_ascii=False) of the same inputs. */
+static void test_sorted_goldens(void) {
+    json_error_t je;
+    json_t *ins = json_load_file(INPUTS, JSON_ALLOW_NUL, &je);
+    json_t *outs = json_load_file(GOLDENS_SORTED, JSON_ALLOW_NUL, &je);
+    CHECK(ins && json_is_array(ins) && outs && json_is_array(outs));
+    size_t n = ins ? json_array_size(ins) : 0, same = 0, shown = 0, reordered = 0;
+    CHECK_INT(outs ? json_array_size(outs) : 0, n);
+    for (size_t i = 0; i < n && i < json_array_size(outs); i++) {
+        json_t *a = json_array_get(ins, i), *b = json_array_get(outs, i);
+        bj_value *v = NULL;
+        bs_err e = { 0 };
+        bs_buf got, plain;
+        bs_buf_init(&got);
+        bs_buf_init(&plain);
+        if (bj_parse(json_string_value(a), json_string_length(a), NULL, &v, &e) == 0) {
+            bj_pydumps_sorted(v, &got);
+            bj_pydumps(v, &plain);
+        }
+        if (got.len == json_string_length(b) && !memcmp(got.data, json_string_value(b), got.len)) same++;
+        else if (shown++ < 10)
+            fprintf(stderr, "sorted golden %zu differs:\n  input:    %.200s\n  got:      %.200s\n  expected: %.200s\n", i,
+                    json_string_value(a), got.data ? got.data : "", json_string_value(b));
+        reordered += plain.len != got.len || (got.len && memcmp(plain.data, got.data, got.len));
+        bs_buf_free(&got);
+        bs_buf_free(&plain);
+        bj_free(v);
+    }
+    printf("sorted goldens: %zu/%zu byte-identical to CPython (%zu reordered)\n", same, n, reordered);
+    CHECK_INT(same, n);
+    CHECK(reordered >= 100); /* the inputs exercise the sort */
+    json_decref(ins);
+    json_decref(outs);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--stdin") == 0) return stdin_mode();
     test_goldens();
+    test_sorted_goldens();
     test_spec_vectors();
     test_errors();
     test_depth();
