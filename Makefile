@@ -29,7 +29,7 @@ build/obj/server/web_assets.o build-asan/obj/server/web_assets.o build-fuzz/obj/
 OPT_build      = -O2
 OPT_build-asan = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all asan test test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run demo-deps
+.PHONY: all asan test test-full test-release test-asan deps system-deps fixtures goldens clean run bench fuzz fuzz-run demo-deps
 
 all: build/basal $(addprefix build/tests/,$(TEST_NAMES)) build/libbasal.so build/basal.pc build/examples/embed
 asan: build-asan/basal $(addprefix build-asan/tests/,$(TEST_NAMES)) build-asan/examples/embed
@@ -207,6 +207,12 @@ test:
 	$(MAKE) test-release
 	$(MAKE) test-asan
 
+# `make test` and, under the sanitizers, the scripts marked "# basal-test:
+# release-only" too (exhaustive oracle comparisons; about 10 more minutes).
+# Run before resolving an issue; CI runs `make test`.
+test-full:
+	$(MAKE) test BASAL_TEST_FULL=1
+
 system-deps:
 	tools/install-deps.sh
 
@@ -214,7 +220,7 @@ test-release: all fixtures
 	SHARED=$(SHARED) tests/run.sh build
 
 test-asan: asan fixtures
-	SHARED=$(SHARED) tests/run.sh build-asan
+	SHARED=$(SHARED) BASAL_TEST_FULL=$(BASAL_TEST_FULL) tests/run.sh build-asan
 
 # Installs what is missing, builds, creates ./demo-model (random weights) and
 # serves it on 127.0.0.1:8000.

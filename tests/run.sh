@@ -12,6 +12,9 @@ environment:
   SHARED         the shared/ folder (default: ../shared next to the repo)
   ASAN_OPTIONS   (default: detect_leaks=1:abort_on_error=0)
   UBSAN_OPTIONS  (default: print_stacktrace=1:halt_on_error=1)
+  BASAL_TEST_FULL  1: also run, under the sanitizers, the scripts marked
+                 "# basal-test: release-only" (oracle-bound exhaustive checks whose
+                 code paths smaller tests already cover there); `make test-full` sets it
 EOF
 }
 case ${1:-} in
@@ -44,10 +47,15 @@ for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" "$t"
 done
+skipped=()
 for s in tests/e2e/t_*.sh; do
     [ -f "$s" ] || continue
+    if [ "$build" != build ] && [ "${BASAL_TEST_FULL:-0}" != 1 ] && head -n 20 "$s" | grep -q '^# basal-test: release-only'; then
+        skipped+=("$(basename "$s" .sh)"); continue
+    fi
     run_one "$(basename "$s" .sh)" bash "$s"
 done
+[ ${#skipped[@]} -gt 0 ] && echo "[$build] release-only here (make test-full runs them too): ${skipped[*]}"
 echo "[$build] ${failed[*]:+failed: ${failed[*]}}"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

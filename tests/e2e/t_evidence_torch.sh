@@ -11,6 +11,8 @@
 # head reads come from the decision forward (engine/evidence_run.h) for most
 # questions; every body equals the one of a separate forward per question
 # (`decide --evidence-separate`) byte for byte.
+# basal-test: release-only (under the sanitizers in make test-full: an exhaustive oracle comparison;
+# the code paths it takes run under ASan+UBSan in the smaller tests)
 set -u
 . "$(dirname "$0")/lib.sh"
 reqs=tests/data/evidence-requests.jsonl

@@ -7,6 +7,8 @@
 # (b) `basal prepare` / `basal decide` on 34 requests over five fixture
 # variants, one report line per request; (c) the same requests through
 # `basal serve` from 8 concurrent clients. Details: tests/e2e/large_choice_e2e_check.py.
+# basal-test: release-only (under the sanitizers in make test-full: an exhaustive oracle comparison;
+# the code paths it takes run under ASan+UBSan in the smaller tests)
 set -u
 . "$(dirname "$0")/lib.sh"
 need "$BASAL" "$BUILD/tests/test_large_choice" "$FIXTURES/tiny-bias/config.json" "$FIXTURES/tiny-hd128/config.json" \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `basal decide --readout bf16|f32` against this engine's f32 letter logits
 # rounded by PyTorch and float64 decision math (tests/e2e/readout_bf16_check.py).
+# basal-test: release-only (under the sanitizers in make test-full: an exhaustive oracle comparison;
+# the code paths it takes run under ASan+UBSan in the smaller tests)
 set -u
 . "$(dirname "$0")/lib.sh"
 for need in "$BASAL" "$FIXTURES/tiny-bias/config.json" \
