@@ -336,9 +336,7 @@ int cmd_bench_requests(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = threads;
-    bo.backend = dev.device;
-    bo.dtype = dev.dtype;
-    bo.gemm_table = dev.gemm_table;
+    cli_device_apply(&dev, &bo);
     bo.no_prefix_cache = no_prefix_cache;
     if (basal_open(&b.ses, model_dir, &bo, &b.e) < 0) { cli_error("bench-requests", "%s", b.e.msg); goto done; }
     const bs_basal_model *mp = b.mp = bs_session_model(b.ses);

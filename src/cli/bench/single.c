@@ -604,9 +604,7 @@ int cmd_bench(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = threads;
-    bo.backend = dev.device;
-    bo.dtype = dev.dtype;
-    bo.gemm_table = dev.gemm_table;
+    cli_device_apply(&dev, &bo);
     if (basal_open(&ses, model_dir, &bo, &b.e) < 0) { cli_error("bench", "%s", b.e.msg); goto done; }
     b.mp = bs_session_model(ses);
     b.lc = bs_session_letters(ses);
