@@ -197,8 +197,11 @@ static int write_config(FILE *f, const cli_list *models, const bs_serve_config *
     for (size_t i = 0; i < models->n; i++) {
     if (put_model(f, models->v[i]) < 0) return -1;
     fprintf(f,
-            "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16 or f32.\n"
+            "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16, f32,\n"
+            "    # int8w (int8 weights, CPU) or int8 (int8 weights and activations, CPU).\n"
             "    #dtype: %s\n"
+            "    # dtype int8: SmoothQuant's alpha in (0, 1]; 0 turns the smoothing off (also --int8-smooth-alpha).\n"
+            "    #int8_smooth_alpha: 0.5\n"
             "    # CUDA GEMM table: auto, none, or a file from `basal gemm-search` (ignored on the CPU).\n"
             "    #gemm_table: %s\n"
             "    # Packed tokens admitted per batch.\n"

@@ -42,7 +42,10 @@ int bs_device_cuda_count(void) {
  * rounds the inputs of the GEMMs and of attention's two products to bf16
  * and runs the fastest bf16 kernel of the CPU
  * (AMX, else AVX512-BF16, else its exact emulation; BASAL_BF16 picks one:
- * src/cpu/gemm.h), with the weights packed once for it when it wants them. */
+ * src/cpu/gemm.h), with the weights packed once for it when it wants them.
+ * Issue 34: int8w (int8 weights in the bf16 chain) and int8 (W8A8 with
+ * smoothing, exact int32 sums; BASAL_INT8 picks the kernel), both with
+ * attention as in bf16 and their weights kept in the cache. */
 static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
     m->compute = BS_COMPUTE_F32;
     if (dtype && !strcmp(dtype, "bf16")) {

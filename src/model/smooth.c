@@ -24,7 +24,7 @@ static const unsigned group_targets[BS_SMOOTH_GROUPS] = {0x7u, 0x30u, 0x8u, 0x40
 
 /* Defaults (smooth.h; measured in bench/README.md). */
 static const unsigned DEFAULT_SMOOTH = (1u << BS_G_QKV) | (1u << BS_G_GATE_UP);
-static const unsigned DEFAULT_WEIGHT_ONLY = 0;
+static const unsigned DEFAULT_WEIGHT_ONLY = 1u << 6; /* down_proj */
 
 const char *bs_smooth_group_name(int g) { return g >= 0 && g < BS_SMOOTH_GROUPS ? group_names[g] : NULL; }
 
@@ -73,15 +73,18 @@ int bs_int8_plan_get(const bs_model *m, bs_int8_plan *p, bs_err *e) {
             return bs_fail(e, BS_EINVAL, "BASAL_INT8_WEIGHT_ONLY=%s: a comma list of q, k, v, o, gate, up, down, or none", v);
         p->weight_only = (unsigned)b;
     }
-    /* an input is smoothed only for products that quantize it */
+    /* an input is smoothed only when a product quantizes it */
     for (int g = 0; g < BS_SMOOTH_GROUPS; g++)
-        if (p->alpha <= 0.0 || (p->weight_only & group_targets[g])) p->smooth &= ~(1u << g);
+        if (p->alpha <= 0.0 || (p->weight_only & group_targets[g]) == group_targets[g]) p->smooth &= ~(1u << g);
     if (!p->smooth) p->alpha = 0.0;
     return BS_OK;
 }
 
 void bs_int8_plan_text(const bs_int8_plan *p, char *buf, size_t len) {
-    size_t at = (size_t)snprintf(buf, len, "alpha %.17g, smooth", p->alpha);
+    char a[32]; /* the shortest text that reads back as alpha (the key depends on it) */
+    snprintf(a, sizeof a, "%.15g", p->alpha);
+    if (strtod(a, NULL) != p->alpha) snprintf(a, sizeof a, "%.17g", p->alpha);
+    size_t at = (size_t)snprintf(buf, len, "alpha %s, smooth", a);
     int any = 0;
     for (int g = 0; g < BS_SMOOTH_GROUPS && at < len; g++)
         if (p->smooth & (1u << g)) at += (size_t)snprintf(buf + at, len - at, "%s%s", any++ ? "+" : " ", group_names[g]);

@@ -350,10 +350,10 @@ int cmd_bench_requests(int argc, char **argv) {
     if (read_requests(requests, mp->name, &b.rq, &b.nrq) < 0) goto done;
     int bf16 = mp->model.compute == BS_COMPUTE_BF16;
     bs_buf_printf(&b.rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                          "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
+                          "\"int8_kernel\":\"%s\",\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
                   mp->model.backend ? mp->model.backend->name : "cpu", load_s, bs_session_threads(b.ses),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bs_model_dtype_name(&mp->model) ? bs_model_dtype_name(&mp->model) : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
-                  reps, no_prefix_cache ? "false" : "true");
+                  mp->model.quant == BS_QUANT_INT8 ? bs_gemm_i8_kernel_name() : "", reps, no_prefix_cache ? "false" : "true");
     char modes[64];
     snprintf(modes, sizeof modes, "%s", batching);
     double mode_dec_s[3] = {0, 0, 0};
