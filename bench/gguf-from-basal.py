@@ -76,6 +76,13 @@ def main():
         usage(2)
     src, dst = args
     try:
+        import importlib.util
+        import types
+        if importlib.util.find_spec("sentencepiece") is None:
+            # gguf's vocabulary helpers import it at load; the writer never uses it
+            stub = types.ModuleType("sentencepiece")
+            stub.SentencePieceProcessor = None
+            sys.modules["sentencepiece"] = stub
         import gguf
     except ImportError:
         raise SystemExit("gguf-from-basal: the gguf package is missing: PYTHONPATH=<llama.cpp>/gguf-py")
@@ -139,7 +146,7 @@ def main():
             put(f"blk.{l}.{gg}.weight", a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=True)
+    w.write_tensors_to_file(progress=False)
     w.close()
     print(f"wrote {dst}")
 

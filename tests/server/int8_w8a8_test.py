@@ -403,6 +403,10 @@ pooled_bound("fixtures", ["int8"], 200 if SLOW == 1 else 120)
 w = read_safetensors(os.path.join(FIXTURES, "tiny-outliers", "model.safetensors"))[1]
 ln = np.abs(w["model.layers.0.input_layernorm.weight"])
 C.ok(np.sort(ln)[-4] > 20 * np.median(ln), "the outlier fixture's norm weights have four outlier channels")
+big = np.argsort(ln)[-4:]
+rest = np.setdiff1d(np.arange(ln.size), big)
+qw = np.abs(w["model.layers.0.self_attn.q_proj.weight"])
+C.ok(qw[:, big].mean() < qw[:, rest].mean() / 20, "the columns of q_proj that read them are divided (compensated)")
 part_agreement("tiny-outliers", os.path.join(FIXTURES, "tiny-outliers"), 1,
                dict(three, **{"int8-unsmoothed": ("int8", "    int8_smooth_alpha: 0\n")}), ["int8"], "outliers")
 pooled_bound("outliers", ["int8"], 150)
