@@ -8,6 +8,7 @@
 #include "cpu/attention.h"
 #include "cpu/attention_bf16.h"
 #include "cpu/elementwise.h"
+#include "cpu/hadamard.h"
 #include "model/smooth.h"
 
 /* Rows processed at once by everything except attention (norms, q/k/v,
@@ -272,6 +273,12 @@ static void silu_mul_rows(void *arg, int r0, int r1) {
     }
 }
 
+/* The int8 mode's rotation of down_proj's input (c->H: the block size). */
+static void hadamard_rows(void *arg, int r0, int r1) {
+    ew_ctx *c = arg;
+    bs_hadamard_rows(c->g + (size_t)r0 * c->I, r1 - r0, c->I, c->I, c->H);
+}
+
 /* act_stats: amax[j] = max(amax[j], |x[r][j]|) over rows (NaN never wins). */
 static void note_max(const bs_act_stats *st, int g, int l, int n, const float *x, int rows) {
     if (!st) return;
@@ -305,6 +312,10 @@ static void layer_tail(const bs_model *m, const bs_fwd_input *in, int l, const b
         ew_ctx sm = {.g = g, .u = u, .bg = ly->bg, .bu = ly->bu_i8 ? ly->bu_i8 : ly->bu, .I = I};
         par_rows(m, cr, silu_mul_rows, &sm);
         note_max(in->act_stats, BS_G_DOWN, l, I, g, cr);
+        if (ly->down_hadamard) {
+            ew_ctx hr = {.g = g, .I = I, .H = ly->down_hadamard};
+            par_rows(m, cr, hadamard_rows, &hr);
+        }
         gemm(m, pf, g, I, cr, &ly->wd, tmp, H);
         ew_ctx rd = {.x = xc, .y = tmp, .b = ly->bd, .H = H};
         par_rows(m, cr, residual_norm_rows, &rd);

@@ -268,6 +268,7 @@ void bs_model_unpack(bs_model *m) {
         for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(ly, i));
         free(ly->ln1_i8); free(ly->ln2_i8); free(ly->bv_i8); free(ly->bu_i8);
         ly->ln1_i8 = ly->ln2_i8 = ly->bv_i8 = ly->bu_i8 = NULL;
+        ly->down_hadamard = 0;
     }
     bs_int8_state_free(m->int8);
     m->int8 = NULL;

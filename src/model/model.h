@@ -16,6 +16,7 @@ typedef struct bs_layer {
     /* dtype int8 (model/smooth.h): the norm weights and biases with the
      * smoothing folded in, used in place of ln1, ln2, bv, bu when set */
     float *ln1_i8, *ln2_i8, *bv_i8, *bu_i8;
+    int down_hadamard; /* dtype int8: down_proj's input rotated in blocks of this size (cpu/hadamard.h), or 0 */
 } bs_layer;
 
 /* The projections of a layer in a fixed order (wq wk wv wo wg wu wd), and

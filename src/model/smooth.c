@@ -12,6 +12,7 @@
 #include "base/progress.h"
 #include "base/sha256.h"
 #include "base/util.h"
+#include "cpu/hadamard.h"
 #include "model/forward.h"
 #include "model/quant_cache.h"
 
@@ -25,6 +26,7 @@ static const unsigned group_targets[BS_SMOOTH_GROUPS] = {0x7u, 0x30u, 0x8u, 0x40
 /* Defaults (smooth.h; measured in bench/README.md). */
 static const unsigned DEFAULT_SMOOTH = (1u << BS_G_QKV) | (1u << BS_G_GATE_UP);
 static const unsigned DEFAULT_WEIGHT_ONLY = 1u << 6; /* down_proj */
+static const unsigned DEFAULT_ROTATE = 1u << BS_G_DOWN;
 
 const char *bs_smooth_group_name(int g) { return g >= 0 && g < BS_SMOOTH_GROUPS ? group_names[g] : NULL; }
 
@@ -67,15 +69,27 @@ int bs_int8_plan_get(const bs_model *m, bs_int8_plan *p, bs_err *e) {
         if (b < 0) return bs_fail(e, BS_EINVAL, "BASAL_INT8_SMOOTH=%s: a comma list of qkv, gate_up, o, down, or none", v);
         p->smooth = (unsigned)b;
     }
+    p->rotate = DEFAULT_ROTATE;
+    if ((v = getenv("BASAL_INT8_ROTATE"))) {
+        long b = parse_names(v, group_names, BS_SMOOTH_GROUPS);
+        if (b < 0 || (b & ~(1L << BS_G_DOWN)))
+            return bs_fail(e, BS_EINVAL, "BASAL_INT8_ROTATE=%s: down or none", v);
+        p->rotate = (unsigned)b;
+    }
     if ((v = getenv("BASAL_INT8_WEIGHT_ONLY"))) {
         long b = parse_names(v, mat_short, BS_LAYER_MATS);
         if (b < 0)
             return bs_fail(e, BS_EINVAL, "BASAL_INT8_WEIGHT_ONLY=%s: a comma list of q, k, v, o, gate, up, down, or none", v);
         p->weight_only = (unsigned)b;
     }
-    /* an input is smoothed only when a product quantizes it */
-    for (int g = 0; g < BS_SMOOTH_GROUPS; g++)
-        if (p->alpha <= 0.0 || (p->weight_only & group_targets[g]) == group_targets[g]) p->smooth &= ~(1u << g);
+    /* an input is rotated or smoothed only when a product quantizes it; rotated, not smoothed */
+    for (int g = 0; g < BS_SMOOTH_GROUPS; g++) {
+        if ((p->weight_only & group_targets[g]) == group_targets[g] ||
+            (g == BS_G_DOWN && !bs_hadamard_block(m->cfg.inter)))
+            p->rotate &= ~(1u << g);
+        if (p->alpha <= 0.0 || (p->weight_only & group_targets[g]) == group_targets[g] || (p->rotate & (1u << g)))
+            p->smooth &= ~(1u << g);
+    }
     if (!p->smooth) p->alpha = 0.0;
     return BS_OK;
 }
@@ -89,6 +103,7 @@ void bs_int8_plan_text(const bs_int8_plan *p, char *buf, size_t len) {
     for (int g = 0; g < BS_SMOOTH_GROUPS && at < len; g++)
         if (p->smooth & (1u << g)) at += (size_t)snprintf(buf + at, len - at, "%s%s", any++ ? "+" : " ", group_names[g]);
     if (!any && at < len) at += (size_t)snprintf(buf + at, len - at, " none");
+    if (p->rotate && at < len) at += (size_t)snprintf(buf + at, len - at, ", rotate down");
     any = 0;
     for (int i = 0; i < BS_LAYER_MATS && at < len; i++)
         if (p->weight_only & (1u << i))
@@ -315,11 +330,41 @@ static int fold_layer(bs_model *m, int l, const bs_int8_state *st) {
         divided(ly->bv, f[BS_G_O], c->n_kv_heads * c->head_dim, &ly->bv_i8) < 0 ||
         divided(ly->bu, f[BS_G_DOWN], c->inter, &ly->bu_i8) < 0)
         return BS_ENOMEM;
+    ly->down_hadamard = st->plan.rotate & (1u << BS_G_DOWN) ? bs_hadamard_block(c->inter) : 0;
     return BS_OK;
 }
 
+typedef struct {
+    const bs_wmat *w;
+    int b;
+    int8_t *q;
+    float *scale;
+    int bad; /* a task without memory */
+} rot_job;
+
+/* Rows of the rotated weights (smooth.h): W[n] H / b, then the per-row rule. */
+static void rot_task(void *arg, int t, int thread) {
+    (void)thread;
+    rot_job *j = arg;
+    const bs_wmat *w = j->w;
+    float *row = malloc((size_t)w->k * sizeof *row);
+    if (!row) {
+        j->bad = 1;
+        return;
+    }
+    const float inv = 1.0f / (float)j->b; /* a power of two: exact */
+    for (int r = t * 16; r < w->n && r < (t + 1) * 16; r++) {
+        widen_row(w->data, w->dtype, (size_t)r * w->k, w->k, row);
+        bs_hadamard_rows(row, 1, w->k, w->k, j->b);
+        for (int i = 0; i < w->k; i++) row[i] = row[i] * inv;
+        bs_quantize_row_i8(row, BS_F32, w->k, j->q + (size_t)r * w->k, j->scale + r);
+    }
+    free(row);
+}
+
 /* Projection i of layer l quantized with its factors: int8w (an I8 block)
- * or W8A8 (packed); bytes made in *bytes. */
+ * or W8A8 (packed; down_proj's rows rotated when the plan rotates its
+ * input); bytes made in *bytes. */
 static int quantize_mat(bs_model *m, const bs_int8_state *st, int l, int i, float *cols, size_t *bytes) {
     bs_wmat *w = bs_layer_mat(&m->layers[l], i);
     const float *col, *rowdiv;
@@ -331,10 +376,15 @@ static int quantize_mat(bs_model *m, const bs_int8_state *st, int l, int i, floa
     int8_t *q = malloc((size_t)w->n * w->k);
     float *sc = malloc((size_t)w->n * sizeof *sc);
     int rc = q && sc ? BS_OK : BS_ENOMEM;
-    if (rc == BS_OK) {
+    int b = i == 6 && (st->plan.rotate & (1u << BS_G_DOWN)) ? bs_hadamard_block(w->k) : 0;
+    if (rc == BS_OK && b) {
+        rot_job j = {w, b, q, sc, 0};
+        bs_pool_run(m->pool, (w->n + 15) / 16, rot_task, &j);
+        if (j.bad) rc = BS_ENOMEM;
+    } else if (rc == BS_OK) {
         bs_gemm_quantize_rows(m->pool, w, col, rowdiv, q, sc);
-        rc = bs_gemm_pack_w8a8(m->pool, w, q, sc, bytes);
     }
+    if (rc == BS_OK) rc = bs_gemm_pack_w8a8(m->pool, w, q, sc, bytes);
     free(q);
     free(sc);
     return rc < 0 ? rc : BS_OK;

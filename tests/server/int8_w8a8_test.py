@@ -80,6 +80,21 @@ def read_safetensors(path):
     return hdr.get("__metadata__", {}), out
 
 
+def fwht(v, b):
+    """The block Walsh-Hadamard transform of every row, as the butterflies of cpu/hadamard.c
+    (float32: (a + c, a - c) per pair, stage h = 1, 2, ... b/2)."""
+    v = v.astype(np.float32).copy()
+    k = v.shape[-1]
+    h = 1
+    while h < b:
+        x = v.reshape(*v.shape[:-1], k // (2 * h), 2, h)
+        a, c = x[..., 0, :].copy(), x[..., 1, :].copy()
+        x[..., 0, :] = a + c
+        x[..., 1, :] = a - c
+        h *= 2
+    return v
+
+
 def numpy_rows(v):
     """The per-row rule: s = amax/127 (float32), q = rint(v/s), 0 where s is 0."""
     v = v.astype(np.float32)
@@ -168,6 +183,11 @@ def check_smoothing(src, meta, q, stored, cfg):
             w = stored[f"model.layers.{l}.{mat}.weight"].astype(np.float32)
             col = fac["qkv"] if i < 3 and "qkv" in fac else fac["gate_up"] if i in (4, 5) and "gate_up" in fac else None
             v = w * col[None, :] if col is not None else w
+            if i == 6 and "rotate down" in meta["rule"]:  # the rows rotated, divided by the block (exact)
+                b = 1
+                while b < 256 and w.shape[1] % (2 * b) == 0:
+                    b *= 2
+                v = fwht(w, b) * np.float32(1.0 / b)
             wq, ws = numpy_rows(v)
             base = f"model.layers.{l}.{mat}.weight"
             if not (np.array_equal(q[base + ".q"], wq) and np.array_equal(q[base + ".scale"].view(np.uint32), ws.view(np.uint32))):
@@ -236,6 +256,29 @@ def part_cache_and_kernels():
     before = set(cache_files())
     rc, o, e = decide(src, body)
     C.ok(rc == 0 and len(set(cache_files()) - before) == 1 and o == out1, "a touched weights file gets its own cache file")
+    # down_proj W8A8 with its input rotated (BASAL_INT8_WEIGHT_ONLY=none: the plan's rotation applies)
+    before = set(cache_files())
+    env = {"BASAL_INT8_WEIGHT_ONLY": "none"}
+    rc, o_rot, e = decide(src, body, env=env)
+    new = sorted(set(cache_files()) - before)
+    C.ok(rc == 0 and "rotate down" in e and len(new) == 1, f"BASAL_INT8_WEIGHT_ONLY=none rotates down_proj's input")
+    if new:
+        meta, q = read_safetensors(new[0])
+        _, stored = read_safetensors(os.path.join(src, "model.safetensors"))
+        bad = []
+        for l in range(json.load(open(os.path.join(src, "config.json")))["num_hidden_layers"]):
+            base = f"model.layers.{l}.mlp.down_proj.weight"
+            w = stored[base].astype(np.float32)
+            b = 1
+            while b < 256 and w.shape[1] % (2 * b) == 0:
+                b *= 2
+            wq, ws = numpy_rows(fwht(w, b) * np.float32(1.0 / b))
+            if not (np.array_equal(q[base + ".q"], wq) and np.array_equal(q[base + ".scale"].view(np.uint32), ws.view(np.uint32))):
+                bad.append(base)
+        C.eq(bad, [], "rotated down_proj weights (block Walsh-Hadamard / b, then per row) equal numpy's")
+    for kern in ("portable", "avx512-vnni"):
+        rc, o, e = decide(src, body, extra=("--threads", "1"), env=dict(env, BASAL_INT8=kern))
+        C.ok(rc == 0 and o == o_rot, f"rotated plan, BASAL_INT8={kern}: the same answers")
     rc, o, e = decide(src, body, extra=("--backend", "cuda"))
     C.ok(rc != 0 and ("int8" in e or "CUDA" in e), f"int8 on cuda is refused: {e[-200:]}")
 

@@ -15,6 +15,10 @@
  * 4. The int32 bound: a matrix deeper than BS_I8_MAX_K is refused; at
  *    BS_I8_MAX_K with every value at its extreme, every kernel's sums are
  *    exact (+-K * 127 * 127, with the VNNI kernels' +128 trick at 255 * 127).
+ * 5. The block Hadamard rotation of down_proj's input (cpu/hadamard.h):
+ *    against the matrix H[i][j] = (-1)^popcount(i & j) on small integers
+ *    (where f32 is exact), applied twice = b times the row, the AVX-512 code
+ *    bitwise equal to the portable one on random rows, and the block sizes.
  *
  * `test_gemm_i8 --dump DIR` writes random operands and every kernel's
  * outputs for tests/e2e/t_int8.sh, which checks them against numpy. */
@@ -26,6 +30,7 @@
 #include "base/util.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_i8_impl.h"
+#include "cpu/hadamard.h"
 
 static uint64_t rng = 0x8BADF00DDEADBEEFull;
 static uint64_t xr(void) {
@@ -232,6 +237,49 @@ static void check_amx_block(void) {
     if (!bs_gemm_amx_i8_available()) printf("no AMX-INT8 here (or the tile state was refused): its tiles emulated only\n");
 }
 
+static void check_hadamard(void) {
+    CHECK_INT(bs_hadamard_block(160), 32);
+    CHECK_INT(bs_hadamard_block(8960), 256);
+    CHECK_INT(bs_hadamard_block(1536), 256);
+    CHECK_INT(bs_hadamard_block(64), 64);
+    CHECK_INT(bs_hadamard_block(100), 0);
+    CHECK_INT(bs_hadamard_block(7), 0);
+    static const int ks[] = {32, 160, 256, 1536, 8960};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki], b = bs_hadamard_block(k), rows = 5;
+        float *x = malloc(sizeof(float) * (size_t)rows * k), *y = malloc(sizeof(float) * (size_t)rows * k);
+        float *z = malloc(sizeof(float) * (size_t)rows * k);
+        /* small integers: every sum exact in f32, so the definition is exact too */
+        for (int i = 0; i < rows * k; i++) x[i] = (float)((int)(xr() % 17) - 8);
+        memcpy(y, x, sizeof(float) * (size_t)rows * k);
+        bs_hadamard_rows_kernel(y, rows, k, k, b, 0);
+        int bad = 0;
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < k; i++) {
+                int blk = i / b * b;
+                double want = 0;
+                for (int j = 0; j < b; j++)
+                    want += (__builtin_popcount((unsigned)((i - blk) & j)) & 1 ? -1.0 : 1.0) * x[(size_t)r * k + blk + j];
+                bad += y[(size_t)r * k + i] != (float)want;
+            }
+        CHECK_INT(bad, 0);
+        memcpy(z, y, sizeof(float) * (size_t)rows * k);
+        bs_hadamard_rows_kernel(z, rows, k, k, b, 1);
+        bs_hadamard_rows_kernel(y, rows, k, k, b, 0);
+        bad = 0;
+        for (int i = 0; i < rows * k; i++) bad += y[i] != (float)b * x[i] || z[i] != y[i];
+        CHECK_INT(bad, 0);
+        /* random values: the vector code the same bits as the portable one */
+        for (int i = 0; i < rows * k; i++) x[i] = frand() * 10.0f;
+        memcpy(y, x, sizeof(float) * (size_t)rows * k);
+        memcpy(z, x, sizeof(float) * (size_t)rows * k);
+        bs_hadamard_rows_kernel(y, rows, k, k, b, 0);
+        bs_hadamard_rows_kernel(z, rows, k, k, b, 1);
+        CHECK(!memcmp(y, z, sizeof(float) * (size_t)rows * k));
+        free(x); free(y); free(z);
+    }
+}
+
 /* ---- --dump DIR: operands and outputs for the numpy check -------------------------- */
 
 static int put(const char *dir, const char *name, const void *p, size_t bytes) {
@@ -286,6 +334,7 @@ int main(int argc, char **argv) {
     check_products(pool2, pool3);
     check_bound(pool2);
     check_amx_block();
+    check_hadamard();
     bs_pool_destroy(pool2);
     bs_pool_destroy(pool3);
     return check_report("test_gemm_i8");
