@@ -136,6 +136,14 @@ void bs_gemm_quantize_rows(bs_pool *pool, const bs_wmat *w, const float *colmul,
  * stored weights stay as they are). 1 packed (its bytes in *bytes), 0 for an
  * empty w, BS_ERANGE for K > BS_I8_MAX_K, BS_ENOMEM. */
 int bs_gemm_pack_w8a8(bs_pool *pool, bs_wmat *w, const int8_t *q, const float *scale, size_t *bytes);
+/* The same strip by strip (for a reader that holds 32 rows at a time): a
+ * block for w (NULL: out of memory, or K over the bound), strip s filled
+ * from its rows 32s.. of q (row stride w->k; only those below w->n are
+ * read) and their scales, then attached as w->packed (BS_WPACK_Q8). */
+enum { BS_Q8_STRIP_ROWS = 32 };
+void *bs_gemm_w8a8_alloc(const bs_wmat *w);
+void bs_gemm_w8a8_fill(const bs_wmat *w, void *block, int s, const int8_t *q_rows, const float *scale);
+void bs_gemm_w8a8_attach(bs_wmat *w, void *block);
 /* Bytes of the packed copy of an n x k matrix. */
 size_t bs_gemm_w8a8_bytes(int n, int k);
 /* The row-major q of a Q8-packed w back, into q [w->n][w->k]. */

@@ -33,6 +33,7 @@
 #endif
 
 enum { K_PORTABLE = 0, K_AVXVNNI = 1, K_AVX512VNNI = 2, K_AMX = 3 };
+_Static_assert((int)BS_Q8_STRIP_ROWS == (int)BS_Q8_NR, "a strip's rows");
 
 /* ---- weights ------------------------------------------------------------------ */
 
@@ -41,54 +42,71 @@ size_t bs_gemm_w8a8_bytes(int n, int k) {
     return s * bs_q8_strip_bytes(k) + s * BS_Q8_NR * (sizeof(int32_t) + sizeof(float));
 }
 
-typedef struct {
-    const bs_wmat *w;
-    const int8_t *q;
-    const float *scale;
-    int8_t *dst;
-    int32_t *comp;
-    float *sc;
-} pack_job;
-
-static void pack_task(void *arg, int s, int thread) {
-    (void)thread;
-    const pack_job *j = arg;
-    int n = j->w->n, k = j->w->k, kp = bs_q8_kp(k);
-    int8_t *d = j->dst + (size_t)s * bs_q8_strip_bytes(k);
+/* Strip s of a block being built: its rows (q_rows, row stride k; the nv
+ * rows 32s.. that exist) and their scales. */
+static void fill_strip(int n, int k, void *block, int s, const int8_t *q_rows, const float *scale) {
+    size_t strips = (size_t)bs_q8_strips(n);
+    int8_t *d = (int8_t *)block + (size_t)s * bs_q8_strip_bytes(k);
+    int32_t *comp = (int32_t *)(void *)((char *)block + strips * bs_q8_strip_bytes(k));
+    float *sc = (float *)(void *)(comp + strips * BS_Q8_NR);
     memset(d, 0, bs_q8_strip_bytes(k));
     for (int c = 0; c < BS_Q8_NR; c++) {
         int row = s * BS_Q8_NR + c;
         int32_t sum = 0;
         if (row < n) {
-            const int8_t *src = j->q + (size_t)row * k;
+            const int8_t *src = q_rows + (size_t)c * k;
             for (int t = 0; t < k; t++) {
                 d[(size_t)(t / 4) * 128 + c * 4 + t % 4] = src[t];
                 sum += src[t];
             }
         }
-        j->comp[s * BS_Q8_NR + c] = -128 * sum; /* |sum| <= 127 K: no overflow within the bound */
-        j->sc[s * BS_Q8_NR + c] = row < n ? j->scale[row] : 0.0f;
+        comp[s * BS_Q8_NR + c] = -128 * sum; /* |sum| <= 127 K: no overflow within the bound */
+        sc[s * BS_Q8_NR + c] = row < n ? scale[c] : 0.0f;
     }
-    (void)kp;
+}
+
+void *bs_gemm_w8a8_alloc(const bs_wmat *w) {
+    void *p = NULL;
+    if (w->n <= 0 || w->k <= 0 || w->k > BS_I8_MAX_K) return NULL;
+    return posix_memalign(&p, 64, bs_gemm_w8a8_bytes(w->n, w->k)) ? NULL : p;
+}
+
+void bs_gemm_w8a8_fill(const bs_wmat *w, void *block, int s, const int8_t *q_rows, const float *scale) {
+    fill_strip(w->n, w->k, block, s, q_rows, scale);
+}
+
+void bs_gemm_w8a8_attach(bs_wmat *w, void *block) {
+    size_t strips = (size_t)bs_q8_strips(w->n);
+    bs_gemm_unpack(w);
+    w->packed = block;
+    w->packed_kind = BS_WPACK_Q8;
+    w->scale = (const float *)(const void *)((const char *)block + strips * bs_q8_strip_bytes(w->k) +
+                                             strips * BS_Q8_NR * sizeof(int32_t));
+}
+
+typedef struct {
+    const bs_wmat *w;
+    const int8_t *q;
+    const float *scale;
+    void *block;
+} pack_job;
+
+static void pack_task(void *arg, int s, int thread) {
+    (void)thread;
+    const pack_job *j = arg;
+    fill_strip(j->w->n, j->w->k, j->block, s, j->q + (size_t)s * BS_Q8_NR * j->w->k, j->scale + (size_t)s * BS_Q8_NR);
 }
 
 int bs_gemm_pack_w8a8(bs_pool *pool, bs_wmat *w, const int8_t *q, const float *scale, size_t *bytes) {
     if (bytes) *bytes = 0;
     if (w->n <= 0 || w->k <= 0) return 0;
     if (w->k > BS_I8_MAX_K) return BS_ERANGE;
-    size_t n = bs_gemm_w8a8_bytes(w->n, w->k), strips = (size_t)bs_q8_strips(w->n);
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n)) return BS_ENOMEM;
-    char *base = p;
-    int32_t *comp = (int32_t *)(void *)(base + strips * bs_q8_strip_bytes(w->k));
-    float *sc = (float *)(void *)(comp + strips * BS_Q8_NR);
-    pack_job j = {w, q, scale, (int8_t *)p, comp, sc};
-    bs_pool_run(pool, (int)strips, pack_task, &j);
-    bs_gemm_unpack(w);
-    w->packed = p;
-    w->packed_kind = BS_WPACK_Q8;
-    w->scale = sc;
-    if (bytes) *bytes = n;
+    void *p = bs_gemm_w8a8_alloc(w);
+    if (!p) return BS_ENOMEM;
+    pack_job j = {w, q, scale, p};
+    bs_pool_run(pool, bs_q8_strips(w->n), pack_task, &j);
+    bs_gemm_w8a8_attach(w, p);
+    if (bytes) *bytes = bs_gemm_w8a8_bytes(w->n, w->k);
     return 1;
 }
 

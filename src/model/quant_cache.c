@@ -153,7 +153,9 @@ done:
 
 static size_t dtype_bytes(const char *dtype) { return strcmp(dtype, "I8") ? 4u : 1u; }
 
-int bs_qc_read(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, void *dst, bs_err *e) {
+/* Where tensor name's bytes start in the file, checked for dtype, shape and
+ * bounds: 1, or 0 with e set. */
+static int locate(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, uint64_t *at, bs_err *e) {
     const json_t *t = json_object_get(f->hdr, name);
     const json_t *sh = json_object_get(t, "shape"), *off = json_object_get(t, "data_offsets");
     const char *dt = json_string_value(json_object_get(t, "dtype"));
@@ -167,7 +169,21 @@ int bs_qc_read(bs_qc_file *f, const char *name, const char *dtype, int64_t n, in
     if (b < 0 || en < b || (uint64_t)en > f->data_len || (uint64_t)(en - b) != want)
         return bs_fail(e, BS_EFORMAT, "%s: tensor %s: data [%lld, %lld) outside the %llu data bytes (truncated?)",
                        f->path, name, (long long)b, (long long)en, (unsigned long long)f->data_len), 0;
-    if (pread_all(f->fd, dst, (size_t)want, f->data_at + (uint64_t)b) < 0)
+    *at = f->data_at + (uint64_t)b;
+    return 1;
+}
+
+int bs_qc_read(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, void *dst, bs_err *e) {
+    return bs_qc_read_rows(f, name, dtype, n, k, 0, n, dst, e);
+}
+
+int bs_qc_read_rows(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, int64_t row0,
+                    int64_t rows, void *dst, bs_err *e) {
+    uint64_t at;
+    if (!locate(f, name, dtype, n, k, &at, e)) return 0;
+    size_t row_bytes = (size_t)(k ? k : 1) * dtype_bytes(dtype);
+    if (row0 < 0 || rows < 0 || row0 + rows > n) return bs_fail(e, BS_EINTERNAL, "%s: rows out of range", name), 0;
+    if (pread_all(f->fd, dst, (size_t)rows * row_bytes, at + (uint64_t)row0 * row_bytes) < 0)
         return bs_fail(e, BS_EIO, "%s: cannot read tensor %s", f->path, name), 0;
     return 1;
 }

@@ -46,6 +46,9 @@ char *bs_quant_cache_path(const char *cache_dir, const char *subdir, const char 
 typedef struct bs_qc_file bs_qc_file;
 int bs_qc_open(bs_qc_file **f, const char *path, const char *format, const char *key, bs_err *e);
 int bs_qc_read(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, void *dst, bs_err *e);
+/* Rows [row0, row0 + rows) of the same tensor (checked as a whole) into dst. */
+int bs_qc_read_rows(bs_qc_file *f, const char *name, const char *dtype, int64_t n, int64_t k, int64_t row0,
+                    int64_t rows, void *dst, bs_err *e);
 void bs_qc_close(bs_qc_file *f);
 
 /* Writing: every tensor in order. src: the bytes; or q8, a W8A8-packed

@@ -455,32 +455,56 @@ static void cache_rule(const bs_int8_state *st, char *buf, size_t len) {
              BS_QUANT_CACHE_FORMAT_INT8, bs_quant_rule_int8w, plan, BS_INT8_CALIB_VERSION, st->n_ids, hex);
 }
 
+/* Checks what no quantization gives: -128 in q, a scale that is negative or
+ * not finite. 1 fine, 0 with e set. */
+static int check_q(const char *name, const int8_t *q, size_t qn, const float *scale, int rows, bs_err *e) {
+    if (memchr(q, 0x80, qn)) return bs_fail(e, BS_EFORMAT, "%s: a .q holds -128", name), 0;
+    for (int r = 0; r < rows; r++)
+        if (!isfinite(scale[r]) || scale[r] < 0.0f) return bs_fail(e, BS_EFORMAT, "%s[%d] is %g", name, r, scale[r]), 0;
+    return 1;
+}
+
+/* Projection i of layer l from the file: an int8w block read in place, or
+ * W8A8 packed strip by strip from 32 rows at a time (never a second copy of
+ * the matrix). */
 static int read_mat(bs_model *m, bs_qc_file *f, const bs_int8_state *st, int l, int i, bs_err *e) {
     bs_wmat *w = bs_layer_mat(&m->layers[l], i);
     size_t qn = (size_t)w->n * w->k, qbytes = (qn + 63) & ~(size_t)63;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, qbytes + (size_t)w->n * sizeof(float))) return BS_ENOMEM;
-    float *scale = (float *)(void *)((char *)p + qbytes);
-    char name[192];
-    snprintf(name, sizeof name, "model.layers.%d.%s.weight.q", l, bs_layer_mat_name(i));
-    int rc = bs_qc_read(f, name, "I8", w->n, w->k, p, e);
-    snprintf(name, sizeof name, "model.layers.%d.%s.weight.scale", l, bs_layer_mat_name(i));
-    if (rc == 1) rc = bs_qc_read(f, name, "F32", w->n, 0, scale, e);
-    if (rc == 1 && memchr(p, 0x80, qn)) rc = (bs_fail(e, BS_EFORMAT, "%s: a .q holds -128", name), 0);
-    for (int r = 0; rc == 1 && r < w->n; r++)
-        if (!isfinite(scale[r]) || scale[r] < 0.0f) rc = (bs_fail(e, BS_EFORMAT, "%s[%d] is %g", name, r, scale[r]), 0);
-    if (rc == 1 && (st->plan.weight_only & (1u << i))) {
+    char qname[192], sname[192];
+    snprintf(qname, sizeof qname, "model.layers.%d.%s.weight.q", l, bs_layer_mat_name(i));
+    snprintf(sname, sizeof sname, "model.layers.%d.%s.weight.scale", l, bs_layer_mat_name(i));
+    if (st->plan.weight_only & (1u << i)) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, qbytes + (size_t)w->n * sizeof(float))) return BS_ENOMEM;
+        float *scale = (float *)(void *)((char *)p + qbytes);
+        int rc = bs_qc_read(f, qname, "I8", w->n, w->k, p, e);
+        if (rc == 1) rc = bs_qc_read(f, sname, "F32", w->n, 0, scale, e);
+        if (rc == 1) rc = check_q(sname, p, qn, scale, w->n, e);
+        if (rc != 1) {
+            free(p);
+            return rc;
+        }
         bs_gemm_unpack(w);
         w->packed = p;
         w->packed_kind = BS_WPACK_I8;
         w->scale = scale;
         return 1;
     }
-    if (rc == 1) {
-        int pr = bs_gemm_pack_w8a8(m->pool, w, p, scale, NULL);
-        rc = pr == 1 ? 1 : pr == BS_ERANGE ? (bs_fail(e, BS_EFORMAT, "%s: deeper than %d", name, BS_I8_MAX_K), 0) : pr;
+    if (w->k > BS_I8_MAX_K) return bs_fail(e, BS_EFORMAT, "%s: deeper than %d", qname, BS_I8_MAX_K), 0;
+    float *scale = malloc((size_t)w->n * sizeof *scale);
+    int8_t *rows = malloc((size_t)BS_Q8_STRIP_ROWS * w->k);
+    void *block = bs_gemm_w8a8_alloc(w);
+    int rc = scale && rows && block ? bs_qc_read(f, sname, "F32", w->n, 0, scale, e) : BS_ENOMEM;
+    for (int s = 0; rc == 1 && s * BS_Q8_STRIP_ROWS < w->n; s++) {
+        int r0 = s * BS_Q8_STRIP_ROWS, nr = w->n - r0 < BS_Q8_STRIP_ROWS ? w->n - r0 : BS_Q8_STRIP_ROWS;
+        rc = bs_qc_read_rows(f, qname, "I8", w->n, w->k, r0, nr, rows, e);
+        if (rc == 1) rc = check_q(sname, rows, (size_t)nr * w->k, scale + r0, nr, e);
+        if (rc == 1) bs_gemm_w8a8_fill(w, block, s, rows, scale + r0);
     }
-    free(p);
+    if (rc == 1) bs_gemm_w8a8_attach(w, block);
+    else free(block);
+    free(scale);
+    free(rows);
     return rc;
 }
 
