@@ -279,6 +279,21 @@ def part_cache_and_kernels():
     for kern in ("portable", "avx512-vnni"):
         rc, o, e = decide(src, body, extra=("--threads", "1"), env=dict(env, BASAL_INT8=kern))
         C.ok(rc == 0 and o == o_rot, f"rotated plan, BASAL_INT8={kern}: the same answers")
+    # settings that make no sense are refused with a message, never half-used
+    for extra, env, want in ((("--int8-smooth-alpha", "1.5"), {}, "a number in [0, 1]"),
+                             (("--int8-smooth-alpha", "x"), {}, "a number in [0, 1]"),
+                             ((), {"BASAL_INT8": "bogus"}, "unknown int8 kernel"),
+                             ((), {"BASAL_INT8_SMOOTH": "qkv,bogus"}, "BASAL_INT8_SMOOTH=qkv,bogus"),
+                             ((), {"BASAL_INT8_WEIGHT_ONLY": "lm_head"}, "BASAL_INT8_WEIGHT_ONLY=lm_head"),
+                             ((), {"BASAL_INT8_ROTATE": "qkv"}, "BASAL_INT8_ROTATE=qkv")):
+        rc, o, e = decide(src, body, extra=extra, env=env)
+        C.ok(rc != 0 and want in e, f"refused: {' '.join(extra)} {env}: {e.strip()[-160:]}")
+    bad = os.path.join(tmp, "bad-alpha.yml")
+    with open(bad, "w") as f:
+        f.write(f"models:\n  - path: {src}\n    dtype: int8\n    int8_smooth_alpha: 2\n")
+    p = subprocess.run([BASAL, "doctor", "--config", bad], capture_output=True, timeout=60, env=dict(os.environ, **ENV))
+    C.ok(p.returncode != 0 and b"int8_smooth_alpha: expected a number in [0, 1]" in p.stdout + p.stderr,
+         "serve.yml int8_smooth_alpha: 2 is refused (doctor, as serve would)")
     rc, o, e = decide(src, body, extra=("--backend", "cuda"))
     C.ok(rc != 0 and ("int8" in e or "CUDA" in e), f"int8 on cuda is refused: {e[-200:]}")
 
