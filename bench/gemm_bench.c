@@ -122,12 +122,69 @@ static void measure(int nv, run_fn const *fn, const call *const *c, int reps, do
     }
 }
 
+/* --int8: the CPU modes on the same bf16 weights, sample by sample: bf16
+ * (prepacked for its kernel), int8w (int8 weights in the bf16 chain) and
+ * int8 (W8A8, bs_gemm_pack_w8a8 of the same per-row int8 weights). */
+static void run_mode(const call *c) { bs_gemm_mode(c->pool, BS_COMPUTE_BF16, c->x, c->k, c->m, c->w, c->y, c->n); }
+
+static int compare_int8(const int *sel, int nsel, const int *ms, int nm, const int *threads, int nthr, int reps) {
+    printf("# --int8: bf16 mode (%s), int8w (int8 weights, bf16 chain) and int8 (W8A8, %s) on the same weights,\n"
+           "# measured in turn; GFLOP/s (int8: GOP/s) = 2*M*N*K / time, median of %d samples\n",
+           bs_gemm_bf16_kernel_name(), bs_gemm_i8_kernel_name(), reps);
+    printf("%-5s %-8s %6s %6s %5s %2s | %8s %8s %8s | %9s %9s\n", "model", "proj", "N", "K", "M", "t", "bf16",
+           "int8w", "int8", "int8w/bf16", "int8/bf16");
+    for (int si = 0; si < nsel; si++) {
+        const shape *s = &all_shapes[sel[si]];
+        int mx = 0;
+        for (int i = 0; i < nm; i++)
+            if (ms[i] > mx) mx = ms[i];
+        size_t nk = (size_t)s->n * s->k;
+        float *x = malloc((size_t)mx * s->k * sizeof(float)), *y = malloc((size_t)mx * s->n * sizeof(float));
+        float *sc = malloc((size_t)s->n * sizeof(float));
+        uint16_t *wb = malloc(nk * sizeof(uint16_t));
+        int8_t *q = malloc(nk);
+        if (!x || !y || !sc || !wb || !q) { fprintf(stderr, "out of memory\n"); return 1; }
+        for (size_t i = 0; i < (size_t)mx * s->k; i++) x[i] = frand();
+        for (size_t i = 0; i < nk; i++) wb[i] = bs_f32_to_bf16(frand() * 0.05f);
+        bs_wmat wbf = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE, NULL}, w8w = wbf, w8 = wbf;
+        for (int r = 0; r < s->n; r++) bs_quantize_row_i8(wb + (size_t)r * s->k, BS_BF16, s->k, q + (size_t)r * s->k, &sc[r]);
+        if (bs_gemm_prepack(NULL, &wbf, BS_COMPUTE_BF16, NULL) < 0 || bs_gemm_quantize(NULL, &w8w, NULL) < 0 ||
+            bs_gemm_pack_w8a8(NULL, &w8, q, sc, NULL) < 0) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        for (int ti = 0; ti < nthr; ti++) {
+            bs_pool *pool = bs_pool_create(threads[ti]);
+            cur_threads = threads[ti];
+            for (int mi = 0; mi < nm; mi++) {
+                call c0 = {ms[mi], s->n, s->k, x, &wbf, NULL, y, pool}, c1 = c0, c2 = c0;
+                c1.w = &w8w;
+                c2.w = &w8;
+                run_fn fns[3] = {run_mode, run_mode, run_mode};
+                const call *cs[3] = {&c0, &c1, &c2};
+                double res[3];
+                measure(3, fns, cs, reps, 0.05, res);
+                printf("%-5s %-8s %6d %6d %5d %2d | %8.1f %8.1f %8.1f | %9.3f %9.3f\n", s->model, s->name, s->n, s->k,
+                       ms[mi], threads[ti], res[0], res[1], res[2], res[1] / res[0], res[2] / res[0]);
+                fflush(stdout);
+            }
+            bs_pool_destroy(pool);
+        }
+        bs_gemm_unpack(&wbf);
+        bs_gemm_unpack(&w8w);
+        bs_gemm_unpack(&w8);
+        free(x); free(y); free(sc); free(wb); free(q);
+    }
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: gemm_bench [--shapes i,j,..] [--m 1,300,2048] [--threads 1,2] [--reps 5]\n"
             "                  [--no-blas] [--no-f32] [--cputime] [--best] [--pad] [--list] [--compute f32|bf16] [--no-prepack]\n"
             "       gemm_bench --probe [--ours] [--shapes ..] [--threads 1,2] [--mmax 512] [--large 1000,2048,3000]\n"
             "       gemm_bench --phases SECONDS [--phases-blas] [--shapes ..] [--m ..] [--threads ..]\n"
+            "       gemm_bench --int8 [--shapes ..] [--m ..] [--threads ..] [--reps 5] [--cputime] [--best]\n"
             "\n"
             "Throughput (GFLOP/s, median of the samples) of our GEMM against OpenBLAS cblas_sgemm on the Basal\n"
             "projection shapes; variants are measured in turn, sample by sample.\n"
@@ -150,6 +207,8 @@ static void usage(FILE *f) {
             "                    the AMX tile rate on every thread; medians per phase of the machine\n"
             "                    (bench/README.md, \"AMX phases\")\n"
             "  --phases-blas     with --phases: our f32 mode against OpenBLAS sgemm instead (default: off)\n"
+            "  --int8            the bf16 mode, int8w and int8 (W8A8) on the same weights in turn (default: off;\n"
+            "                    the int8 kernel: BASAL_INT8, the bf16 one: BASAL_BF16)\n"
             "  --list            print the shapes and exit\n"
             "  -h, --help        this help\n");
 }
@@ -420,7 +479,7 @@ int main(int argc, char **argv) {
     int blas = 1, f32 = 1, do_probe = 0, probe_ours = 0, mmax = 512, large[16] = {1000, 2048, 3000},
         nlarge = 3;
     double phase_secs = 0;
-    int phases_blas = 0;
+    int phases_blas = 0, do_int8 = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--shapes") && v) { nsel = parse_list(v, sel, NSHAPES); i++; }
@@ -444,6 +503,7 @@ int main(int argc, char **argv) {
             if (!(phase_secs > 0)) { fprintf(stderr, "gemm_bench: --phases takes seconds > 0, e.g. --phases 20\n"); return 2; }
         }
         else if (!strcmp(a, "--phases-blas")) phases_blas = 1;
+        else if (!strcmp(a, "--int8")) do_int8 = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < NSHAPES; s++)
@@ -463,6 +523,7 @@ int main(int argc, char **argv) {
            getenv("OPENBLAS_THREAD_TIMEOUT"));
     if (do_probe) return probe(sel, nsel, threads, nthr, mmax, large, nlarge, probe_ours);
     if (phase_secs > 0) return phases(sel, nsel, ms, nm, threads, nthr, phase_secs, phases_blas);
+    if (do_int8) return compare_int8(sel, nsel, ms, nm, threads, nthr, reps);
 
     printf("# GFLOP/s = 2*M*N*K / time, median of %d samples after a warm-up; weights warm in cache/RAM\n",
            reps);

@@ -82,7 +82,7 @@ typedef struct basal_session basal_session;
 typedef struct basal_options {
     int threads;            /* CPU compute threads; 0 = the online CPUs */
     const char *backend;    /* "auto" (NULL too: CUDA when built in and a GPU is present), "cpu", "cuda" */
-    const char *dtype;      /* "auto" (NULL too), "f32", "bf16", "int8w", "f16" (CUDA only) */
+    const char *dtype;      /* "auto" (NULL too), "f32", "bf16", "int8w", "int8" (CPU only), "f16" (CUDA only) */
     const char *gemm_table; /* CUDA: a cuBLASLt table from `basal gemm-search`; NULL = none */
     int no_prefix_cache;    /* 1: do not precompute the template prefixes (slower decisions) */
     int tree_max_tokens;    /* the longest packed row; 0 = 32768 */
@@ -92,6 +92,8 @@ typedef struct basal_options {
                              * (the original order only: half the option tokens, less accurate) */
     const char *calibration; /* a CALIBRATION.json used instead of the model's; NULL = the model's */
     int no_calibration;     /* 1: no calibration (temperature 1 for every type); wins over calibration */
+    double int8_smooth_alpha; /* dtype int8: SmoothQuant's alpha in (0, 1]; 0 = the default (0.5); negative = no
+                               * smoothing */
 } basal_options;
 
 /* The defaults (every field 0 / NULL). */

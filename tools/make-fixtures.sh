@@ -76,6 +76,10 @@ fixture tiny-gqa1    mm --preset tiny --kv-heads 4 --name basal-tiny-gqa1
 fixture tiny-gqa4    mm --preset tiny --kv-heads 1 --name basal-tiny-gqa4
 fixture tiny-f16     mm --preset tiny --dtype f16 --name basal-tiny-f16
 fixture tiny-tied    mm --preset tiny --tie --name basal-tiny-tied
+# the int8 mode's outlier fixture (issue 34): tiny-bias with four hidden channels of every RMSNorm weight 50x the
+# rest and the q/k/v/gate/up columns that read them divided by 50 (the same function in f32; the activations
+# carry the outliers, as in real checkpoints)
+fixture tiny-outliers mm --preset tiny --outliers 4 --outlier-scale 50 --outlier-weights compensated --name basal-tiny-outliers
 
 if [ -f "$stories/stories260K.bin" ]; then
     fixture stories260K "$BASAL" convert-llama2c "$stories/stories260K.bin" "$stories/tok512.bin"

@@ -16,6 +16,11 @@ forward of spec 05 §7 in float32:
       decoder layer, the residual stream at the prompt's last token through
       the final RMSNorm and the rows "ids" of lm_head (the last layer's are
       the plain forward's logits).
+  torch_ref.py --model DIR --act-max FILE|-
+      FILE: {"ids": [id, ...]}, one prompt. Prints {"qkv": [[...] per layer],
+      "gate_up": ..., "o": ..., "down": ...}: the largest |x| of every channel
+      of each projection's input over the prompt's tokens (the int8 mode's
+      calibration maxima, src/model/smooth.h).
 
 Self-tests of the reference itself (golden text of stories260K, spec 07 §4):
 
@@ -152,9 +157,11 @@ class Llama:
         d = x.shape[-1] // 2
         return torch.cat([-x[..., d:], x[..., :d]], dim=-1)
 
-    def hidden(self, ids):
-        """Final-normed hidden states [n, H] of one prompt (plain causal forward)."""
-        for x in self.residuals(ids):
+    def hidden(self, ids, act_max=None):
+        """Final-normed hidden states [n, H] of one prompt (plain causal forward).
+        act_max: a dict that receives, per layer, the largest |x| of every
+        channel of the four projection inputs ("qkv", "gate_up", "o", "down")."""
+        for x in self.residuals(ids, act_max):
             pass
         return self.rms(x, self.w["model.norm.weight"])
 
@@ -165,8 +172,9 @@ class Llama:
         norm = self.w["model.norm.weight"]
         return [torch.matmul(head, self.rms(x[-1], norm)) for x in self.residuals(ids)]
 
-    def residuals(self, ids):
-        """The residual stream [n, H] after each decoder layer, in layer order."""
+    def residuals(self, ids, act_max=None):
+        """The residual stream [n, H] after each decoder layer, in layer order
+        (act_max: as for hidden)."""
         n = len(ids)
         hd, nh, nkv = self.hd, self.nh, self.nkv
         x = self.w["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]
@@ -188,10 +196,14 @@ class Llama:
             att = torch.softmax(s, dim=-1)
             o = torch.matmul(att, v).transpose(0, 1).reshape(n, nh * hd)
             x = x + self.linear(o, p + "self_attn.o_proj")
-            a = self.rms(x, self.w[p + "post_attention_layernorm.weight"])
-            g = self.linear(a, p + "mlp.gate_proj")
-            u = self.linear(a, p + "mlp.up_proj")
-            x = x + self.linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+            a2 = self.rms(x, self.w[p + "post_attention_layernorm.weight"])
+            g = self.linear(a2, p + "mlp.gate_proj")
+            u = self.linear(a2, p + "mlp.up_proj")
+            d = torch.nn.functional.silu(g) * u
+            if act_max is not None:
+                for key, t in (("qkv", a), ("gate_up", a2), ("o", o), ("down", d)):
+                    act_max.setdefault(key, []).append([float(v) for v in t.abs().amax(dim=0).numpy()])
+            x = x + self.linear(d, p + "mlp.down_proj")
             yield x
 
     def logits_last(self, ids, vocab_ids=None):
@@ -362,9 +374,19 @@ def main():
     ap.add_argument("--compare-llama2c", metavar="SRCDIR", help="llama2.c-layout vs HF forward (needs --model)")
     ap.add_argument("--expected", help="golden text (default: see SHARED below, or SRCDIR's for --selftest-llama2c)")
     ap.add_argument("--steps", type=int, default=200, help="greedy steps of the self-tests (default %(default)s)")
+    ap.add_argument("--act-max", metavar="FILE", help="FILE|-: {\"ids\": [...]}; per-channel input maxima (needs --model)")
     a = ap.parse_args()
 
     with torch.no_grad():
+        if a.act_max:
+            if not a.model:
+                ap.error("--act-max needs --model")
+            req = json.load(sys.stdin if a.act_max == "-" else open(a.act_max))
+            out = {}
+            Llama(a.model).hidden(req["ids"], act_max=out)
+            json.dump(out, sys.stdout)
+            sys.stdout.write("\n")
+            return 0
         if a.selftest_stories:
             m = Llama(a.selftest_stories)
             ids = greedy(lambda s: m.logits_last(s), a.steps)

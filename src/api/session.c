@@ -66,6 +66,7 @@ int basal_open(basal_session **out, const char *model, const basal_options *opt,
     if ((opt->no_calibration || opt->calibration) &&
         (rc = bs_basal_set_calibration(&s->m, opt->no_calibration ? NULL : opt->calibration, e)) < 0)
         goto fail;
+    s->m.model.int8_alpha = opt->int8_smooth_alpha;
     rc = bs_device_attach_ex(&s->m.model, opt->backend ? opt->backend : "auto", opt->dtype, opt->gemm_table, e);
     if (rc < 0) goto fail;
     if (!opt->no_prefix_cache && (rc = bs_prefix_set_build(&s->pinned, &s->m, NULL, e)) < 0) goto fail;

@@ -52,6 +52,11 @@ const char *bs_dtype_name(bs_dtype d);
  * out of memory. */
 void *bs_malloc_big(size_t bytes);
 
+/* Gives the heap's free pages back to the system (glibc malloc_trim; no-op
+ * elsewhere): after a load that made and freed large temporaries, so that
+ * they do not stay in the resident memory. */
+void bs_trim_heap(void);
+
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
 double bs_now_ms(void);
 /* The cache directory of 06 §3 R3: $BASAL_HOME/.cache when BASAL_HOME is set

@@ -45,15 +45,21 @@ extern const cli_doc cli_doc_lens;
  * (the backend then is auto, as for serve: 06 §4.3). */
 typedef struct cli_device {
     const char *device, *dtype, *gemm_table;
+    double int8_alpha; /* as basal_options.int8_smooth_alpha: 0 not given, negative no smoothing */
 } cli_device;
+/* --int8-smooth-alpha A: A in (0, 1], or 0 for no smoothing (stored as -1). */
+int cli_int8_alpha_opt(void *dst, const char *flag, const char *value);
 /* The option-table rows of a cli_device. */
 #define CLI_DEVICE_ROWS(d)                                                                                        \
     CLI_CHOICE("--backend", "auto", NULL, "compute backend (auto: CUDA when built in and a GPU is present)",    \
                &(d)->device, "auto|cpu|cuda"),                                                                   \
     CLI_CHOICE("--device", "auto", NULL, "the same as --backend (its older name)", &(d)->device, "auto|cpu|cuda"), \
     CLI_CHOICE("--dtype", "auto", NULL,                                                                        \
-               "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA; int8w: int8 weights, CPU)",        \
-               &(d)->dtype, "auto|f16|bf16|f32|int8w"),                                                                \
+               "precision (auto: f16 on CUDA, f32 on the CPU; f16 needs CUDA; int8w: int8 weights, int8: int8 "    \
+               "weights and activations, CPU)", &(d)->dtype, "auto|f16|bf16|f32|int8w|int8"),                        \
+    CLI_CALL("--int8-smooth-alpha", "A", "0.5", NULL,                                                          \
+             "dtype int8: SmoothQuant's alpha in (0, 1]; 0 turns the smoothing off", &(d)->int8_alpha,           \
+             cli_int8_alpha_opt),                                                                                \
     CLI_STR("--gemm-table", "FILE", "", NULL, "cuBLASLt GEMM table from gemm-search (CUDA only)", &(d)->gemm_table)
 /* The decision knobs of an in-process model (upstream's --orders,
  * --calibration, --no-calibration; serve has them per model in YAML). */
@@ -106,6 +112,8 @@ struct bs_model;
 /* Attaches the chosen backend to a loaded model; prints "basal CMD: ..." and
  * returns -1 on failure. */
 int cli_device_attach(const char *cmd, struct bs_model *m, const cli_device *d);
+/* The backend, dtype, GEMM table and int8 alpha of d into o. */
+void cli_device_apply(const cli_device *d, struct basal_options *o);
 
 /* Progress of the long forwards of a command (a runner's layer watch,
  * engine/runner.h): with outer NULL, one progress line per forward

@@ -73,9 +73,7 @@ int cmd_decide(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = o.threads;
-    bo.backend = o.dev.device;
-    bo.dtype = o.dev.dtype;
-    bo.gemm_table = o.dev.gemm_table;
+    cli_device_apply(&o.dev, &bo);
     bo.no_prefix_cache = o.no_prefix_cache;
     bo.tree_max_tokens = o.tree_max_tokens;
     bo.readout_bf16 = o.readout_bf16;

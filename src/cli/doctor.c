@@ -24,6 +24,7 @@
 #include "base/util.h"
 #include "cpu/gemm.h"
 #include "model/basal_model.h"
+#include "model/smooth.h"
 #include "device/device.h"
 #include "model/evidence.h"
 #include "model/safetensors.h"
@@ -250,6 +251,11 @@ static void check_cpu(report_t *r) {
     add(r, A_CPU, L_INFO, NULL, "dtype bf16 (opt-in): kernel %s (AVX512-BF16 %s, AMX tiles %s)%s%s",
         bs_gemm_bf16_kernel_name(), bs_gemm_bf16_hw_supported() ? "yes" : "no",
         bs_gemm_amx_available() ? "granted" : "no", bf ? "; BASAL_BF16=" : "", bf ? bf : "");
+    const char *i8 = getenv("BASAL_INT8");
+    add(r, A_CPU, L_INFO, NULL,
+        "dtype int8 (opt-in): kernel %s (AVX512-VNNI %s, AVX-VNNI %s, AMX-INT8 tiles %s; every kernel the same bits)%s%s",
+        bs_gemm_i8_kernel_name(), bs_gemm_i8_supported(2) ? "yes" : "no", bs_gemm_i8_supported(1) ? "yes" : "no",
+        bs_gemm_i8_supported(3) ? "granted" : "no", i8 ? "; BASAL_INT8=" : "", i8 ? i8 : "");
 }
 
 /* ---- configuration and models -------------------------------------------- */
@@ -414,9 +420,11 @@ static long long mem_available(void);
 /* Issue 34: the resident weights of each CPU mode, against the memory
  * available now. The projections are what a mode keeps in memory (f32: as
  * stored, the kernels widen them; bf16: a bf16 copy; int8w: int8 and a
- * scale per row); the embeddings and lm_head are read a few rows at a time. */
+ * scale per row; int8: int8 in 32-row strips, K padded to 64, a scale and
+ * a row sum per row, down_proj as int8w); the embeddings and lm_head are
+ * read a few rows at a time. */
 static void check_fit(report_t *r, const char *name, const bs_weights *w) {
-    uint64_t proj_stored = 0, proj_params = 0, rows = 0;
+    uint64_t proj_stored = 0, proj_params = 0, rows = 0, w8a8 = 0;
     for (int i = 0; i < w->n_tensors; i++) {
         const bs_tensor *t = &w->tensors[i];
         size_t nl = strlen(t->name);
@@ -425,21 +433,26 @@ static void check_fit(report_t *r, const char *name, const bs_weights *w) {
         proj_stored += t->nbytes;
         proj_params += (uint64_t)t->numel;
         rows += (uint64_t)t->shape[0];
+        /* dtype int8 (its default plan, model/smooth.h): down_proj as int8w, the rest in the W8A8 strips */
+        w8a8 += strstr(t->name, "mlp.down_proj") ? (uint64_t)t->numel + (uint64_t)t->shape[0] * 4u
+                                                 : bs_gemm_w8a8_bytes((int)t->shape[0], (int)t->shape[1]);
     }
-    double need[3] = { (double)proj_stored, (double)proj_params * 2.0, (double)proj_params + (double)rows * 4.0 };
-    static const char *const mode[3] = { "f32", "bf16", "int8w" };
+    enum { MODES = 4 };
+    double need[MODES] = { (double)proj_stored, (double)proj_params * 2.0, (double)proj_params + (double)rows * 4.0,
+                           (double)w8a8 };
+    static const char *const mode[MODES] = { "f32", "bf16", "int8w", "int8" };
     long long avail = mem_available();
-    char fits[160] = "";
-    for (int m = 0; m < 3 && avail >= 0; m++)
+    char fits[200] = "";
+    for (int m = 0; m < MODES && avail >= 0; m++)
         snprintf(fits + strlen(fits), sizeof fits - strlen(fits), "%s%s %s", m ? ", " : "", mode[m],
                  need[m] + (double)RESERVE_BYTES <= (double)avail ? "fits" : "does not fit");
-    char sz[3][32];
-    for (int m = 0; m < 3; m++) { /* MiB for the small models of tests and demos */
+    char sz[MODES][32];
+    for (int m = 0; m < MODES; m++) { /* MiB for the small models of tests and demos */
         if (need[m] >= GIB / 10) snprintf(sz[m], sizeof sz[m], "%.2f GiB", need[m] / GIB);
         else snprintf(sz[m], sizeof sz[m], "%.1f MiB", need[m] / (1024.0 * 1024.0));
     }
-    add(r, A_MODELS, L_INFO, NULL, "%s: resident weights f32 %s, bf16 %s, int8w %s%s%s%s", name, sz[0], sz[1], sz[2],
-        avail >= 0 ? " (" : "", fits, avail >= 0 ? " here)" : "");
+    add(r, A_MODELS, L_INFO, NULL, "%s: resident weights f32 %s, bf16 %s, int8w %s, int8 %s%s%s%s", name, sz[0], sz[1],
+        sz[2], sz[3], avail >= 0 ? " (" : "", fits, avail >= 0 ? " here)" : "");
 }
 
 static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t *out) {
@@ -493,12 +506,21 @@ static void check_model(report_t *r, const bs_serve_model *mc, int cuda, model_t
     out->wbytes = bytes;
     add(r, A_MODELS, L_OK, NULL, "%s: %s (%d layers, %d hidden, %s, %.2f GiB weights)", b.name, out->dir,
         b.cfg.n_layers, b.cfg.hidden, dtypes, (double)bytes / GIB);
+    char int8_desc[160];
+    if (mc->int8_smooth_alpha < 0)
+        snprintf(int8_desc, sizeof int8_desc, "int8 weights and activations without smoothing, exact int32 sums; "
+                 "attention as in bf16");
+    else
+        snprintf(int8_desc, sizeof int8_desc, "int8 weights and activations smoothed with alpha %g, exact int32 sums; "
+                 "attention as in bf16", mc->int8_smooth_alpha > 0 ? mc->int8_smooth_alpha : BS_INT8_ALPHA_DEFAULT);
     if (!cuda) /* spec 05 §5 as amended by issue 16: the CPU compute mode of this model */
         add(r, A_MODELS, L_INFO, NULL, "%s: dtype %s: %s on the CPU (kernel %s)", b.name, mc->dtype ? mc->dtype : "auto",
             mc->dtype && !strcmp(mc->dtype, "bf16")    ? "bf16 inputs to the GEMMs and attention, f32 accumulation"
             : mc->dtype && !strcmp(mc->dtype, "int8w") ? "int8 weights (per-row scales) in the bf16 mode's compute"
+            : mc->dtype && !strcmp(mc->dtype, "int8")  ? int8_desc
                                                        : "f32 compute",
-            mc->dtype && (!strcmp(mc->dtype, "bf16") || !strcmp(mc->dtype, "int8w")) ? bs_gemm_bf16_kernel_name()
+            mc->dtype && !strcmp(mc->dtype, "int8") ? bs_gemm_i8_kernel_name()
+            : mc->dtype && (!strcmp(mc->dtype, "bf16") || !strcmp(mc->dtype, "int8w")) ? bs_gemm_bf16_kernel_name()
                                                                                       : bs_gemm_kernel_name(bs_gemm_kernel()));
     check_knobs(r, mc, &b);
     check_fit(r, mc->name ? mc->name : b.name, &w);

@@ -200,8 +200,11 @@ static void put_server_keys(FILE *f, const bs_serve_config *c) {
 /* The commented keys of one models entry, after its path or repo line. */
 static void put_model_keys(FILE *f, const bs_serve_model *m) {
     fprintf(f,
-            "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16 or f32.\n"
+            "    # Precision: auto (f16 on CUDA, f32 compute on the CPU), f16 (CUDA only), bf16, f32,\n"
+            "    # int8w (int8 weights, CPU) or int8 (int8 weights and activations, CPU).\n"
             "    #dtype: %s\n"
+            "    # dtype int8: SmoothQuant's alpha in (0, 1]; 0 turns the smoothing off (also --int8-smooth-alpha).\n"
+            "    #int8_smooth_alpha: 0.5\n"
             "    # CUDA GEMM table: auto, none, or a file from `basal gemm-search` (ignored on the CPU).\n"
             "    #gemm_table: %s\n"
             "    # Packed tokens admitted per batch.\n"

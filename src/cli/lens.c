@@ -42,7 +42,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         CLI_STR("--request", "FILE|-", "-", NULL, "the request JSON (the same as the FILE argument)", &o->request),
         CLI_CHOICE("--format", NULL, NULL, "json: the lens document; text: a table per question and order",
                    &o->format, "json|text"),
-        CLI_CHOICE("--dtype", NULL, NULL, "CPU compute mode (auto = f32)", &o->dtype, "auto|f32|bf16|int8w"),
+        CLI_CHOICE("--dtype", NULL, NULL, "CPU compute mode (auto = f32)", &o->dtype, "auto|f32|bf16|int8w|int8"),
         CLI_INT("--threads", "N", "0 = online CPUs", NULL, "CPU compute threads", &o->threads, 0, 1 << 16),
         CLI_CHOICE("--readout", NULL, NULL, "bf16 rounds each letter logit to bf16 (diagnostic, as decide's)",
                    &o->readout, "f32|bf16"),

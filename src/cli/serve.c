@@ -60,6 +60,7 @@ typedef struct {
     /* decision knobs (YAML per model) and the decision log (YAML decision_log) */
     long long orders;
     int set_orders, no_calibration, log_decisions_state;
+    double int8_alpha; /* --int8-smooth-alpha: as basal_options.int8_smooth_alpha */
     const char *calibration, *name, *log_decisions;
 } flags_t;
 
@@ -200,8 +201,11 @@ static int parse_flags(int argc, char **argv, flags_t *f) {
         CLI_CHOICE("--backend", "auto", NULL, "compute backend; auto = CUDA if built in and a GPU is present",
                    &f->backend, "auto|cpu|cuda"),
         NUM("--threads", "N", "0 = online CPUs", "CPU compute threads (one pool per process)", threads, 0, INT_MAX),
-        CLI_CHOICE("--dtype", "auto", NULL, "precision per model; auto = f16 on CUDA, f32 on the CPU (f16 needs CUDA; int8w = int8 weights, CPU)",
-                   &f->dtype, "auto|f16|bf16|f32|int8w"),
+        CLI_CHOICE("--dtype", "auto", NULL, "precision per model; auto = f16 on CUDA, f32 on the CPU (f16 needs CUDA; int8w = int8 weights, int8 = int8 weights and activations, CPU)",
+                   &f->dtype, "auto|f16|bf16|f32|int8w|int8"),
+        CLI_CALL("--int8-smooth-alpha", "A", "0.5", NULL,
+                 "dtype int8: SmoothQuant's alpha in (0, 1]; 0 turns the smoothing off", &f->int8_alpha,
+                 cli_int8_alpha_opt),
         NUM("--max-batch-tokens", "N", NULL, "packed tokens admitted per batch", max_batch_tokens, 1, INT_MAX),
         CLI_CHOICE("--schedule", "hrrn", NULL, "admission order", &f->schedule, "hrrn|fifo"),
         NUM("--long-tokens", "N", NULL, "requests above this many packed tokens use the long lane (0 = one lane)",
@@ -283,7 +287,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
                        file);
         if (f->set_max_batch_tokens || f->set_long_tokens || f->set_state_cache_mb || f->set_tree_max_tokens ||
             f->no_prefix_cache || f->set_max_inflight || f->set_long_slice_ms || f->set_max_questions ||
-            f->set_max_request_tokens || f->set_orders || f->calibration || f->no_calibration || f->name)
+            f->set_max_request_tokens || f->set_orders || f->calibration || f->no_calibration || f->name || f->int8_alpha)
             bs_log(BS_LOG_WARN, "serve", "model and admission flags are ignored with a configuration file (%s)", file);
     } else {
         const char *refs_default[] = { BS_DEFAULT_MODEL_REF };
@@ -310,6 +314,7 @@ static int build_config(const flags_t *f, bs_serve_config *c, bs_err *e) {
             m.no_prefix_cache = f->no_prefix_cache;
             m.orders = (long)f->orders;
             m.no_calibration = f->no_calibration;
+            m.int8_smooth_alpha = f->int8_alpha;
             if ((f->calibration && set_str(&m.calibration, f->calibration)) || (f->name && set_str(&m.name, f->name))) {
                 free(m.path);
                 free(m.dtype);
@@ -626,6 +631,7 @@ static int serve_start_server(serve_state *s) {
          * default modes keep the spec's exact body */
         if (c->models[i].dtype && !strcmp(c->models[i].dtype, "bf16")) sm->dtype = "bf16";
         if (c->models[i].dtype && !strcmp(c->models[i].dtype, "int8w")) sm->dtype = "int8w";
+        if (c->models[i].dtype && !strcmp(c->models[i].dtype, "int8")) sm->dtype = "int8";
     }
     bs_server_opts so = {
         .models = s->sm, .n_models = n, .default_model = s->k.default_model, .listen_fd = s->listen_fd,
@@ -722,6 +728,7 @@ static int serve_load_models(serve_state *s) {
         /* the backend of spec 05 §5: cpu, cuda, or auto (CUDA when a usable GPU is present);
          * dtype f16 on the CPU was refused by the check */
         const char *tbl = strcmp(mc->gemm_table, "auto") && strcmp(mc->gemm_table, "none") ? mc->gemm_table : NULL;
+        sv->m.model.int8_alpha = mc->int8_smooth_alpha;
         if (bs_device_attach_ex(&sv->m.model, s->c.backend, mc->dtype, tbl, &s->e) < 0) {
             bs_log(BS_LOG_ERROR, "model", "%s: %s", ref, s->e.msg);
             return -1;
@@ -773,6 +780,9 @@ static void log_serving(const serve_state *s, double t_start) {
         const bs_model *md = &s->sv[i].m.model;
         char dev[128];
         if (md->backend) snprintf(dev, sizeof dev, "%s", md->backend->name);
+        else if (md->quant == BS_QUANT_INT8)
+            snprintf(dev, sizeof dev, "cpu, dtype int8, kernels %s (int8) and %s (attention)", bs_gemm_i8_kernel_name(),
+                     bs_gemm_bf16_kernel_name());
         else if (md->compute == BS_COMPUTE_BF16)
             snprintf(dev, sizeof dev, "cpu, dtype %s, kernel %s", bs_model_dtype_name(md), bs_gemm_bf16_kernel_name());
         else snprintf(dev, sizeof dev, "cpu, dtype f32, kernel %s", bs_gemm_kernel_name(bs_gemm_kernel()));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "cpu/gemm_i8_impl.h"
 #include "cpu/gemm_impl.h"
 #include "cpu/vmath.h"
 
@@ -642,6 +643,10 @@ static void gemm_i8w(bs_pool *pool, const float *x, int ldx, int m, const bs_wma
 
 void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m, const bs_wmat *w, float *y,
                   int ldy) {
+    if (w->packed_kind == BS_WPACK_Q8) { /* the int8 mode's W8A8 weights, whatever the mode (gemm_i8.c) */
+        bs_gemm_w8a8(pool, x, ldx, m, w, y, ldy);
+        return;
+    }
     if (mode == BS_COMPUTE_BF16 && w->packed_kind == BS_WPACK_I8) {
         gemm_i8w(pool, x, ldx, m, w, y, ldy);
         return;

@@ -17,7 +17,9 @@
  * kernel packs them per call (gemm_bf16.c). */
 /* I8: the int8w mode's quantized copy (bs_gemm_quantize): q[n][k] int8 and
  * its per-row scales (bs_wmat.scale). */
-typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2, BS_WPACK_I8 = 3 } bs_wpack;
+/* Q8: the int8 mode's W8A8 weights (bs_gemm_pack_w8a8): 32-column strips of
+ * int8 quads, one layout for every int8 kernel (gemm_i8.c). */
+typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2, BS_WPACK_I8 = 3, BS_WPACK_Q8 = 4 } bs_wpack;
 
 typedef struct bs_wmat {
     bs_dtype dtype;
@@ -28,7 +30,7 @@ typedef struct bs_wmat {
      * read data. */
     const void *packed;
     bs_wpack packed_kind;
-    const float *scale; /* BS_I8 data or BS_WPACK_I8: row n's weights are scale[n] * q[n][k] */
+    const float *scale; /* BS_I8 data, BS_WPACK_I8 or BS_WPACK_Q8: row n's weights are scale[n] * q[n][k] */
 } bs_wmat;
 
 /* Kernel families of the CPU backend (GEMM, attention, element-wise). All
@@ -98,8 +100,72 @@ void bs_gemm_unpack(bs_wmat *w);
  * int8w product has the same bits on every CPU. 1 with the copy made (its
  * bytes in *bytes), 0 for an empty w, BS_ENOMEM. */
 int bs_gemm_quantize(bs_pool *pool, bs_wmat *w, size_t *bytes);
+/* The same with the column factors and row divisors of
+ * bs_gemm_quantize_rows (the int8 mode's int8w projections). */
+int bs_gemm_quantize_ex(bs_pool *pool, bs_wmat *w, const float *colmul, const float *rowdiv, size_t *bytes);
 /* The quantization of one row (n values of dtype dt at src) into q and *scale. */
 void bs_quantize_row_i8(const void *src, bs_dtype dt, int n, int8_t *q, float *scale);
+/* The same rule on the row's values times column factors (the int8 mode's
+ * smoothing): v[i] = f32(src[i]) * colmul[i], one f32 product, then as
+ * above; colmul NULL: bs_quantize_row_i8. */
+void bs_quantize_row_i8_cols(const void *src, bs_dtype dt, int n, const float *colmul, int8_t *q, float *scale);
+/* Every row of w's stored weights so (on the pool) into row-major q
+ * [n][k] and scale [n]; with rowdiv, scale[r] is then divided by rowdiv[r]
+ * (f32). */
+void bs_gemm_quantize_rows(bs_pool *pool, const bs_wmat *w, const float *colmul, const float *rowdiv, int8_t *q,
+                           float *scale);
+
+/* ---- the int8 mode (W8A8, issue 34): int8 x int8 products, int32 sums ----
+ *
+ * A product of x [m][k] (f32) with a w packed by bs_gemm_pack_w8a8 is
+ *     sx[i] = amax_i / 127, qx[i][k] = rint(x[i][k] / sx[i]) in [-127, 127]
+ *         (bs_quantize_act_row: per row, dynamic, symmetric; f32 division,
+ *         ties to even; 0 for a zero row and for NaN),
+ *     acc[i][n] = sum_k qx[i][k] * q[n][k]   (exact, int32),
+ *     y[i][n] = (float)acc[i][n] * (sx[i] * s[n])   (two f32 products).
+ * The sum is an integer computed exactly, so every kernel (the portable C
+ * one, AVX-VNNI, AVX512-VNNI and AMX-INT8) gives the same bits, alone or
+ * batched, at any thread count. The VNNI kernels multiply unsigned by signed
+ * bytes: they add 128 to every qx and start each sum at -128 * sum_k q[n][k],
+ * which is exact in int32 arithmetic. Bound: with |qx + 128| <= 255 and
+ * |q| <= 127, every partial sum stays below 2^31 while K * 127 * 255 < 2^31,
+ * i.e. K <= BS_I8_MAX_K; bs_gemm_pack_w8a8 refuses a deeper matrix. */
+#define BS_I8_MAX_K 66311
+/* Packs row-major q [w->n][w->k] and scale [w->n] (the rule of
+ * bs_quantize_row_i8, already applied) as w->packed (BS_WPACK_Q8; the
+ * stored weights stay as they are). 1 packed (its bytes in *bytes), 0 for an
+ * empty w, BS_ERANGE for K > BS_I8_MAX_K, BS_ENOMEM. */
+int bs_gemm_pack_w8a8(bs_pool *pool, bs_wmat *w, const int8_t *q, const float *scale, size_t *bytes);
+/* The same strip by strip (for a reader that holds 32 rows at a time): a
+ * block for w (NULL: out of memory, or K over the bound), strip s filled
+ * from its rows 32s.. of q (row stride w->k; only those below w->n are
+ * read) and their scales, then attached as w->packed (BS_WPACK_Q8). */
+enum { BS_Q8_STRIP_ROWS = 32 };
+void *bs_gemm_w8a8_alloc(const bs_wmat *w);
+void bs_gemm_w8a8_fill(const bs_wmat *w, void *block, int s, const int8_t *q_rows, const float *scale);
+void bs_gemm_w8a8_attach(bs_wmat *w, void *block);
+/* Bytes of the packed copy of an n x k matrix. */
+size_t bs_gemm_w8a8_bytes(int n, int k);
+/* The row-major q of a Q8-packed w back, into q [w->n][w->k]. */
+void bs_gemm_w8a8_rows(const bs_wmat *w, int8_t *q);
+/* One row of activations quantized as above (the definition, portable). */
+void bs_quantize_act_row(const float *x, int k, int8_t *q, float *scale);
+/* The int8 kernel in use: "amx-int8" (TDPBSSD, where the CPU has AMX-INT8
+ * and Linux grants the tile state), "avx512-vnni" (VPDPBUSD zmm, when the
+ * f32 family is avx512), "avx-vnni" (VEX VPDPBUSD ymm on an AVX2 CPU that
+ * has it), or "int8-portable". All give the same bits.
+ * BASAL_INT8=auto|amx|avx512-vnni|avx-vnni|portable asks for one; one the
+ * CPU cannot run falls back to the next one down (BASAL_CPU caps it too). */
+const char *bs_gemm_i8_kernel_name(void);
+/* BASAL_INT8's value: 3 amx, 2 avx512-vnni, 1 avx-vnni, 0 portable, -1 unset
+ * or auto, -2 unknown; the kernel in use as such a number; whether kernel k
+ * runs here; and, for tests, the switch to kernel k (if it runs; returns the
+ * previous one). */
+int bs_gemm_i8_parse(const char *name);
+int bs_gemm_i8_kernel(void);
+int bs_gemm_i8_supported(int k);
+int bs_gemm_force_i8(int k);
+const char *bs_gemm_i8_name_of(int k);
 
 /* Fixed-order dot product of f32 a with row w (widened), length k. */
 float bs_dot_row(const float *a, const bs_wmat *w, int row);

@@ -11,7 +11,9 @@
  * at least one usable GPU, else the CPU with one log line on stderr).
  * dtype: "auto" (also NULL: f16 on CUDA, f32 compute on the CPU), "f16" (CUDA
  * only, 05 Q2), "bf16" (on the CPU: bf16 inputs to the GEMMs and attention,
- * bs_model.compute) or "f32". gemm_table: a GEMM table file for CUDA, or NULL
+ * bs_model.compute), "f32", or the CPU-only "int8w" (int8 weights in the
+ * bf16 mode's compute) and "int8" (W8A8 with smoothing, model/smooth.h;
+ * m->int8_alpha set first). gemm_table: a GEMM table file for CUDA, or NULL
  * (heuristic algorithms, not batch-invariant). Errors: unknown
  * values (BS_EINVAL), "cuda" in a build without it or without a GPU, f16 on the
  * CPU (BS_EUNSUP), and whatever creating the CUDA backend reports. */

@@ -1,5 +1,7 @@
 #include "model/basal_model.h"
 
+#include "model/smooth.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,26 @@ static int read_in(const char *dir, const char *name, char **text, size_t *len, 
     return rc;
 }
 
+/* The int8 mode's calibration text as this model reads it (model/smooth.h):
+ * BOS, then the text. */
+static int calibration_tokens(bs_basal_model *b, bs_err *e) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = bs_tokenizer_encode(b->tok, bs_int8_calib_text, (size_t)bs_int8_calib_text_len, &ids, &n, NULL, e);
+    if (rc < 0) return rc;
+    int32_t *all = malloc((n + 1) * sizeof *all);
+    if (!all) {
+        free(ids);
+        return bs_fail(e, BS_ENOMEM, "out of memory");
+    }
+    all[0] = b->bos_id;
+    memcpy(all + 1, ids, n * sizeof *ids);
+    free(ids);
+    b->model.calib_ids = all;
+    b->model.n_calib = (int)n + 1;
+    return BS_OK;
+}
+
 int bs_basal_load(bs_basal_model *b, const char *dir, bs_pool *pool, int load_weights, bs_err *e) {
     memset(b, 0, sizeof *b);
     char *text = NULL, *path = NULL;
@@ -155,6 +177,7 @@ int bs_basal_load(bs_basal_model *b, const char *dir, bs_pool *pool, int load_we
     if (load_weights) {
         if ((rc = bs_model_load(&b->model, dir, pool, e)) < 0) goto fail;
         b->has_weights = 1;
+        if ((rc = calibration_tokens(b, e)) < 0) goto fail;
     }
     if ((rc = bs_calibration_load(&b->calib, dir, e)) < 0) goto fail;
     b->orders = 2;

@@ -8,6 +8,8 @@
 #include "cpu/attention.h"
 #include "cpu/attention_bf16.h"
 #include "cpu/elementwise.h"
+#include "cpu/hadamard.h"
+#include "model/smooth.h"
 
 /* Rows processed at once by everything except attention (norms, q/k/v,
  * o_proj, MLP): bounds the [rows, H] and [rows, I] intermediates (a 16k-token
@@ -276,20 +278,49 @@ static void silu_mul_rows(void *arg, int r0, int r1) {
     }
 }
 
-static void layer_tail(const bs_model *m, bs_fwd_profile *pf, const bs_layer *ly, float *x, const float *att,
-                       int rows, float *tmp, float *xn, float *g, float *u) {
+/* The int8 mode's rotation of down_proj's input (c->H: the block size). */
+static void hadamard_rows(void *arg, int r0, int r1) {
+    ew_ctx *c = arg;
+    bs_hadamard_rows(c->g + (size_t)r0 * c->I, r1 - r0, c->I, c->I, c->H);
+}
+
+/* act_stats: amax[j] = max(amax[j], |x[r][j]|) over rows (NaN never wins). */
+static void note_max(const bs_act_stats *st, int g, int l, int n, const float *x, int rows) {
+    if (!st) return;
+    float *amax = st->amax[g] + (size_t)l * n;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < n; j++) {
+            float a = fabsf(x[(size_t)r * n + j]);
+            if (a > amax[j]) amax[j] = a;
+        }
+}
+
+/* The weights the int8 mode's smoothing replaces (model/smooth.h). */
+static const float *norm1(const bs_layer *ly) { return ly->ln1_i8 ? ly->ln1_i8 : ly->ln1; }
+static const float *norm2(const bs_layer *ly) { return ly->ln2_i8 ? ly->ln2_i8 : ly->ln2; }
+
+static void layer_tail(const bs_model *m, const bs_fwd_input *in, int l, const bs_layer *ly, float *x,
+                       const float *att, int rows, float *tmp, float *xn, float *g, float *u) {
     const bs_config *c = &m->cfg;
+    bs_fwd_profile *pf = in->profile;
     int H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim;
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
         int cr = rows - r0 < CHUNK ? rows - r0 : CHUNK;
         float *xc = x + (size_t)r0 * H;
+        note_max(in->act_stats, BS_G_O, l, qd, att + (size_t)r0 * qd, cr);
         gemm(m, pf, att + (size_t)r0 * qd, qd, cr, &ly->wo, tmp, H);
-        ew_ctx rn = {.x = xc, .xn = xn, .y = tmp, .b = ly->bo, .w = ly->ln2, .H = H, .eps = (float)c->rms_eps};
+        ew_ctx rn = {.x = xc, .xn = xn, .y = tmp, .b = ly->bo, .w = norm2(ly), .H = H, .eps = (float)c->rms_eps};
         par_rows(m, cr, residual_norm_rows, &rn);
+        note_max(in->act_stats, BS_G_GATE_UP, l, H, xn, cr);
         gemm(m, pf, xn, H, cr, &ly->wg, g, I);
         gemm(m, pf, xn, H, cr, &ly->wu, u, I);
-        ew_ctx sm = {.g = g, .u = u, .bg = ly->bg, .bu = ly->bu, .I = I};
+        ew_ctx sm = {.g = g, .u = u, .bg = ly->bg, .bu = ly->bu_i8 ? ly->bu_i8 : ly->bu, .I = I};
         par_rows(m, cr, silu_mul_rows, &sm);
+        note_max(in->act_stats, BS_G_DOWN, l, I, g, cr);
+        if (ly->down_hadamard) {
+            ew_ctx hr = {.g = g, .I = I, .H = ly->down_hadamard};
+            par_rows(m, cr, hadamard_rows, &hr);
+        }
         gemm(m, pf, g, I, cr, &ly->wd, tmp, H);
         ew_ctx rd = {.x = xc, .y = tmp, .b = ly->bd, .H = H};
         par_rows(m, cr, residual_norm_rows, &rd);
@@ -377,8 +408,9 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         int last = l == c->n_layers - 1;
         for (int r0 = 0; r0 < M; r0 += chunk) {
             int cr = M - r0 < chunk ? M - r0 : chunk;
-            ew_ctx in_norm = {.x = x + (size_t)r0 * H, .xn = xn, .w = ly->ln1, .H = H, .eps = (float)c->rms_eps};
+            ew_ctx in_norm = {.x = x + (size_t)r0 * H, .xn = xn, .w = norm1(ly), .H = H, .eps = (float)c->rms_eps};
             par_rows(m, cr, residual_norm_rows, &in_norm);
+            note_max(in->act_stats, BS_G_QKV, l, H, xn, cr);
             if (!last) {
                 gemm(m, pf, xn, H, cr, &ly->wq, q + (size_t)r0 * qd, qd);
                 add_bias(q + (size_t)r0 * qd, cr, qd, ly->bq);
@@ -386,14 +418,14 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
             gemm(m, pf, xn, H, cr, &ly->wk, k + (size_t)r0 * kvd, kvd);
             add_bias(k + (size_t)r0 * kvd, cr, kvd, ly->bk);
             gemm(m, pf, xn, H, cr, &ly->wv, v + (size_t)r0 * kvd, kvd);
-            add_bias(v + (size_t)r0 * kvd, cr, kvd, ly->bv);
+            add_bias(v + (size_t)r0 * kvd, cr, kvd, ly->bv_i8 ? ly->bv_i8 : ly->bv);
         }
         /* The last layer needs keys and values of every token but queries only
          * at the readout rows (spec 05 §10 Z2). */
         for (int r0 = 0; last && r0 < R; r0 += chunk) {
             int cr = R - r0 < chunk ? R - r0 : chunk;
             for (int r = 0; r < cr; r++)
-                rmsnorm(x + (size_t)in->readouts[r0 + r] * H, ly->ln1, H, (float)c->rms_eps, xn + (size_t)r * H);
+                rmsnorm(x + (size_t)in->readouts[r0 + r] * H, norm1(ly), H, (float)c->rms_eps, xn + (size_t)r * H);
             gemm(m, pf, xn, H, cr, &ly->wq, attr, qd);
             add_bias(attr, cr, qd, ly->bq);
             for (int r = 0; r < cr; r++)
@@ -447,10 +479,10 @@ int bs_forward(const bs_model *m, const bs_fwd_input *in, float *logits, bs_err 
         }
         if (last) {
             for (int r = 0; r < R; r++) memcpy(xr + (size_t)r * H, x + (size_t)in->readouts[r] * H, (size_t)H * sizeof *xr);
-            layer_tail(m, pf, ly, xr, att, R, tmp, xn, g, u);
+            layer_tail(m, in, l, ly, xr, att, R, tmp, xn, g, u);
             if (lensbuf) lens_rows(in, l, xr, 1, H, lensbuf);
         } else {
-            layer_tail(m, pf, ly, x, out, M, tmp, xn, g, u);
+            layer_tail(m, in, l, ly, x, out, M, tmp, xn, g, u);
             if (lensbuf) lens_rows(in, l, x, 0, H, lensbuf);
             if (in->between_layers) in->between_layers(in->between_ctx);
         }

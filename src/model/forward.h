@@ -71,6 +71,10 @@ typedef struct bs_fwd_input {
     void (*after_layer)(void *ctx, int layer, const float *rows);
     void *after_ctx;
     bs_fwd_profile *profile;    /* optional: accumulates stage timings */
+    /* Optional (the int8 mode's calibration, model/smooth.h): the largest
+     * |x| of every channel of each product's input, per layer, over the
+     * rows the forward computes (every row when every row is read out). */
+    struct bs_act_stats *act_stats;
 } bs_fwd_input;
 
 /* The input checks of bs_forward, shared by every backend: ids, positions,

@@ -9,6 +9,7 @@
 #include "base/progress.h"
 #include "base/util.h"
 #include "model/quant_cache.h"
+#include "model/smooth.h"
 
 static int widen_vec(const bs_weights *w, const char *name, int64_t n, float **out, bs_err *e) {
     *out = NULL;
@@ -180,20 +181,6 @@ void bs_model_prefetch(const bs_model *m) {
 
 static int quantize_all(bs_model *m, bs_err *e);
 
-/* <cache_dir>/int8w/<key>.safetensors (the directory created) and the key;
- * NULL with e set when there is none. */
-static char *quant_cache_path(const bs_model *m, const char *cache_dir, char key[65], bs_err *e) {
-    if (bs_quant_cache_key(m, key, e) < 0) return NULL;
-    char *path = bs_strfmt("%s/int8w/%s.safetensors", cache_dir, key), *top = NULL;
-    if (!path) return bs_fail(e, BS_ENOMEM, "out of memory"), NULL;
-    if (bs_mkdir_parents(path, &top, e) < 0) {
-        free(path);
-        return NULL;
-    }
-    free(top);
-    return path;
-}
-
 /* The projections' int8 copies from the cache file: 1 when read. */
 static int quantize_from_cache(bs_model *m, const char *path, const char *key) {
     if (!bs_file_exists(path)) return 0;
@@ -205,6 +192,7 @@ static int quantize_from_cache(bs_model *m, const char *path, const char *key) {
                 const bs_wmat *w = layer_mat(&m->layers[l], i);
                 bs_weights_drop_pages(w->data, mat_bytes(w));
             }
+        m->quant = BS_QUANT_INT8W;
         bs_log(BS_LOG_INFO, "model", "%s: int8 weights read from %s", m->dir, path);
         return 1;
     }
@@ -213,10 +201,12 @@ static int quantize_from_cache(bs_model *m, const char *path, const char *key) {
 }
 
 int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e) {
-    char key[65], *path = NULL;
+    char key[65], *path = NULL, rule[160];
+    snprintf(rule, sizeof rule, "%s\n%s", BS_QUANT_CACHE_FORMAT, bs_quant_rule_int8w);
     if (cache_dir) {
         bs_err ce = { 0 };
-        if (!(path = quant_cache_path(m, cache_dir, key, &ce)))
+        if (bs_quant_cache_key(m, rule, key, &ce) < 0 ||
+            !(path = bs_quant_cache_path(cache_dir, "int8w", key, &ce)))
             bs_log(BS_LOG_WARN, "model", "int8 weights cache: %s; quantizing without it", ce.msg);
         if (path && quantize_from_cache(m, path, key)) {
             free(path);
@@ -224,6 +214,7 @@ int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e) {
         }
     }
     int rc = quantize_all(m, e);
+    if (rc == BS_OK) m->quant = BS_QUANT_INT8W;
     if (rc == BS_OK && path) {
         bs_err we = { 0 };
         if (bs_quant_cache_write(m, path, key, &we) < 0)
@@ -268,12 +259,20 @@ static int quantize_all(bs_model *m, bs_err *e) {
 const char *bs_model_dtype_name(const bs_model *m) {
     if (m->backend) return NULL;
     if (m->compute != BS_COMPUTE_BF16) return "f32";
-    return m->layers && m->cfg.n_layers > 0 && m->layers[0].wq.packed_kind == BS_WPACK_I8 ? "int8w" : "bf16";
+    return m->quant == BS_QUANT_INT8 ? "int8" : m->quant == BS_QUANT_INT8W ? "int8w" : "bf16";
 }
 
 void bs_model_unpack(bs_model *m) {
-    for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
-        for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(&m->layers[l], i));
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
+        bs_layer *ly = &m->layers[l];
+        for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(ly, i));
+        free(ly->ln1_i8); free(ly->ln2_i8); free(ly->bv_i8); free(ly->bu_i8);
+        ly->ln1_i8 = ly->ln2_i8 = ly->bv_i8 = ly->bu_i8 = NULL;
+        ly->down_hadamard = 0;
+    }
+    bs_int8_state_free(m->int8);
+    m->int8 = NULL;
+    m->quant = BS_QUANT_NONE;
 }
 
 void bs_model_free(bs_model *m) {
@@ -290,6 +289,7 @@ void bs_model_free(bs_model *m) {
         free(m->layers);
     }
     free(m->final_norm);
+    free(m->calib_ids);
     free(m->rope_cos);
     free(m->rope_sin);
     bs_weights_close(&m->weights);

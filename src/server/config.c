@@ -116,7 +116,10 @@ int bs_cfg_parse_int(const char *s, long long min, long long max, long long *out
 }
 
 int bs_cfg_check_dtype(const char *v) {
-    return !strcmp(v, "auto") || !strcmp(v, "f16") || !strcmp(v, "bf16") || !strcmp(v, "f32") || !strcmp(v, "int8w") ? 0 : -1;
+    return !strcmp(v, "auto") || !strcmp(v, "f16") || !strcmp(v, "bf16") || !strcmp(v, "f32") || !strcmp(v, "int8w") ||
+                   !strcmp(v, "int8")
+               ? 0
+               : -1;
 }
 
 int bs_cfg_check_schedule(const char *v, int *fifo) {
@@ -356,7 +359,7 @@ static int each_pair(yctx *y, const yaml_node_t *map, const char *what, pair_fn 
 static const char *const model_keys[] = {
     "path", "repo", "revision", "dtype", "gemm_table", "max_batch_tokens", "long_tokens", "state_cache_mb",
     "tree_max_tokens", "max_questions", "max_request_tokens", "no_prefix_cache", "schedule", "aliases",
-    "orders", "calibration", "no_calibration", "name",
+    "orders", "calibration", "no_calibration", "name", "int8_smooth_alpha",
 };
 static const char *const top_keys[] = {
     "addr", "default_model", "max_inflight", "long_slice_ms", "release_date", "access_log", "metrics",
@@ -378,7 +381,16 @@ static int model_pair(yctx *y, const char *key, const yaml_node_t *k, const yaml
     if (!strcmp(key, "path")) return get_str(y, key, v, &m->path);
     if (!strcmp(key, "repo")) return get_str(y, key, v, &m->repo);
     if (!strcmp(key, "revision")) return get_str(y, key, v, &m->revision);
-    if (!strcmp(key, "dtype")) return get_enum(y, key, v, check_dtype_fn, "auto, f16, bf16, f32, int8w", &m->dtype);
+    if (!strcmp(key, "dtype")) return get_enum(y, key, v, check_dtype_fn, "auto, f16, bf16, f32, int8w, int8", &m->dtype);
+    if (!strcmp(key, "int8_smooth_alpha")) { /* 0: no smoothing, as --int8-smooth-alpha 0 */
+        char *end = NULL;
+        const char *s = plain(v) && !is_null(v) ? scalar(v) : NULL;
+        double a = s ? strtod(s, &end) : -1.0;
+        if (!s || !*s || *end || !(a >= 0.0 && a <= 1.0))
+            return yfail(y, v, "%s: expected a number in [0, 1] (0: no smoothing)", key);
+        m->int8_smooth_alpha = a > 0.0 ? a : -1.0;
+        return BS_OK;
+    }
     if (!strcmp(key, "gemm_table")) return get_str(y, key, v, &m->gemm_table);
     if (!strcmp(key, "max_batch_tokens")) return get_long(y, key, v, 1, &m->max_batch_tokens);
     if (!strcmp(key, "long_tokens")) return get_long(y, key, v, 0, &m->long_tokens);

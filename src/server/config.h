@@ -14,7 +14,8 @@
 typedef struct bs_serve_model {
     char *path;              /* local directory, or NULL */
     char *repo, *revision;   /* repository reference (06 §3), or NULL */
-    char *dtype;             /* auto | f16 | bf16 | f32 */
+    char *dtype;             /* auto | f16 | bf16 | f32 | int8w | int8 */
+    double int8_smooth_alpha; /* dtype int8 (model/smooth.h): as basal_options, 0 the default, negative none */
     char *gemm_table;        /* auto | none | a path (CUDA only) */
     long max_batch_tokens;   /* >= 1 */
     int schedule_fifo;       /* 0 hrrn, 1 fifo */

@@ -23,7 +23,7 @@ typedef struct bs_server_model {
     const char *name;              /* served name (basal.json) */
     const char *const *aliases;    /* extra names routed here (02 §11) */
     size_t n_aliases;
-    const char *dtype;             /* "bf16" or "int8w" for the opt-in CPU modes: GET /v1/models adds
+    const char *dtype;             /* "bf16", "int8w" or "int8" for the opt-in CPU modes: GET /v1/models adds
                                       "dtype":"<mode>" to the model (issues 16, 34); NULL: the spec's exact
                                       body (02 §7) */
     bs_engine *engine;             /* borrowed; must outlive the server's use of it. NULL while the

@@ -159,7 +159,10 @@ if check(m is not None, f"version format {vs[0]!r}"):
             break
     want = [n for n, ok in (("avx2", {"avx2", "fma"} <= flags), ("avx512", "avx512f" in flags),
                             ("avx512-bf16", {"avx512f", "avx512_bf16"} <= flags),
-                            ("amx", {"amx_tile", "amx_bf16", "avx512_bf16"} <= flags)) if ok]
+                            ("amx", {"amx_tile", "amx_bf16", "avx512_bf16"} <= flags),
+                            ("avx-vnni", {"avx2", "fma", "avx_vnni"} <= flags),
+                            ("avx512-vnni", {"avx512f", "avx512_vnni", "avx512bw", "avx512dq", "avx512vl"} <= flags),
+                            ("amx-int8", {"avx512f", "avx512_vnni", "amx_tile", "amx_int8"} <= flags)) if ok]
     check(m.group(3).split(",") == (want or ["generic"]), f"CPU kernels {m.group(3)} vs /proc/cpuinfo {want}")
     ldd = subprocess.run(["ldd", B], capture_output=True, text=True).stdout
     check((m.group(4) is not None) == ("libcudart" in ldd), f"CUDA listed iff linked with cudart: {m.group(4)}")

@@ -24,10 +24,10 @@ has() { if grep -qF -- "$2" "$tmp/$1"; then ok; else bad "expected '$2' in $1: $
 fx=$tmp/fx
 # ---- the fixture family, built fresh with this binary, then idempotent
 expect 0 "make-fixtures" env BASAL="$BASAL" SHARED="$SHARED" tools/make-fixtures.sh "$fx"
-has out "13 built, 0 up to date"
+has out "14 built, 0 up to date"
 stamp_before=$(stat -c %Y.%i "$fx/tiny-bias/model.safetensors")
 expect 0 "make-fixtures again" env BASAL="$BASAL" SHARED="$SHARED" tools/make-fixtures.sh "$fx"
-has out "0 built, 13 up to date"
+has out "0 built, 14 up to date"
 [ "$(stat -c %Y.%i "$fx/tiny-bias/model.safetensors")" = "$stamp_before" ] && ok || bad "second run rewrote tiny-bias"
 ls -a "$fx" | grep -q '^\.tmp' && bad "temporary directories left in $fx" || ok
 

@@ -43,7 +43,7 @@ class _Options(ctypes.Structure):
                 ("gemm_table", ctypes.c_char_p), ("no_prefix_cache", ctypes.c_int),
                 ("tree_max_tokens", ctypes.c_int), ("readout_bf16", ctypes.c_int),
                 ("evidence_separate", ctypes.c_int), ("orders", ctypes.c_int), ("calibration", ctypes.c_char_p),
-                ("no_calibration", ctypes.c_int)]
+                ("no_calibration", ctypes.c_int), ("int8_smooth_alpha", ctypes.c_double)]
 
 
 class _Result(ctypes.Structure):
@@ -134,10 +134,12 @@ class Model:
     """A Basal model loaded in-process (basal_open)."""
 
     def __init__(self, model, *, threads=0, backend=None, dtype=None, gemm_table=None, prefix_cache=True,
-                 tree_max_tokens=0, readout_bf16=False, orders=2, calibration=None):
+                 tree_max_tokens=0, readout_bf16=False, orders=2, calibration=None, int8_smooth_alpha=None):
         """orders: 2 (original and reversed option order, averaged) or 1 (the
         original order only); calibration: None (the model's CALIBRATION.json),
-        a path to another one, or False (no calibration: temperature 1)."""
+        a path to another one, or False (no calibration: temperature 1);
+        int8_smooth_alpha (dtype "int8"): None (the default, 0.5), a value in
+        (0, 1], or 0 (no smoothing)."""
         self._lib = _load()
         self._lock = threading.Lock()
         self._s = ctypes.c_void_p()
@@ -145,7 +147,8 @@ class Model:
             raise ValueError(f"orders must be 1 or 2, got {orders!r}")
         o = _Options(threads, _opt(backend), _opt(dtype), _opt(gemm_table), 0 if prefix_cache else 1,
                      tree_max_tokens, 1 if readout_bf16 else 0, 0, orders,
-                     _opt(os.fspath(calibration)) if calibration else None, 1 if calibration is False else 0)
+                     _opt(os.fspath(calibration)) if calibration else None, 1 if calibration is False else 0,
+                     0.0 if int8_smooth_alpha is None else (-1.0 if int8_smooth_alpha == 0 else float(int8_smooth_alpha)))
         e = _Err()
         rc = self._lib.basal_open(ctypes.byref(self._s), os.fsencode(model), ctypes.byref(o), ctypes.byref(e))
         if rc < 0:

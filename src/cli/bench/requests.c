@@ -333,9 +333,7 @@ int cmd_bench_requests(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = threads;
-    bo.backend = dev.device;
-    bo.dtype = dev.dtype;
-    bo.gemm_table = dev.gemm_table;
+    cli_device_apply(&dev, &bo);
     bo.no_prefix_cache = no_prefix_cache;
     if (basal_open(&b.ses, model_dir, &bo, &b.e) < 0) { cli_error("bench-requests", "%s", b.e.msg); goto done; }
     const bs_basal_model *mp = b.mp = bs_session_model(b.ses);
@@ -349,10 +347,10 @@ int cmd_bench_requests(int argc, char **argv) {
     if (read_requests(requests, mp->name, &b.rq, &b.nrq) < 0) goto done;
     int bf16 = mp->model.compute == BS_COMPUTE_BF16;
     bs_buf_printf(&b.rep, "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\",\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
-                          "\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
+                          "\"int8_kernel\":\"%s\",\"reps\":%d,\"prefix_cache\":%s,\"modes\":[", mp->name, wsha.data,
                   mp->model.backend ? mp->model.backend->name : "cpu", load_s, bs_session_threads(b.ses),
                   bs_gemm_kernel_name(bs_gemm_kernel()), bs_model_dtype_name(&mp->model) ? bs_model_dtype_name(&mp->model) : "f32", bf16 ? bs_gemm_bf16_kernel_name() : "",
-                  reps, no_prefix_cache ? "false" : "true");
+                  mp->model.quant == BS_QUANT_INT8 ? bs_gemm_i8_kernel_name() : "", reps, no_prefix_cache ? "false" : "true");
     char modes[64];
     snprintf(modes, sizeof modes, "%s", batching);
     double mode_dec_s[3] = {0, 0, 0};

@@ -261,14 +261,23 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
 typedef void (*set_threads_fn)(int);
 
 /* GFLOP/s of y[M,N] = x[M,K] w[N,K]^T: best of 3 after a warm-up. */
-static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_compute mode) {
+static double gemm_gflops(bs_pool *pool, int M, int N, int K, sgemm_fn blas, bs_compute mode, int int8) {
     float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *y = malloc((size_t)M * N * 4);
     if (!x || !w || !y) { free(x); free(w); free(y); return 0; }
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
     bs_wmat wm = {BS_F32, w, N, K, NULL, BS_WPACK_NONE, NULL};
-    /* the weights as a loaded model holds them in this mode */
-    if (!blas && bs_gemm_prepack(pool, &wm, mode, NULL) < 0) { free(x); free(w); free(y); return 0; }
+    /* the weights as a loaded model holds them in this mode (int8: W8A8, the definition's per-row rule) */
+    int8_t *q = int8 ? malloc((size_t)N * K) : NULL;
+    float *sc = int8 ? malloc((size_t)N * sizeof *sc) : NULL;
+    if (int8) {
+        if (!q || !sc) { free(x); free(w); free(y); free(q); free(sc); return 0; }
+        bs_gemm_quantize_rows(pool, &wm, NULL, NULL, q, sc);
+        int pr = bs_gemm_pack_w8a8(pool, &wm, q, sc, NULL);
+        free(q);
+        free(sc);
+        if (pr < 0) { free(x); free(w); free(y); return 0; }
+    } else if (!blas && bs_gemm_prepack(pool, &wm, mode, NULL) < 0) { free(x); free(w); free(y); return 0; }
     double best = 1e30;
     for (int r = 0; r < 4; r++) {
         double t0 = bs_now_ms();
@@ -314,6 +323,7 @@ typedef struct {
     double dec_runs[3];        /* the throughput passes, in run order */
     double ours, blas, ours_bf16; /* the GEMM peaks, GFLOP/s */
     int bf16;                  /* dtype bf16 on the CPU: also the bf16 GEMM peak */
+    double ours_int8;          /* dtype int8: the W8A8 GEMM peak, GOP/s */
     bs_err e;
 } bench_run;
 
@@ -440,17 +450,18 @@ static int throughput_pass(bench_run *b) {
 static void gemm_peak(bench_run *b) {
     int H = b->mp->cfg.hidden, I = b->mp->cfg.inter;
     const bs_backend *be = b->mp->model.backend;
-    b->ours = be ? 0 : gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_F32);
+    b->ours = be ? 0 : gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_F32, 0);
     b->blas = 0;
     b->bf16 = !be && b->mp->model.compute == BS_COMPUTE_BF16; /* dtype bf16: also the bf16 GEMM peak */
-    b->ours_bf16 = b->bf16 ? gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_BF16) : 0;
+    b->ours_bf16 = b->bf16 ? gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_BF16, 0) : 0;
+    b->ours_int8 = !be && b->mp->model.quant == BS_QUANT_INT8 ? gemm_gflops(b->pool, 300, I, H, NULL, BS_COMPUTE_BF16, 1) : 0;
     void *lib = be ? NULL : dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib) {
         sgemm_fn f = (sgemm_fn)dlsym(lib, "cblas_sgemm");
         set_threads_fn st = (set_threads_fn)dlsym(lib, "openblas_set_num_threads");
         if (f && st) {
             st(bs_pool_size(b->pool));
-            b->blas = gemm_gflops(b->pool, 300, I, H, f, BS_COMPUTE_F32);
+            b->blas = gemm_gflops(b->pool, 300, I, H, f, BS_COMPUTE_F32, 0);
         }
         dlclose(lib);
     }
@@ -468,7 +479,7 @@ static void put_report_head(const bench_run *b, bs_buf *rep, double load_s, cons
     int tp_done = b->tp_items > 0 ? b->tp_items : 0;
     bs_buf_printf(rep,
                   "{\"model\":\"%s\",\"weights_sha256\":%s,\"backend\":\"%s\",\"load_s\":%.3f,\"threads\":%d,\"kernel\":\"%s\","
-                  "\"compute\":\"%s\",\"bf16_kernel\":\"%s\","
+                  "\"compute\":\"%s\",\"bf16_kernel\":\"%s\",\"int8_kernel\":\"%s\","
                   "\"state_tokens\":%d,\"n\":%d,"
                   "\"lat_n\":%d,\"lat1_ms\":%.3f,\"lat2_ms\":%.3f,\"lat2_p95_ms\":%.3f,"
                   "\"dec_s\":%.4f,\"dec_s_runs\":[%.4f,%.4f,%.4f],\"dec_s_questions\":%d,\"dec_s_group\":%d,"
@@ -476,13 +487,14 @@ static void put_report_head(const bench_run *b, bs_buf *rep, double load_s, cons
                   "\"profile_lat2\":{\"forward_ms\":%.3f,\"gemm_ms\":%.3f,\"attention_ms\":%.3f,\"other_ms\":%.3f,"
                   "\"gemm_gflop\":%.3f,\"attention_gflop\":%.3f},\"gemm_gflops_in_forward\":%.2f,"
                   "\"forward_gflops\":%.2f,\"sgemm_peak\":{\"shape\":[300,%d,%d],\"basal_gflops\":%.2f,"
-                  "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
+                  "\"openblas_gflops\":%.2f,\"basal_bf16_gflops\":%.2f,\"basal_int8_gops\":%.2f},\"flop_bound_ms_at_openblas_peak\":%.3f,\"lat2_ms_all\":[",
                   mp->name, wsha, be ? be->name : "cpu", load_s, bs_pool_size(b->pool), bs_gemm_kernel_name(bs_gemm_kernel()),
-                  be ? "f32" : bs_model_dtype_name(&b->mp->model), b->bf16 ? bs_gemm_bf16_kernel_name() : "", b->state_tokens,
+                  be ? "f32" : bs_model_dtype_name(&b->mp->model), b->bf16 ? bs_gemm_bf16_kernel_name() : "",
+                  b->ours_int8 > 0 ? bs_gemm_i8_kernel_name() : "", b->state_tokens,
                   b->n_ref ? b->n_ref : b->nb, L, fig->l1, fig->l2, fig->p95, fig->dec_s, b->dec_runs[0], b->dec_runs[1],
                   b->dec_runs[2], tp_done, b->group, batching_name, prof->total_ms / L, prof->gemm_ms / L,
                   prof->attn_ms / L, (prof->total_ms - prof->gemm_ms - prof->attn_ms) / L, prof->gemm_flop / L / 1e9,
-                  prof->attn_flop / L / 1e9, fig->gemm_gf, fig->total_gf, I, H, b->ours, b->blas, b->ours_bf16,
+                  prof->attn_flop / L / 1e9, fig->gemm_gf, fig->total_gf, I, H, b->ours, b->blas, b->ours_bf16, b->ours_int8,
                   b->blas > 0 ? flop_per_dec / (b->blas * 1e9) * 1000.0 : 0.0);
 }
 
@@ -554,8 +566,12 @@ static void print_summary(const bench_run *b, const bench_figures *fig, const bs
     if (!b->mp->model.backend)
         fprintf(stderr, "CPU kernel %s, f32 GEMM peak %.1f GFLOP/s\n", bs_gemm_kernel_name(bs_gemm_kernel()), b->ours);
     if (b->bf16)
-        fprintf(stderr, "dtype bf16: kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
-                bs_gemm_bf16_kernel_name(), b->ours_bf16, b->ours > 0 ? b->ours_bf16 / b->ours : 0.0);
+        fprintf(stderr, "dtype %s: bf16 kernel %s, bf16 GEMM peak %.1f GFLOP/s (%.2fx the f32 peak)\n",
+                bs_model_dtype_name(&b->mp->model), bs_gemm_bf16_kernel_name(), b->ours_bf16,
+                b->ours > 0 ? b->ours_bf16 / b->ours : 0.0);
+    if (b->ours_int8 > 0)
+        fprintf(stderr, "dtype int8: kernel %s, int8 GEMM peak %.1f GOP/s (%.2fx the bf16 peak)\n", bs_gemm_i8_kernel_name(),
+                b->ours_int8, b->ours_bf16 > 0 ? b->ours_int8 / b->ours_bf16 : 0.0);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -599,9 +615,7 @@ int cmd_bench(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = threads;
-    bo.backend = dev.device;
-    bo.dtype = dev.dtype;
-    bo.gemm_table = dev.gemm_table;
+    cli_device_apply(&dev, &bo);
     if (basal_open(&ses, model_dir, &bo, &b.e) < 0) { cli_error("bench", "%s", b.e.msg); goto done; }
     b.ses = ses;
     b.mp = bs_session_model(ses);

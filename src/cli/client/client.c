@@ -954,7 +954,7 @@ static int parse_args(int argc, char **argv, cl_opts *o) {
     o->n_label = (int)label.n;
     o->max_input_bytes = (size_t)max_input;
     if (rc) return rc;
-    if (o->dev.device || o->dev.dtype || o->dev.gemm_table) o->local_only_set = 1;
+    if (o->dev.device || o->dev.dtype || o->dev.gemm_table || o->dev.int8_alpha) o->local_only_set = 1;
     if (o->local_only_set && !o->local)
         return usage_error("--threads, --backend, --device, --dtype and --gemm-table need --local");
     if (o->local) {
@@ -1027,9 +1027,7 @@ int cmd_client(int argc, char **argv) {
         bs_err le = {0};
         basal_options_init(&bo);
         bo.threads = o.threads;
-        bo.backend = o.dev.device;
-        bo.dtype = o.dev.dtype;
-        bo.gemm_table = o.dev.gemm_table;
+        cli_device_apply(&o.dev, &bo);
         if (basal_open(&local, dir, &bo, &le) < 0) {
             cli_error("client", "%s", le.msg);
             goto done;

@@ -71,6 +71,7 @@ typedef struct opts {
     double head_std;      /* lm_head's spread; 0 = 8/sqrt(H) */
     int outliers;         /* hidden channels whose RMSNorm weights are scaled by outlier_scale */
     double outlier_scale;
+    const char *outlier_weights; /* "drawn", or "compensated": the columns reading them divided by the scale */
 } opts;
 
 /* ---- the generator ---- */
@@ -95,6 +96,7 @@ typedef struct gen_tensor {
     int64_t numel, first_chunk;
     int outliers, hidden;  /* an RMSNorm weight: its outlier channels (outlier_channel) get outlier_scale */
     double outlier_scale;
+    int outlier_cols;      /* a projection reading a norm: its outlier columns are divided by outlier_scale */
 } gen_tensor;
 
 /* Whether hidden channel ch is one of the first n outlier channels: spread
@@ -119,8 +121,13 @@ static void gen_chunk(const gen_tensor *t, int64_t c, float *out, int64_t n, int
         out[i] = (float)(t->mean + t->std * (r * cos(a)));
         if (i + 1 < n) out[i + 1] = (float)(t->mean + t->std * (r * sin(a)));
     }
-    for (int64_t i = 0; t->outliers && i < n; i++)
-        if (outlier_channel(off + i, t->outliers, t->hidden)) out[i] = (float)(out[i] * t->outlier_scale);
+    for (int64_t i = 0; t->outliers && i < n; i++) {
+        if (t->outlier_cols) {
+            if (outlier_channel((off + i) % t->hidden, t->outliers, t->hidden)) out[i] = (float)(out[i] / t->outlier_scale);
+        } else if (outlier_channel(off + i, t->outliers, t->hidden)) {
+            out[i] = (float)(out[i] * t->outlier_scale);
+        }
+    }
     if (round_bf16) /* F32 twins hold exactly the values of the BF16 model */
         for (int64_t i = 0; i < n; i++) out[i] = bs_bf16_to_f32(bs_f32_to_bf16(out[i]));
 }
@@ -260,10 +267,15 @@ static int write_weights(const opts *o, bs_err *e) {
         t->mean = sp[i].mean;
         t->std = sp[i].std;
         t->numel = bs_st_numel(w, t->idx);
-        if (o->outliers && strstr(sp[i].name, "layernorm.weight")) {
+        int reads_norm = strstr(sp[i].name, "_proj.weight") &&
+                         (strstr(sp[i].name, "q_proj") || strstr(sp[i].name, "k_proj") || strstr(sp[i].name, "v_proj") ||
+                          strstr(sp[i].name, "gate_proj") || strstr(sp[i].name, "up_proj"));
+        if (o->outliers && (strstr(sp[i].name, "layernorm.weight") ||
+                            (reads_norm && !strcmp(o->outlier_weights, "compensated")))) {
             t->outliers = o->outliers;
             t->hidden = o->p.H;
             t->outlier_scale = o->outlier_scale;
+            t->outlier_cols = reads_norm;
         }
         t->first_chunk = i ? ts[i - 1].first_chunk + (ts[i - 1].numel + CHUNK - 1) / CHUNK : 0;
     }
@@ -577,6 +589,7 @@ const cli_doc cli_doc_make_model = {
 int cmd_make_model(int argc, char **argv) {
     opts o = {0};
     o.outlier_scale = 50.0;
+    o.outlier_weights = "drawn";
     o.p = presets[0];
     o.dtype = BS_BF16;
     o.shards = 1;
@@ -606,6 +619,10 @@ int cmd_make_model(int argc, char **argv) {
                 0, 1 << 20),
         CLI_DOUBLE("--outlier-scale", "X", "50", NULL, "the factor of those channels (developer option)",
                    &o.outlier_scale, 0, 1e6),
+        CLI_CHOICE("--outlier-weights", "drawn", NULL,
+                   "the q/k/v/gate/up columns of those channels: as drawn, or compensated (divided by the factor, so "
+                   "the products see the model without outliers while the activations carry them; developer option)",
+                   &o.outlier_weights, "drawn|compensated"),
         CLI_SW("--rope-theta-decoy",
                "also write the test fixtures' decoy top-level rope_theta 10000 (spec 07 §8.2; developer option)",
                &o.rope_decoy),
@@ -636,6 +653,10 @@ int cmd_make_model(int argc, char **argv) {
         o.p.Nkv = (int)kvh;
     }
     if (bias) o.p.bias = !strcmp(bias, "on");
+    if (o.outliers && !strcmp(o.outlier_weights, "compensated") && !(o.outlier_scale > 0)) {
+        cli_error(NULL, "make-model: --outlier-weights compensated divides by --outlier-scale: give one above 0");
+        return 2;
+    }
     if (!o.name) o.name = o.p.model_name;
     struct stat st;
     if (stat(o.outdir, &st) == 0) {

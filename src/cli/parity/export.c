@@ -406,9 +406,7 @@ int cmd_export(int argc, char **argv) {
     basal_options bo;
     basal_options_init(&bo);
     bo.threads = o.threads;
-    bo.backend = o.dev.device;
-    bo.dtype = o.dev.dtype;
-    bo.gemm_table = o.dev.gemm_table;
+    cli_device_apply(&o.dev, &bo);
     bo.no_prefix_cache = o.no_prefix_cache;
     if (basal_open(&ses, dir, &bo, &e) < 0) goto fail;
     if (mkdir(o.out, 0777) < 0) {

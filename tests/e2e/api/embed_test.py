@@ -176,11 +176,15 @@ if os.path.exists(os.path.join(BUILD, "libbasal.so")):
             c.ok(False, "a refused request raises")
         except basal.RequestError as e:
             c.ok(e.status == 422 and e.body["detail"][0]["type"] == "missing", f"RequestError: {e.status} {e.body}")
-    # the knobs of basal_options (orders, calibration) through the bindings: the
-    # same answers as `basal decide` with the same flags
+    # the knobs of basal_options (orders, calibration, the int8 mode's alpha) through the bindings: the
+    # same answers as `basal decide` with the same flags (the int8 weights cached in this test's directory)
+    os.environ["BASAL_HOME"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), "embed-home")
     for kw, flags in (({"orders": 1}, ["--orders", "1"]), ({"calibration": False}, ["--no-calibration"]),
                       ({"orders": 1, "calibration": os.path.join(MODEL, "CALIBRATION.json")},
-                       ["--orders", "1", "--calibration", os.path.join(MODEL, "CALIBRATION.json")])):
+                       ["--orders", "1", "--calibration", os.path.join(MODEL, "CALIBRATION.json")]),
+                      ({"dtype": "int8"}, ["--dtype", "int8"]),
+                      ({"dtype": "int8", "int8_smooth_alpha": 0}, ["--dtype", "int8", "--int8-smooth-alpha", "0"]),
+                      ({"dtype": "int8", "int8_smooth_alpha": 0.8}, ["--dtype", "int8", "--int8-smooth-alpha", "0.8"])):
         p = subprocess.run([srvlib.BASAL, "decide", "--model", MODEL, *flags], input=reqs[0].encode(), capture_output=True,
                            timeout=120)
         with basal.Model(MODEL, threads=2, **kw) as mk:
