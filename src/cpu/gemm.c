@@ -35,68 +35,6 @@
  * split-K, and M = 1 takes the same path as any M. */
 enum { MR = 6, NR = 16, KC = 256, MC = 144, NC_MAX = 1024 };
 
-static atomic_int chosen_kernel = -1;
-static atomic_int have_f16c = 0;
-
-int bs_gemm_have_f16c(void) {
-    bs_gemm_kernel();
-    return atomic_load(&have_f16c);
-}
-
-int bs_kernel_supported(bs_kernel k) {
-    if (k == BS_KERNEL_GENERIC) return 1;
-#ifdef BS_X86
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (k == BS_KERNEL_AVX2) return avx2;
-    /* __builtin_cpu_supports also checks that the OS saves the zmm state */
-    if (k == BS_KERNEL_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
-#endif
-    return 0;
-}
-
-/* BASAL_CPU=generic|avx2|avx512 caps the choice (a family the CPU lacks
- * falls back to the best one below it); unset or anything else: the best. */
-static bs_kernel detect_kernel(void) {
-    const char *env = getenv("BASAL_CPU");
-#ifdef BS_X86
-    __builtin_cpu_init();
-    /* CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c") */
-    unsigned a, b, c, d;
-    atomic_store(&have_f16c, __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1) ? 1 : 0);
-#endif
-    bs_kernel cap = BS_KERNEL_AVX512;
-    if (env && !strcmp(env, "generic")) cap = BS_KERNEL_GENERIC;
-    else if (env && !strcmp(env, "avx2")) cap = BS_KERNEL_AVX2;
-    for (int k = cap; k > BS_KERNEL_GENERIC; k--)
-        if (bs_kernel_supported((bs_kernel)k)) return (bs_kernel)k;
-    return BS_KERNEL_GENERIC;
-}
-
-bs_kernel bs_gemm_kernel(void) {
-    int k = atomic_load(&chosen_kernel);
-    if (k < 0) {
-        int expected = -1;
-        atomic_compare_exchange_strong(&chosen_kernel, &expected, (int)detect_kernel());
-        k = atomic_load(&chosen_kernel);
-    }
-    return (bs_kernel)k;
-}
-
-bs_kernel bs_gemm_force_kernel(bs_kernel k) {
-    bs_kernel old = bs_gemm_kernel(); /* also runs the CPU detection once */
-    if (bs_kernel_supported(k)) atomic_store(&chosen_kernel, (int)k);
-    return old;
-}
-
-const char *bs_gemm_kernel_name(bs_kernel k) {
-    switch (k) {
-    case BS_KERNEL_AVX512: return "avx512";
-    case BS_KERNEL_AVX2: return "avx2-fma";
-    default: return "generic";
-    }
-}
-
 /* ---- packing --------------------------------------------------------------
  * Weight strip: columns n0..n0+NR-1 (rows of w), depth k0..k0+kc-1, stored
  * as dst[kk][NR] in f32. Widening bf16/f16 is exact, so f32, bf16 and f16
@@ -203,7 +141,7 @@ static inline __attribute__((always_inline)) AVX2_FN void pack_b_avx2_t(const bs
 
 static AVX2_FN void pack_b_avx2(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
     int k8 = kc & ~7;
-    if (w->n - n0 < NR || k8 < kc || w->dtype == BS_I8 || (w->dtype == BS_F16 && !atomic_load(&have_f16c))) {
+    if (w->n - n0 < NR || k8 < kc || w->dtype == BS_I8 || (w->dtype == BS_F16 && !bs_gemm_have_f16c())) {
         pack_b_generic(w, n0, k0, kc, dst);
         return;
     }
@@ -697,13 +635,6 @@ int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes) {
     w->packed_kind = im->prepacked;
     if (bytes) *bytes = n;
     return 1;
-}
-
-void bs_gemm_unpack(bs_wmat *w) {
-    free((void *)w->packed);
-    w->packed = NULL;
-    w->packed_kind = BS_WPACK_NONE;
-    w->scale = NULL; /* part of the I8 copy's block */
 }
 
 float bs_dot_row(const float *a, const bs_wmat *w, int row) {

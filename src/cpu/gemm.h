@@ -10,42 +10,8 @@
 
 #include "cpu/pool.h"
 #include "base/util.h"
-
-/* Layouts of prepacked weights (bs_gemm_prepack). */
-/* AMX: 32-column strips of tile rows (gemm_amx.c). PAIRS: the avx512-bf16
- * kernels' strips, bf16 pairs in 32 columns per K block, laid out as that
- * kernel packs them per call (gemm_bf16.c). */
-/* I8: the int8w mode's quantized copy (bs_gemm_quantize): q[n][k] int8 and
- * its per-row scales (bs_wmat.scale). */
-/* Q8: the int8 mode's W8A8 weights (bs_gemm_pack_w8a8): 32-column strips of
- * int8 quads, one layout for every int8 kernel (gemm_i8.c). */
-typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2, BS_WPACK_I8 = 3, BS_WPACK_Q8 = 4 } bs_wpack;
-
-typedef struct bs_wmat {
-    bs_dtype dtype;
-    const void *data; /* row-major [n][k] */
-    int n, k;
-    /* The same weights in a kernel's own layout (owned by whoever called
-     * bs_gemm_prepack), or NULL: kernels that read it use it, the others
-     * read data. */
-    const void *packed;
-    bs_wpack packed_kind;
-    const float *scale; /* BS_I8 data, BS_WPACK_I8 or BS_WPACK_Q8: row n's weights are scale[n] * q[n][k] */
-} bs_wmat;
-
-/* Kernel families of the CPU backend (GEMM, attention, element-wise). All
- * give bitwise the same f32 results; they differ only in speed. */
-typedef enum { BS_KERNEL_GENERIC = 0, BS_KERNEL_AVX2 = 1, BS_KERNEL_AVX512 = 2 } bs_kernel;
-
-/* Chooses the family once per process: the widest the CPU supports
- * (AVX-512F, else AVX2+FMA, else portable); BASAL_CPU=generic|avx2|avx512
- * caps the choice. Later calls return the same choice. */
-bs_kernel bs_gemm_kernel(void);
-const char *bs_gemm_kernel_name(bs_kernel k);
-/* Whether this CPU (and OS) can run family k. */
-int bs_kernel_supported(bs_kernel k);
-/* For tests and benchmarks: switch to family k if supported (returns the old one). */
-bs_kernel bs_gemm_force_kernel(bs_kernel k);
+#include "cpu/kernel_family.h"
+#include "cpu/wmat.h"
 
 /* y (row stride ldy) = x (row stride ldx) * w^T for m rows (f32 compute). */
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy);
@@ -83,10 +49,9 @@ int bs_gemm_force_bf16_hw(int k);
  * per-call transposition read the weights in 32-byte pieces 3-22 KiB apart,
  * the packed copy streams in order). Same size as bf16 storage, N rounded up
  * to 32 columns. Returns 1 with w->packed set
- * (release with bs_gemm_unpack; the bytes in *bytes if not NULL), 0 when the
+ * (release with bs_gemm_unpack, cpu/wmat.h; the bytes in *bytes if not NULL), 0 when the
  * kernel needs nothing, BS_ENOMEM. */
 int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes);
-void bs_gemm_unpack(bs_wmat *w);
 
 /* The int8w mode (weights int8, issue 34): row n of w becomes
  *     s[n] = amax_n / 127 (f32; amax_n the largest |w[n][k]| widened to f32),
@@ -130,7 +95,6 @@ void bs_gemm_quantize_rows(bs_pool *pool, const bs_wmat *w, const float *colmul,
  * which is exact in int32 arithmetic. Bound: with |qx + 128| <= 255 and
  * |q| <= 127, every partial sum stays below 2^31 while K * 127 * 255 < 2^31,
  * i.e. K <= BS_I8_MAX_K; bs_gemm_pack_w8a8 refuses a deeper matrix. */
-#define BS_I8_MAX_K 66311
 /* Packs row-major q [w->n][w->k] and scale [w->n] (the rule of
  * bs_quantize_row_i8, already applied) as w->packed (BS_WPACK_Q8; the
  * stored weights stay as they are). 1 packed (its bytes in *bytes), 0 for an

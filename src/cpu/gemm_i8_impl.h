@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu/gemm.h"
+#include "cpu/kernel_family.h"
+#include "cpu/pool.h"
+#include "cpu/wmat.h"
 
 enum { BS_Q8_NR = 32, BS_Q8_KALIGN = 64 };
 

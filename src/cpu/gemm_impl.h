@@ -97,7 +97,4 @@ float bs_bf16_pair_step_hw(float acc, uint32_t xpair, uint32_t wpair);
 /* The portable weight packing for any strip width: dst[kk][nr] in f32. */
 void bs_gemm_pack_b_portable(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
 
-/* Whether the CPU has F16C (for the vector widening of f16 weights). */
-int bs_gemm_have_f16c(void);
-
 #endif

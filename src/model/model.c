@@ -119,26 +119,11 @@ fail:
     return rc;
 }
 
-/* The seven projection matrices of every layer. */
-static bs_wmat *layer_mat(bs_layer *ly, int i) {
-    bs_wmat *all[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->wg, &ly->wu, &ly->wd};
-    return all[i];
-}
-
-bs_wmat *bs_layer_mat(bs_layer *ly, int i) { return layer_mat(ly, i); }
-
-const char *bs_layer_mat_name(int i) {
-    static const char *const names[BS_LAYER_MATS] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                                     "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
-                                                     "mlp.down_proj"};
-    return i >= 0 && i < BS_LAYER_MATS ? names[i] : NULL;
-}
-
 int bs_model_prepack(bs_model *m, bs_err *e) {
     uint64_t total = 0;
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) {
-            const bs_wmat *w = layer_mat(&m->layers[l], i);
+            const bs_wmat *w = bs_layer_mat(&m->layers[l], i);
             total += mat_bytes(w);
         }
     char what[512];
@@ -147,7 +132,7 @@ int bs_model_prepack(bs_model *m, bs_err *e) {
     uint64_t packed = 0;
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) {
-            bs_wmat *w = layer_mat(&m->layers[l], i);
+            bs_wmat *w = bs_layer_mat(&m->layers[l], i);
             size_t bytes = 0, src = mat_bytes(w);
             int rc = bs_gemm_prepack(m->pool, w, m->compute, &bytes);
             if (rc < 0) {
@@ -189,7 +174,7 @@ static int quantize_from_cache(bs_model *m, const char *path, const char *key) {
     if (rc == 1) {
         for (int l = 0; l < m->cfg.n_layers; l++) /* the stored weights are not read in this mode */
             for (int i = 0; i < BS_LAYER_MATS; i++) {
-                const bs_wmat *w = layer_mat(&m->layers[l], i);
+                const bs_wmat *w = bs_layer_mat(&m->layers[l], i);
                 bs_weights_drop_pages(w->data, mat_bytes(w));
             }
         m->quant = BS_QUANT_INT8W;
@@ -230,13 +215,13 @@ int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e) {
 static int quantize_all(bs_model *m, bs_err *e) {
     uint64_t total = 0, made = 0;
     for (int l = 0; l < m->cfg.n_layers; l++)
-        for (int i = 0; i < 7; i++) total += mat_bytes(layer_mat(&m->layers[l], i));
+        for (int i = 0; i < 7; i++) total += mat_bytes(bs_layer_mat(&m->layers[l], i));
     char what[512];
     snprintf(what, sizeof what, "quantizing the weights of %s to int8", m->dir);
     bs_progress *p = bs_progress_start(what, total, "B");
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int i = 0; i < 7; i++) {
-            bs_wmat *w = layer_mat(&m->layers[l], i);
+            bs_wmat *w = bs_layer_mat(&m->layers[l], i);
             size_t bytes = 0, src = mat_bytes(w);
             if (bs_gemm_quantize(m->pool, w, &bytes) < 0) {
                 bs_progress_end(p);
@@ -263,16 +248,9 @@ const char *bs_model_dtype_name(const bs_model *m) {
 }
 
 void bs_model_unpack(bs_model *m) {
-    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
-        bs_layer *ly = &m->layers[l];
-        for (int i = 0; i < 7; i++) bs_gemm_unpack(layer_mat(ly, i));
-        free(ly->ln1_i8); free(ly->ln2_i8); free(ly->bv_i8); free(ly->bu_i8);
-        ly->ln1_i8 = ly->ln2_i8 = ly->bv_i8 = ly->bu_i8 = NULL;
-        ly->down_hadamard = 0;
-    }
+    bs_model_drop_copies(m);
     bs_int8_state_free(m->int8);
     m->int8 = NULL;
-    m->quant = BS_QUANT_NONE;
 }
 
 void bs_model_free(bs_model *m) {

@@ -28,7 +28,7 @@
 #ifndef BS_QUANT_CACHE_H
 #define BS_QUANT_CACHE_H
 
-#include "model/model.h"
+#include "model/weights.h"
 
 #define BS_QUANT_CACHE_FORMAT "basal-int8w-v1"
 #define BS_QUANT_CACHE_FORMAT_INT8 "basal-int8-v1"

@@ -530,7 +530,7 @@ static int read_cache(bs_model *m, bs_int8_state *st, const char *path, const ch
     }
     bs_qc_close(f);
     if (rc != 1) { /* all or nothing */
-        bs_model_unpack(m);
+        bs_model_drop_copies(m);
         for (int g = 0; g < BS_SMOOTH_GROUPS; g++) free(st->s[g]), st->s[g] = NULL;
     }
     return rc;
@@ -609,7 +609,7 @@ static int quantize_fresh(bs_model *m, bs_int8_state *st, bs_err *e) {
         m->compute = BS_COMPUTE_BF16;
         if (rc < 0) return rc;
     }
-    if ((rc = quantize_layers(m, st, e)) < 0) bs_model_unpack(m);
+    if ((rc = quantize_layers(m, st, e)) < 0) bs_model_drop_copies(m);
     return rc;
 }
 

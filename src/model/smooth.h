@@ -57,7 +57,7 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
+#include "model/weights.h"
 
 /* The calibration text (calib_text.c) and its version (part of the
  * quantized-weights cache key). */
