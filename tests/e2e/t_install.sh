@@ -145,7 +145,7 @@ done
 check_comp() { local want=$1; shift; local got; got=$(complete_words "$@"); [ "$got" = "$want" ] && ok || bad "$* <TAB>: '$got', expected '$want'"; }
 check_comp "auto cpu cuda" basal serve --backend ''
 check_comp "cpu cuda" basal serve --backend = c
-check_comp "auto bf16 f16 f32 int8w" basal decide --dtype ''
+check_comp "auto bf16 f16 f32 int8 int8w" basal decide --dtype ''
 check_comp "hrrn" basal serve --schedule h
 check_comp "off on" basal serve --access-log o
 check_comp "--metrics" basal serve --access-log --me
