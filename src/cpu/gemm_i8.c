@@ -28,6 +28,7 @@
 #include "cpu/gemm_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define BS_X86 1
 #endif
@@ -380,7 +381,10 @@ static int cpu_has(const char *what) {
     if (!strcmp(what, "avx512vnni"))
         return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    if (!strcmp(what, "avxvnni")) return __builtin_cpu_supports("avxvnni");
+    if (!strcmp(what, "avxvnni")) { /* CPUID.(7,1):EAX bit 4 (clang 14 has no "avxvnni" for the builtin) */
+        unsigned a, b, c, d;
+        return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+    }
 #endif
     (void)what;
     return 0;
