@@ -286,8 +286,18 @@ typedef struct {
  * *staged: stage already holds the first tile's start values (copied by the
  * kernel before); on return, whether it holds those of the next strip's
  * first tile (next_full: that strip exists and is nr columns wide). */
+/* Tile rows c[0..r) *= colscale per column (int8 weights, BS_I8: the one f32
+ * product after the chain), while the tile is still in L1; the staged copy
+ * of the next tile was taken before, so it is the unscaled partial sum. */
+static void scale_tile(float *c, int ldc, int r, int nv, const float *colscale) {
+    for (int i = 0; i < r; i++)
+        for (int jj = 0; jj < nv; jj++) c[(size_t)i * ldc + jj] *= colscale[jj];
+}
+
+/* colscale: NULL, or (the last K block of BS_I8 weights) the strip's scales. */
 static void run_strip(const gemm_job *j, const float *ap, int mc, const float *bs, int kc, float *cs, int nv,
-                      int first, int next_full, float *stage, int *staged, pf_rect *pfa, pf_rect *pfw) {
+                      int first, int next_full, float *stage, int *staged, pf_rect *pfa, pf_rect *pfw,
+                      const float *colscale) {
     const int mr = j->impl->mr, nr = j->impl->nr, lda = j->impl->lda;
     for (int i0 = 0; i0 < mc; i0 += mr) {
         int r = mc - i0 < mr ? mc - i0 : mr;
@@ -322,6 +332,7 @@ static void run_strip(const gemm_job *j, const float *ap, int mc, const float *b
             j->impl->ukr[r](ap + (size_t)i0 * lda, bs, kc, t, nr, first, stage, NULL, 0, c);
             for (int i = 0; i < r; i++) memcpy(c + (size_t)i * j->ldy, t + i * nr, (size_t)nv * sizeof(float));
         }
+        if (colscale) scale_tile(c, j->ldy, r, nv, colscale);
         *staged = stage_next;
     }
 }
@@ -391,7 +402,8 @@ static void gemm_task(void *arg, int task, int thread) {
                     pfwp = &pfw;
                 }
                 int next_full = s + 1 < s1 && w->n - n0 - nr >= nr;
-                run_strip(j, ap, mc, bs, kc, cs, nv, first, next_full, stage, &staged, &pfa, pfwp);
+                const float *colscale = w->dtype == BS_I8 && k0 + kc >= w->k ? w->scale + n0 : NULL;
+                run_strip(j, ap, mc, bs, kc, cs, nv, first, next_full, stage, &staged, &pfa, pfwp, colscale);
             }
         }
     }
@@ -496,7 +508,9 @@ static void scale_columns(float *y, int ldy, int m, int n, const float *scale) {
 static void gemm_with(const bs_gemm_impl *impl, bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w,
                       float *y, int ldy) {
     gemm_run(impl, pool, x, ldx, m, w, y, ldy);
-    if (w->dtype == BS_I8 && m > 0) scale_columns(y, ldy, m, w->n, w->scale);
+    /* the tiled driver scales each tile as it finishes it (run_strip); a
+     * family with its own driver, or K = 0, leaves it to this pass */
+    if (w->dtype == BS_I8 && m > 0 && (impl->run || w->k == 0)) scale_columns(y, ldy, m, w->n, w->scale);
 }
 
 void bs_gemm(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {

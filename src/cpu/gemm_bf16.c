@@ -150,9 +150,9 @@ static BF16_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, fl
  * int8 weight widens to f32 and then bf16 exactly (|q| <= 127). */
 BF16_INLINE __m256 load8pairs(const void *p, const bs_dtype dt) {
     if (dt == BS_BF16) return _mm256_loadu_ps(p);
-    if (dt == BS_I8)
-        return _mm256_castsi256_ps(
-            round16_bf16(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)))));
+    if (dt == BS_I8) /* |q| <= 127 fits bf16's 8 bits: the f32's top half is the bf16, no rounding to do */
+        return _mm256_castsi256_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+            _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)))), 16)));
     return _mm256_castsi256_ps(round16_bf16(_mm512_loadu_ps(p)));
 }
 

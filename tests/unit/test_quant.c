@@ -121,11 +121,14 @@ static float chain_out(const float *x, const int8_t *q, int k, float s) {
 }
 
 static void check_products(bs_pool *pool2, bs_pool *pool3) {
-    static const int shapes[][2] = {{64, 64}, {40, 33}, {96, 200}, {130, 257}, {32, 512}};
+    /* {n, k, m}: the last two go over several K blocks (the scale is applied
+     * after the last) and, the last, several row blocks */
+    static const int shapes[][3] = {{64, 64, 37}, {40, 33, 37}, {96, 200, 37}, {130, 257, 37}, {32, 512, 37},
+                                    {72, 1100, 37}, {50, 1030, 300}};
     int chosen = bs_gemm_force_bf16_hw(1);
     int have_hw = bs_gemm_bf16_kernel() == 1;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-        int n = shapes[si][0], k = shapes[si][1], M = 37;
+        int n = shapes[si][0], k = shapes[si][1], M = shapes[si][2];
         float *w = malloc(sizeof(float) * (size_t)n * k), *x = malloc(sizeof(float) * (size_t)M * k);
         float *y = malloc(sizeof(float) * (size_t)M * n), *y1 = malloc(sizeof(float) * (size_t)n);
         float *yp = malloc(sizeof(float) * (size_t)M * n);
