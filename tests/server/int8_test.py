@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from srvlib import BASAL, FIXTURES, SLOW, Checks, Server  # noqa: E402
+from agreement import TIE, distribution, requests  # noqa: E402
 
 C = Checks()
 tmp = tempfile.mkdtemp(prefix="int8-", dir=os.environ.get("TMPDIR"))
@@ -147,39 +148,6 @@ def part_numpy_and_cache(fixture):
     rc, out6, err6 = decide(src, body, "int8w")
     C.eq(len(set(cache_files()) - before), 1, f"{fixture}: a changed weights file gets its own cache file")
     C.eq(out6, out1, f"{fixture}: same weights, same answers")
-
-
-# Near-ties: an f32 margin below this is a coin flip for any reduced
-# precision (the random fixtures answer most yes/no questions within 0.01 of
-# 0.5); agreement is compared on the decisions above it, all are printed.
-TIE = 0.01
-
-WORDS = ("paczka zwrot faktura reklamacja dostawa konto hasło opłata rabat kurier sklep zamówienie błąd aplikacja "
-         "telefon adres płatność karta przelew termin umowa serwis gwarancja produkt klient").split()
-
-
-def requests(name, qtype, n, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        state = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 24))))
-        if qtype == "choice":
-            k = int(rng.integers(2, 6))
-            q = {"type": "choice", "instructions": "Czego dotyczy wiadomość?",
-                 "criteria": {f"o{j}": str(rng.choice(WORDS)) + f" {j}" for j in range(k)}}
-        elif qtype == "noul":
-            q = {"type": "noul", "instructions": "Czy klient jest " + str(rng.choice(WORDS)) + "?"}
-        else:
-            q = {"type": "score", "instructions": "Jak pilne?", "criteria": ["niskie", "średnie", "wysokie", "krytyczne"]}
-        out.append({"model": name, "state": state, "questions": {"q": q}})
-    return out
-
-
-def distribution(ans):
-    a = ans["answers"]["q"]
-    if a["type"] == "noul":
-        return [a["noul"], 1 - a["noul"]]
-    return list(a["probabilities"].values())
 
 
 COMPARED = set()  # question types whose agreement was compared somewhere

@@ -45,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from srvlib import BASAL, FIXTURES, SLOW, Checks, Server, strip_latency  # noqa: E402
+from agreement import TIE, distribution, requests  # noqa: E402
 
 C = Checks()
 tmp = tempfile.mkdtemp(prefix="int8a-", dir=os.environ.get("TMPDIR"))
@@ -338,35 +339,6 @@ def part_doctor():
 
 
 # ---- agreement -------------------------------------------------------------------------------
-
-TIE = 0.01
-WORDS = ("paczka zwrot faktura reklamacja dostawa konto hasło opłata rabat kurier sklep zamówienie błąd aplikacja "
-         "telefon adres płatność karta przelew termin umowa serwis gwarancja produkt klient").split()
-
-
-def requests(name, qtype, n, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        state = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 24))))
-        if qtype == "choice":
-            k = int(rng.integers(2, 6))
-            q = {"type": "choice", "instructions": "Czego dotyczy wiadomość?",
-                 "criteria": {f"o{j}": str(rng.choice(WORDS)) + f" {j}" for j in range(k)}}
-        elif qtype == "noul":
-            q = {"type": "noul", "instructions": "Czy klient jest " + str(rng.choice(WORDS)) + "?"}
-        else:
-            q = {"type": "score", "instructions": "Jak pilne?", "criteria": ["niskie", "średnie", "wysokie", "krytyczne"]}
-        out.append({"model": name, "state": state, "questions": {"q": q}})
-    return out
-
-
-def distribution(ans):
-    a = ans["answers"]["q"]
-    if a["type"] == "noul":
-        return [a["noul"], 1 - a["noul"]]
-    return list(a["probabilities"].values())
-
 
 POOL = {}  # (pool, mode, question type) -> [agreeing decisions, decisions] with an f32 margin >= TIE
 
