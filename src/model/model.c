@@ -202,11 +202,7 @@ int bs_model_quantize(bs_model *m, const char *cache_dir, bs_err *e) {
     if (rc == BS_OK) m->quant = BS_QUANT_INT8W;
     if (rc == BS_OK && path) {
         bs_err we = { 0 };
-        if (bs_quant_cache_write(m, path, key, &we) < 0)
-            bs_log(BS_LOG_WARN, "model", "cannot keep the int8 weights in the cache (%s); the next start quantizes "
-                   "again", we.msg);
-        else
-            bs_log(BS_LOG_INFO, "model", "%s: int8 weights kept in %s", m->dir, path);
+        bs_quant_cache_log_write(m, path, bs_quant_cache_write(m, path, key, &we), &we);
     }
     free(path);
     return rc;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -346,4 +347,12 @@ int bs_quant_cache_write(const bs_model *m, const char *path, const char *key, b
 done:
     free(t);
     return rc;
+}
+
+void bs_quant_cache_log_write(const bs_model *m, const char *path, int rc, const bs_err *we) {
+    if (rc < 0)
+        bs_log(BS_LOG_WARN, "model", "cannot keep the int8 weights in the cache (%s); the next start quantizes again",
+               we->msg);
+    else
+        bs_log(BS_LOG_INFO, "model", "%s: int8 weights kept in %s", m->dir, path);
 }

@@ -67,6 +67,9 @@ int bs_qc_write(const char *path, const char *format, const char *key, const cha
  * e->msg says why; m unchanged), BS_ENOMEM; and writes them. */
 int bs_quant_cache_read(bs_model *m, const char *path, const char *key, bs_err *e);
 int bs_quant_cache_write(const bs_model *m, const char *path, const char *key, bs_err *e);
+/* The log line of a cache write of either mode: rc < 0 (we->msg says why)
+ * is a warning, never an error (the next start quantizes again). */
+void bs_quant_cache_log_write(const bs_model *m, const char *path, int rc, const bs_err *we);
 /* The rule text of dtype int8w (its key's and metadata's). */
 extern const char bs_quant_rule_int8w[];
 

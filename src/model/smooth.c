@@ -654,11 +654,7 @@ int bs_model_quantize_int8(bs_model *m, const char *cache_dir, bs_err *e) {
     bs_log(BS_LOG_INFO, "model", "%s: dtype int8 (%s; kernel %s)", m->dir, plan, bs_gemm_i8_kernel_name());
     if (path) {
         bs_err we = {0};
-        if (write_cache(m, st, path, key, &we) < 0)
-            bs_log(BS_LOG_WARN, "model", "cannot keep the int8 weights in the cache (%s); the next start quantizes "
-                   "again", we.msg);
-        else
-            bs_log(BS_LOG_INFO, "model", "%s: int8 weights kept in %s", m->dir, path);
+        bs_quant_cache_log_write(m, path, write_cache(m, st, path, key, &we), &we);
     }
     free(path);
     return BS_OK;
