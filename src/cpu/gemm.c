@@ -527,16 +527,21 @@ int bs_gemm_bf16_hw_supported(void) {
 }
 
 /* The bf16 kernel: 0 the portable emulation, 1 AVX512-BF16 (the same
- * bits), 2 AMX (its own bits, gemm_amx.c). By default the fastest this CPU
- * runs: AMX where the CPU has it and the kernel grants the tile state, else
- * the instruction when the f32 family is avx512, else the emulation.
- * BASAL_BF16=amx|avx512-bf16|portable asks for one (a kernel the CPU cannot
- * run falls back to the next one down). -1: not chosen yet. */
+ * bits), 2 AMX (its own bits, gemm_amx.c), 3 the AVX2 FMA kernel (the same
+ * bits as 0 and 1, gemm_bf16_avx2.c). By default the fastest this CPU runs:
+ * AMX where the CPU has it and the kernel grants the tile state, else the
+ * instruction when the f32 family is avx512, else the AVX2 kernel when the
+ * f32 family is at least avx2, else the emulation.
+ * BASAL_BF16=amx|avx512-bf16|avx2|portable asks for one (a kernel the CPU
+ * cannot run falls back to the next one down). -1: not chosen yet. */
 static atomic_int bf16_kernel = -1;
 
 static int bf16_supported(int k) {
     if (k == 1) return bs_gemm_kernel() == BS_KERNEL_AVX512 && bs_gemm_bf16_hw_supported();
     if (k == 2) return bf16_supported(1) && bs_gemm_amx_available();
+#ifdef BS_X86
+    if (k == 3) return bs_gemm_kernel() >= BS_KERNEL_AVX2;
+#endif
     return k == 0;
 }
 
@@ -544,6 +549,7 @@ int bs_gemm_bf16_parse(const char *name) {
     if (!name || !*name || !strcmp(name, "auto")) return -1;
     if (!strcmp(name, "amx") || !strcmp(name, "amx-bf16")) return 2;
     if (!strcmp(name, "avx512-bf16") || !strcmp(name, "avx512bf16")) return 1;
+    if (!strcmp(name, "avx2") || !strcmp(name, "bf16-avx2")) return 3;
     if (!strcmp(name, "portable") || !strcmp(name, "bf16-portable")) return 0;
     return -2;
 }
@@ -551,10 +557,14 @@ int bs_gemm_bf16_parse(const char *name) {
 static int bf16_choice(void) {
     int k = atomic_load(&bf16_kernel);
     if (k >= 0) return k;
-    int want = bs_gemm_bf16_parse(getenv("BASAL_BF16"));
-    for (k = want >= 0 ? want : 2; k > 0 && !bf16_supported(k); k--) {}
+    /* from the fastest down */
+    static const int order[] = {2, 1, 3, 0};
+    int want = bs_gemm_bf16_parse(getenv("BASAL_BF16")), i = 0;
+    if (want >= 0)
+        while (order[i] != want) i++;
+    while (order[i] != 0 && !bf16_supported(order[i])) i++;
     int expected = -1;
-    atomic_compare_exchange_strong(&bf16_kernel, &expected, k);
+    atomic_compare_exchange_strong(&bf16_kernel, &expected, order[i]);
     return atomic_load(&bf16_kernel);
 }
 
@@ -571,6 +581,7 @@ static const bs_gemm_impl *bf16_impl(void) {
     case 2: return &bs_gemm_impl_amx;
 #endif
     case 1: return &bs_gemm_impl_avx512bf16;
+    case 3: return &bs_gemm_impl_bf16_avx2;
     default: break;
     }
 #endif
@@ -586,9 +597,9 @@ int bs_gemm_bf16_kernel(void) { return bf16_choice(); }
  * the scales. */
 static void gemm_i8w(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
     bs_wmat q = { BS_I8, w->packed, w->n, w->k, NULL, BS_WPACK_NONE, w->scale };
-    const bs_gemm_impl *im = &bs_gemm_impl_bf16_portable;
-#ifdef BS_X86
-    if (bs_gemm_bf16_kernel() >= 1 && bf16_supported(1)) im = &bs_gemm_impl_avx512bf16; /* AMX's choice: the instruction */
+    const bs_gemm_impl *im = bf16_impl();
+#if defined(__x86_64__)
+    if (im == &bs_gemm_impl_amx) im = &bs_gemm_impl_avx512bf16; /* AMX's choice: the instruction */
 #endif
     gemm_with(im, pool, x, ldx, m, &q, y, ldy);
 }

@@ -31,16 +31,18 @@ int bs_gemm_amx_available(void);
 /* The bf16 kernel in use: "amx-bf16" (AMX tiles, where the CPU has them and
  * the kernel grants the tile state: the fastest, but its own bits),
  * "avx512-bf16" (the instruction, when the CPU has it and the f32 family is
- * avx512), or "bf16-portable" (the exact emulation of the instruction: the
- * same bits as avx512-bf16 on every CPU). BASAL_BF16=amx|avx512-bf16|portable
- * asks for one; a kernel the CPU cannot run falls back to the next. */
+ * avx512), "bf16-avx2" (the instruction's steps as FMAs, on AVX2 + FMA CPUs
+ * without it), or "bf16-portable" (the exact emulation of the instruction:
+ * the same bits as avx512-bf16 and bf16-avx2 on every CPU).
+ * BASAL_BF16=amx|avx512-bf16|avx2|portable asks for one; a kernel the CPU
+ * cannot run falls back to the next. */
 const char *bs_gemm_bf16_kernel_name(void);
-/* BASAL_BF16's value: 2 amx, 1 avx512-bf16, 0 portable, -1 unset or auto,
- * -2 unknown; and the kernel in use, as such a number. */
+/* BASAL_BF16's value: 2 amx, 1 avx512-bf16, 3 avx2, 0 portable, -1 unset or
+ * auto, -2 unknown; and the kernel in use, as such a number. */
 int bs_gemm_bf16_parse(const char *name);
 int bs_gemm_bf16_kernel(void);
-/* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX) if this
- * CPU can run it; returns the previous one. */
+/* For tests: use bf16 kernel k (0 emulation, 1 AVX512-BF16, 2 AMX, 3 AVX2)
+ * if this CPU can run it; returns the previous one. */
 int bs_gemm_force_bf16_hw(int k);
 
 /* Packs w once for the kernel that mode uses on this CPU, when that kernel
@@ -61,7 +63,7 @@ int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes);
  * compute mode a w so packed is multiplied as the bf16 mode multiplies
  * weights q (small integers are exact in bf16) and each output is then
  * multiplied by s[n]: y[m][n] = s[n] * chain(x[m], q[n]). The chain is the
- * one of the avx512-bf16 and portable bf16 kernels (never AMX's), so an
+ * one of the avx512-bf16, bf16-avx2 and portable kernels (never AMX's), so an
  * int8w product has the same bits on every CPU. 1 with the copy made (its
  * bytes in *bytes), 0 for an empty w, BS_ENOMEM. */
 int bs_gemm_quantize(bs_pool *pool, bs_wmat *w, size_t *bytes);

@@ -73,7 +73,7 @@ static void pack_a_portable(const float *x, int ldx, int rows, int k0, int kc, f
 }
 
 /* Weight strip into pairs: dst[p*nr + j] for columns n0 + j (zero past N). */
-static void pack_b_pairs_portable(const bs_wmat *w, int n0, int k0, int kc, float *dstf, int nr) {
+void bs_gemm_pack_b_pairs(const bs_wmat *w, int n0, int k0, int kc, float *dstf, int nr) {
     uint32_t *dst = (uint32_t *)(void *)dstf;
     int nv = w->n - n0 < nr ? w->n - n0 : nr;
     for (int j = 0; j < nr; j++) {
@@ -87,7 +87,7 @@ static void pack_b_pairs_portable(const bs_wmat *w, int n0, int k0, int kc, floa
 }
 
 static void pack_b_portable(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
-    pack_b_pairs_portable(w, n0, k0, kc, dst, PNR);
+    bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, PNR);
 }
 
 static inline __attribute__((always_inline)) void ukr_portable_body(const float *a, const float *b, int kc, float *c,
@@ -177,7 +177,7 @@ BF16_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst,
 static BF16_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
     int k16 = kc & ~15;
     if (w->n - n0 < NR || k16 < kc || w->dtype == BS_F16) {
-        pack_b_pairs_portable(w, n0, k0, kc, dst, NR);
+        bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, NR);
         return;
     }
     if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, BS_BF16);

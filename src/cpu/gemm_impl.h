@@ -65,6 +65,12 @@ extern const bs_gemm_impl bs_gemm_impl_avx512;
  * AVX512-BF16 kernels (x86 only). */
 extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
 extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
+/* The same chain with AVX2 FMAs (gemm_bf16_avx2.c; x86 only): the same bits. */
+extern const bs_gemm_impl bs_gemm_impl_bf16_avx2;
+/* A strip of w (columns n0.., depth k0..k0+kc-1) as bf16 pairs for any strip
+ * width: dst[p * nr + j] = bf16(w[n0+j][k0+2p]) | bf16(w[n0+j][k0+2p+1]) << 16
+ * (zero past N and past kc). */
+void bs_gemm_pack_b_pairs(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
 /* The AMX-BF16 kernels (gemm_amx.c; x86-64 only): a separate, opt-in mode
  * whose bits differ from the two above. */
 extern const bs_gemm_impl bs_gemm_impl_amx;

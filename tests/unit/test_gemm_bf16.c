@@ -21,7 +21,9 @@
  *    weights prepacked as a model load does (bs_gemm_prepack) give the same
  *    bits as packed per call, for every storage, M, offset and thread count;
  *    how many outputs differ from the pair-step kernels is printed
- *    (TDPBF16PS is not the VDPBF16PS step sequence: gemm_amx.c). */
+ *    (TDPBF16PS is not the VDPBF16PS step sequence: gemm_amx.c).
+ * 2 and 3 run every bf16 kernel the CPU has: the emulation, bf16-avx2
+ * (AVX2 + FMA), avx512-bf16 and amx-bf16; 4 is below. */
 #include <stdint.h>
 
 #include "check.h"
@@ -172,6 +174,15 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
     int hw = bs_gemm_bf16_hw_supported() && bs_gemm_kernel() == BS_KERNEL_AVX512;
     int amx = hw && bs_gemm_amx_available(), m_max = SANITIZED ? 70 : 300;
     int chosen = bs_gemm_force_bf16_hw(0); /* the process's own choice, restored at the end */
+    /* the kernels this CPU runs: the emulation first (the reference of the
+     * others), then bf16-avx2, avx512-bf16 and amx-bf16 */
+    int fams[4], nfam = 0;
+    fams[nfam++] = 0;
+    bs_gemm_force_bf16_hw(3);
+    if (bs_gemm_bf16_kernel() == 3) fams[nfam++] = 3;
+    if (hw) fams[nfam++] = 1;
+    if (amx) fams[nfam++] = 2;
+    bs_gemm_force_bf16_hw(0);
     long amx_differ = 0, amx_total = 0;
     for (size_t s = 0; s < NS; s++) {
         int n = shapes[s].n, k = shapes[s].k, mm = m_max;
@@ -188,9 +199,11 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
         for (int i = 0; i < mm * k; i++) x[i] = frand() * (i % 7 == 0 ? 30.0f : 1.0f);
         bs_wmat wf = {BS_F32, w, n, k, NULL, BS_WPACK_NONE, NULL}, wbf = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE, NULL},
                whf = {BS_F16, wh, n, k, NULL, BS_WPACK_NONE, NULL};
-        for (int fam = 0; fam < 1 + hw + amx; fam++) {
+        for (int fi = 0; fi < nfam; fi++) {
+            int fam = fams[fi];
             bs_gemm_force_bf16_hw(fam);
-            CHECK_STR(bs_gemm_bf16_kernel_name(), fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : "amx-bf16");
+            CHECK_STR(bs_gemm_bf16_kernel_name(),
+                      fam == 0 ? "bf16-portable" : fam == 1 ? "avx512-bf16" : fam == 3 ? "bf16-avx2" : "amx-bf16");
             for (int i = 0; i < mm; i++)
                 bs_gemm_mode(NULL, BS_COMPUTE_BF16, x + (size_t)i * k, k, 1, &wf, solo + (size_t)i * n, n);
             if (fam == 0 || fam == 2) {
@@ -258,7 +271,7 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
             bs_wmat pk[3] = {wf, wbf, whf};
             int packed = 0, pmism = 0;
             for (int q = 0; q < 3; q++) packed += bs_gemm_prepack(pool2, &pk[q], BS_COMPUTE_BF16, NULL) == 1;
-            CHECK_INT(packed, fam >= 1 ? 3 : 0);
+            CHECK_INT(packed, fam != 0 ? 3 : 0);
             const int pms[] = {1, 7, 16, 17, 33, 64, 141, 300};
             for (size_t q = 0; q < sizeof pms / sizeof *pms; q++) {
                 int m = pms[q];
@@ -281,10 +294,89 @@ static void check_gemm(bs_pool *pool2, bs_pool *pool3) {
         }
         free(w); free(x); free(wb); free(wh); free(solo); free(y); free(ref_em);
     }
-    printf("bf16 GEMM checked (%s)\n", amx ? "emulation, avx512-bf16 and amx-bf16" : hw ? "emulation and avx512-bf16" : "emulation only");
+    printf("bf16 GEMM checked (emulation%s%s%s)\n", nfam > 1 && fams[1] == 3 ? ", bf16-avx2" : "", hw ? ", avx512-bf16" : "",
+           amx ? ", amx-bf16" : "");
     if (amx)
         printf("amx-bf16: %ld of %ld outputs (%.1f%%) differ from the VDPBF16PS pair steps (a separate mode)\n",
                amx_differ, amx_total, 100.0 * (double)amx_differ / (double)amx_total);
+    bs_gemm_force_bf16_hw(chosen);
+}
+
+/* A bf16 value for the edge cases: subnormals, values whose products fall
+ * below 2^-126 or underflow, zeros of both signs, ordinary values. */
+static uint16_t edge_bf16(void) {
+    uint32_t r = (uint32_t)xr();
+    uint16_t sign = (uint16_t)(r & 0x8000u), man = (uint16_t)((r >> 1) & 0x7fu);
+    switch ((r >> 8) % 8) {
+    case 0: return (uint16_t)(sign | man);                               /* subnormal (or zero) */
+    case 1: return (uint16_t)(sign | (uint16_t)((r >> 12) % 3 + 1) << 7 | man); /* just above 2^-126 */
+    case 2: return (uint16_t)(sign | (uint16_t)(0x1e + (r >> 12) % 6) << 7 | man); /* near 2^-97: products near 2^-195 */
+    case 3: return (uint16_t)(sign | (uint16_t)(0x3c + (r >> 12) % 6) << 7 | man); /* near 2^-63: products near 2^-126 */
+    case 4: return sign;                                                  /* +-0 */
+    default: return bs_f32_to_bf16(frand()); /* ordinary: sums that cancel */
+    }
+}
+
+/* 4. bf16-avx2 runs the steps as plain FMAs and redoes a tile with the
+ *    emulation when the FMAs met a subnormal or an underflow (gemm_bf16_avx2.c):
+ *    on operands full of such values it must still give the emulation's
+ *    bits, over K blocks (K > 256: the start values pass through y) and
+ *    ragged tiles. A chain of FMAs without DAZ/FTZ, computed here, must
+ *    differ from the emulation on some of these outputs (or the test could
+ *    not tell). */
+static void check_avx2_edges(bs_pool *pool2) {
+    int chosen = bs_gemm_force_bf16_hw(3);
+    if (bs_gemm_bf16_kernel() != 3) {
+        printf("no AVX2 + FMA: bf16-avx2 is not run here\n");
+        bs_gemm_force_bf16_hw(chosen);
+        return;
+    }
+    const shape shapes[] = {{17, 9}, {40, 300}, {33, 611}, {16, 1024}};
+    long differ_plain = 0, bad = 0, total = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int n = shapes[si].n, k = shapes[si].k, m = 13;
+        uint16_t *wb = malloc((size_t)n * k * 2);
+        float *x = malloc((size_t)m * k * 4), *ye = malloc((size_t)m * n * 4), *ya = malloc((size_t)m * n * 4);
+        for (int i = 0; i < n * k; i++) wb[i] = edge_bf16();
+        for (int i = 0; i < m * k; i++) x[i] = bs_bf16_to_f32(edge_bf16());
+        /* one row in three ordinary, so that most tiles also run the fast path */
+        for (int i = 0; i < m; i += 3)
+            for (int t = 0; t < k; t++) x[(size_t)i * k + t] = frand();
+        bs_wmat wm = {BS_BF16, wb, n, k, NULL, BS_WPACK_NONE, NULL};
+        bs_gemm_force_bf16_hw(0);
+        bs_gemm_mode(NULL, BS_COMPUTE_BF16, x, k, m, &wm, ye, n);
+        bs_gemm_force_bf16_hw(3);
+        for (int run = 0; run < 2; run++) { /* packed per call, then prepacked on two threads */
+            bs_wmat wr = wm;
+            if (run) CHECK_INT(bs_gemm_prepack(pool2, &wr, BS_COMPUTE_BF16, NULL), 1);
+            bs_gemm_mode(run ? pool2 : NULL, BS_COMPUTE_BF16, x, k, m, &wr, ya, n);
+            for (int i = 0; i < m * n; i++) {
+                total++;
+                if (!same(ya[i], ye[i]) && bad++ < 3)
+                    fprintf(stderr, "bf16-avx2 N=%d K=%d y[%d]: %a, emulation %a\n", n, k, i, ya[i], ye[i]);
+            }
+            bs_gemm_unpack(&wr);
+        }
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                float acc = 0.0f;
+                for (int t = 0; t + 1 < k; t += 2) {
+                    const float *xr2 = x + (size_t)i * k + t;
+                    const uint16_t *wr2 = wb + (size_t)j * k + t;
+                    float x0 = bs_bf16_to_f32(bs_f32_to_bf16(xr2[0])), x1 = bs_bf16_to_f32(bs_f32_to_bf16(xr2[1]));
+                    acc = fmaf(x1, bs_bf16_to_f32(wr2[1]), acc);
+                    acc = fmaf(x0, bs_bf16_to_f32(wr2[0]), acc);
+                }
+                if (k % 2) acc = fmaf(bs_bf16_to_f32(bs_f32_to_bf16(x[(size_t)i * k + k - 1])),
+                                      bs_bf16_to_f32(wb[(size_t)j * k + k - 1]), acc);
+                differ_plain += !same(acc, ye[(size_t)i * n + j]);
+            }
+        free(wb); free(x); free(ye); free(ya);
+    }
+    CHECK_INT(bad, 0);
+    CHECK(differ_plain > 0);
+    printf("bf16-avx2 on subnormal and underflowing operands: %ld outputs equal to the emulation "
+           "(%ld of them differ from FMAs without DAZ/FTZ)\n", total, differ_plain);
     bs_gemm_force_bf16_hw(chosen);
 }
 
@@ -293,6 +385,7 @@ int main(void) {
     CHECK(pool2 && pool3);
     check_step();
     check_gemm(pool2, pool3);
+    check_avx2_edges(pool2);
     bs_pool_destroy(pool2);
     bs_pool_destroy(pool3);
     return check_report("test_gemm_bf16");

@@ -1,0 +1,221 @@
+/* The bf16 compute mode on AVX2 + FMA CPUs ("bf16-avx2"): the chain of
+ * gemm_bf16.c (VDPBF16PS pair steps: odd element first, each exact product
+ * added with one rounding, DAZ on the inputs, FTZ on every result) with
+ * plain FMA instructions, the same bits as the portable emulation and the
+ * instruction.
+ *
+ * Why FMAs give those bits: a bf16 x bf16 product is exact in f32, so one
+ * pair step is two fused multiply-adds; DAZ and FTZ change a result only
+ * when an input or an intermediate sum is subnormal (or underflows). Each
+ * tile therefore runs the FMAs under the default MXCSR (round to nearest
+ * even, no FTZ/DAZ) with its status flags cleared, and afterwards looks at
+ * the flags: a subnormal operand (an input, or a subnormal sum fed to the
+ * next step) sets DE, an inexact tiny result sets UE, and a subnormal sum
+ * that ends the tile is seen in the outputs. If any of that happened the
+ * tile is computed again with the portable step (bs_bf16_pair_step). On
+ * real activations and weights that never happens; the fallback keeps the
+ * definition exact where it does (tests/unit/test_gemm_bf16.c feeds it
+ * subnormals, tiny products and sums that cancel).
+ *
+ * Blocking: 6 x 16 tiles, as the f32 AVX2 family. x is packed widened: per
+ * pair p of row i, ap[i * LDA + 2p] = the odd element as f32, ap[... + 1]
+ * the even one (the order of the step), so a broadcast from memory feeds the
+ * FMAs directly. Weights are pairs (gemm_impl.h, nr = 16), prepacked once by
+ * bs_gemm_prepack in the bf16 mode, packed per call for int8w. */
+#include <stdint.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "cpu/gemm_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "cpu/vmath.h"
+
+enum { MR = 4, NR = 16, KC = 256, MC = 96, NC = 1024, LDA = KC };
+_Static_assert(MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS, "bf16-avx2 blocking exceeds the driver's limits");
+
+#define A2_FN __attribute__((target("avx2,fma")))
+#define A2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* MXCSR: round to nearest even, every exception masked, no FTZ/DAZ. */
+enum { CSR_DEFAULT = 0x1f80u, CSR_DE = 0x02u, CSR_UE = 0x10u };
+
+/* Through memory with a clobber, so that the compiler keeps the tile's
+ * loads after the write and its stores before the read. */
+static inline unsigned csr_get(void) {
+    unsigned v;
+    __asm__ volatile("stmxcsr %0" : "=m"(v) : : "memory");
+    return v;
+}
+static inline void csr_set(unsigned v) { __asm__ volatile("ldmxcsr %0" : : "m"(v) : "memory"); }
+
+/* 8 floats rounded to bf16 (nearest even; NaN quiet, as bs_f32_to_bf16),
+ * kept as f32 with the low half zero. */
+A2_INLINE __m256i round8_bf16_bits(__m256 v) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+    return _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+}
+
+/* x rows to widened pairs (odd, even) of bf16-rounded values; an odd K ends
+ * with the pair (K-1, zero). */
+static A2_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, float *ap) {
+    int k8 = kc & ~7;
+    for (int i = 0; i < rows; i++) {
+        const float *src = x + (size_t)i * ldx + k0;
+        float *dst = ap + (size_t)i * LDA;
+        for (int kk = 0; kk < k8; kk += 8) {
+            __m256 r = _mm256_castsi256_ps(round8_bf16_bits(_mm256_loadu_ps(src + kk)));
+            _mm256_storeu_ps(dst + kk, _mm256_permute_ps(r, 0xB1)); /* (k, k+1) -> (k+1, k) */
+        }
+        for (int kk = k8; kk < kc; kk += 2) {
+            dst[kk] = kk + 1 < kc ? bs_bf16_to_f32(bs_f32_to_bf16(src[kk + 1])) : 0.0f;
+            dst[kk + 1] = bs_bf16_to_f32(bs_f32_to_bf16(src[kk]));
+        }
+    }
+}
+
+/* 8 pairs (16 consecutive weights) of one row as 8 words; dt constant. */
+A2_INLINE __m256 load8pairs(const void *p, const bs_dtype dt) {
+    if (dt == BS_BF16) return _mm256_loadu_ps(p);
+    __m256i lo, hi;
+    if (dt == BS_I8) { /* |q| <= 127: the f32's top half is the exact bf16 */
+        __m128i b = _mm_loadu_si128((const __m128i *)p);
+        lo = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
+        hi = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
+    } else {
+        lo = round8_bf16_bits(_mm256_loadu_ps(p));
+        hi = round8_bf16_bits(_mm256_loadu_ps((const float *)p + 8));
+    }
+    /* the 16 top halves in order: packus works per 128-bit lane, a 64-bit permute restores it */
+    __m256i w = _mm256_packus_epi32(_mm256_srli_epi32(lo, 16), _mm256_srli_epi32(hi, 16));
+    return _mm256_castsi256_ps(_mm256_permute4x64_epi64(w, 0xD8));
+}
+
+/* A full strip, k16 (a multiple of 16) deep: 8 x 8 word transposes. */
+A2_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst, const bs_dtype dt) {
+    const size_t es = dt == BS_F32 ? 4 : dt == BS_I8 ? 1 : 2, ld = (size_t)w->k * es;
+    const char *src = (const char *)w->data + ((size_t)n0 * w->k + (size_t)k0) * es;
+    for (int kk = 0; kk < k16; kk += 16, src += 16 * es, dst += 8 * NR) {
+#pragma GCC unroll 2
+        for (int h = 0; h < NR / 8; h++) {
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) r[i] = load8pairs(src + (size_t)(h * 8 + i) * ld, dt);
+            bs_transpose8_avx2(r);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * NR + h * 8, r[i]);
+        }
+    }
+}
+
+static A2_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    int k16 = kc & ~15;
+    if (w->n - n0 < NR || k16 < kc || w->dtype == BS_F16) {
+        bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, NR);
+        return;
+    }
+    if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, BS_BF16);
+    else if (w->dtype == BS_I8) pack_b_t(w, n0, k0, k16, dst, BS_I8);
+    else pack_b_t(w, n0, k0, k16, dst, BS_F32);
+}
+
+/* The tile again with the portable step, from its start values. */
+static __attribute__((noinline)) void tile_exact(const float *a, const float *b, int kc, float *c, int ldc,
+                                                 const float *start, int R) {
+    const uint32_t *bp = (const uint32_t *)(const void *)b;
+    for (int i = 0; i < R; i++) {
+        const uint32_t *ar = (const uint32_t *)(const void *)(a + (size_t)i * LDA);
+        for (int j = 0; j < NR; j++) {
+            float acc = start ? start[i * NR + j] : 0.0f;
+            for (int p = 0; p < (kc + 1) / 2; p++) {
+                uint32_t xpair = (ar[2 * p + 1] >> 16) | (ar[2 * p] & 0xffff0000u);
+                acc = bs_bf16_pair_step(acc, xpair, bp[(size_t)p * NR + j]);
+            }
+            c[(size_t)i * ldc + j] = acc;
+        }
+    }
+}
+
+/* One half step (odd or even elements) of pair p for the R rows. */
+#define HALF_STEP(bo0, bo1, e)                                                                      \
+    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                                          \
+        __m256 av = _mm256_broadcast_ss(a + (size_t)i * LDA + 2 * p + (e));                         \
+        c0[i] = _mm256_fmadd_ps(av, bo0, c0[i]);                                                    \
+        c1[i] = _mm256_fmadd_ps(av, bo1, c1[i]);                                                    \
+    }
+
+A2_INLINE void ukr_body(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
+                        const float *next, int next_rows, const float *pf, const int R) {
+    float start[MR * NR];
+    if (!first) memcpy(start, stage, (size_t)R * NR * sizeof(float));
+    const unsigned csr = csr_get();
+    csr_set(CSR_DEFAULT);
+    __m256 c0[MR], c1[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        c0[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR);
+        c1[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR + 8);
+    }
+    uintptr_t pn = (uintptr_t)pf;
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(pn + (size_t)i * ldc * sizeof(float)), _MM_HINT_T0);
+        _mm_prefetch((const char *)(pn + ((size_t)i * ldc + NR - 1) * sizeof(float)), _MM_HINT_T0);
+    }
+    for (int i = 0; i < next_rows; i++) {
+        _mm256_store_ps(stage + i * NR, _mm256_loadu_ps(next + (size_t)i * ldc));
+        _mm256_store_ps(stage + i * NR + 8, _mm256_loadu_ps(next + (size_t)i * ldc + 8));
+    }
+    const __m256i hi_mask = _mm256_set1_epi32((int)0xffff0000u);
+    const int pairs = (kc + 1) / 2;
+#pragma GCC unroll 2
+    for (int p = 0; p < pairs; p++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + (size_t)p * NR));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + (size_t)p * NR + 8));
+        {
+            const __m256 o0 = _mm256_castsi256_ps(_mm256_and_si256(w0, hi_mask));
+            const __m256 o1 = _mm256_castsi256_ps(_mm256_and_si256(w1, hi_mask));
+            HALF_STEP(o0, o1, 0)
+        }
+        {
+            const __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
+            const __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+            HALF_STEP(e0, e1, 1)
+        }
+    }
+    /* a nonzero |sum| below 2^-126 left in the outputs */
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), tiny = _mm256_set1_ps(0x1p-126f);
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 sub = zero;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        sub = _mm256_or_ps(sub, _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(c0[i], absm), tiny, _CMP_LT_OQ),
+                                              _mm256_cmp_ps(c0[i], zero, _CMP_NEQ_OQ)));
+        sub = _mm256_or_ps(sub, _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(c1[i], absm), tiny, _CMP_LT_OQ),
+                                              _mm256_cmp_ps(c1[i], zero, _CMP_NEQ_OQ)));
+        _mm256_storeu_ps(c + (size_t)i * ldc, c0[i]);
+        _mm256_storeu_ps(c + (size_t)i * ldc + 8, c1[i]);
+    }
+    const unsigned flags = csr_get();
+    csr_set(csr);
+    if ((flags & (CSR_DE | CSR_UE)) || _mm256_movemask_ps(sub)) tile_exact(a, b, kc, c, ldc, first ? NULL : start, R);
+}
+
+#define UKR(R)                                                                                      \
+    static A2_FN void ukr_##R(const float *a, const float *b, int kc, float *c, int ldc, int first,    \
+                              float *stage, const float *next, int next_rows, const float *pf) {       \
+        ukr_body(a, b, kc, c, ldc, first, stage, next, next_rows, pf, R);                           \
+    }
+UKR(1) UKR(2) UKR(3) UKR(4)
+
+const bs_gemm_impl bs_gemm_impl_bf16_avx2 = {
+    MR, NR, KC, MC, NC, LDA, (KC / 2) * NR, pack_a, pack_b,
+    {NULL, ukr_1, ukr_2, ukr_3, ukr_4},
+    "bf16-avx2", BS_WPACK_PAIRS, NULL};
+#endif
