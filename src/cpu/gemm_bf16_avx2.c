@@ -17,7 +17,9 @@
  * definition exact where it does (tests/unit/test_gemm_bf16.c feeds it
  * subnormals, tiny products and sums that cancel).
  *
- * Blocking: 6 x 16 tiles, as the f32 AVX2 family. x is packed widened: per
+ * Blocking: 4 x 16 tiles (8 sums, and the odd and even halves of two weight
+ * vectors, stay in the 16 registers; 6 x 16 spilled sums and ran at 0.65x
+ * the f32 mode on Zen 3, 4 x 16 at 0.9-1.0x). x is packed widened: per
  * pair p of row i, ap[i * LDA + 2p] = the odd element as f32, ap[... + 1]
  * the even one (the order of the step), so a broadcast from memory feeds the
  * FMAs directly. Weights are pairs (gemm_impl.h, nr = 16), prepacked once by
