@@ -24,7 +24,7 @@
 # Peak RSS of each run comes from /usr/bin/time -v.
 # Usage: bench/cpu-bench.sh [all|gemm|single|five-2k|doc-16k|dtype-ratio|int8-ratio]
 # DTYPE=bf16 runs single, five-2k and doc-16k in the bf16 compute mode (its default kernel: AMX where the CPU has it;
-# BASAL_BF16=avx512-bf16|portable picks another).
+# BASAL_BF16=avx512-bf16|avx2|portable picks another).
 set -euo pipefail
 usage() {
     cat <<'EOF'
@@ -35,13 +35,13 @@ usage: bench/cpu-bench.sh [MODE]
   -h, --help    this text
 environment:
   DTYPE         compute mode of single, five-2k and doc-16k (default: unset: auto, f32 on the CPU)
-  BASAL_BF16    bf16 kernel: avx512-bf16 or portable (default: unset, AMX where the CPU has it)
+  BASAL_BF16    bf16 kernel: avx512-bf16, avx2 or portable (default: unset, AMX where the CPU has it)
   LAT_N         decisions per latency run (default: 5; 3 in dtype-ratio)
   TP_ITEMS      throughput items of single (default: 16)
   REPS          repetitions of five-2k (default: 1)
   LONG          1 adds doc-16k to all (default: 0)
   PAIRS         bf16/f32 pairs of dtype-ratio, bf16/int8w/int8 rounds of int8-ratio (default: 3)
-  BASAL_INT8    int8 kernel: avx512-vnni, avx-vnni or portable (default: unset, the fastest the CPU has)
+  BASAL_INT8    int8 kernel: avx512-vnni, avx-vnni, avx2 or portable (default: unset, the fastest the CPU has)
   MODES         modes of int8-ratio: dtypes, or int8-all (int8 with every projection W8A8) (default: bf16 int8w int8)
   LLAMA_BENCH   int8-ratio: llama.cpp's llama-bench binary (default: unset, not run)
   GGUF          int8-ratio: the GGUF files it measures, space-separated (bench/gguf-from-basal.py; default: unset)

@@ -86,7 +86,8 @@ const cli_doc cli_doc_serve = {
     "HF_TOKEN (else $HF_HOME/token), HF_HUB_OFFLINE=1 (as --offline).\n"
     "Other environment: BASAL_HOME,\n"
     "XDG_CACHE_HOME, the variable named by --api-key-env, BASAL_CPU (cap the CPU kernel family),\n"
-    "BASAL_BF16=auto|amx|avx512-bf16|portable (the kernel of dtype bf16; auto = the fastest the CPU has).\n"
+    "BASAL_BF16=auto|amx|avx512-bf16|avx2|portable (the kernel of dtype bf16; auto = the fastest the CPU has),\n"
+    "BASAL_INT8=auto|amx|avx512-vnni|avx-vnni|avx2|portable (the kernel of dtype int8).\n"
     "The address is bound before the models load: GET /health answers 503 {\"status\":\"loading\"} until\n"
     "they are, then 200 (readiness); GET /health/live is always 200 (liveness). SIGHUP reopens the\n"
     "access log file; SIGINT or SIGTERM finish the requests in flight, then exit 0.\n",

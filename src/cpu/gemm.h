@@ -119,11 +119,12 @@ void bs_quantize_act_row(const float *x, int k, int8_t *q, float *scale);
 /* The int8 kernel in use: "amx-int8" (TDPBSSD, where the CPU has AMX-INT8
  * and Linux grants the tile state), "avx512-vnni" (VPDPBUSD zmm, when the
  * f32 family is avx512), "avx-vnni" (VEX VPDPBUSD ymm on an AVX2 CPU that
- * has it), or "int8-portable". All give the same bits.
- * BASAL_INT8=auto|amx|avx512-vnni|avx-vnni|portable asks for one; one the
- * CPU cannot run falls back to the next one down (BASAL_CPU caps it too). */
+ * has it), "int8-avx2" (VPMADDWD on int16-widened values, any AVX2 CPU), or
+ * "int8-portable", in that order of preference. All give the same bits.
+ * BASAL_INT8=auto|amx|avx512-vnni|avx-vnni|avx2|portable asks for one; one
+ * the CPU cannot run falls back to the next one down (BASAL_CPU caps it too). */
 const char *bs_gemm_i8_kernel_name(void);
-/* BASAL_INT8's value: 3 amx, 2 avx512-vnni, 1 avx-vnni, 0 portable, -1 unset
+/* BASAL_INT8's value: 3 amx, 2 avx512-vnni, 1 avx-vnni, 4 avx2, 0 portable, -1 unset
  * or auto, -2 unknown; the kernel in use as such a number; whether kernel k
  * runs here; and, for tests, the switch to kernel k (if it runs; returns the
  * previous one). */

@@ -6,6 +6,10 @@
  * registers (int32, exact: no K blocks, nothing passes through y), then the
  * same two f32 products. So the families differ only in speed:
  *  - int8-portable: C, signed x signed;
+ *  - int8-avx2: VPMADDWD on activations widened to int16 and weights
+ *    widened as they are read, 4 x 8 tiles (AVX2 CPUs without VNNI: every
+ *    x86 server since Haswell; products of two values within +-127 and
+ *    their pairwise sums fit int16/int32 exactly, so no saturation);
  *  - avx-vnni: VEX VPDPBUSD on 6 x 16 tiles (AVX2 CPUs with AVX-VNNI);
  *  - avx512-vnni: VPDPBUSD zmm on 14 x 32 tiles;
  *  - amx-int8: TDPBSSD on 32 x 32 blocks (gemm_amx_i8.c).
@@ -16,8 +20,9 @@
  * The VNNI families read activations in panels of their tile height, the
  * quads of one depth of all the panel's rows side by side (row r's quad j at
  * j * 4 * mr + 4 * r), so that a tile's broadcasts are consecutive words;
- * the portable and AMX ones read rows (AMX: 32-row panels, padded with
- * zeros). The quantization writes either layout directly. */
+ * int8-avx2 reads the same panels with every value an int16 (the byte
+ * offsets doubled); the portable and AMX ones read rows (AMX: 32-row
+ * panels, padded with zeros). The quantization writes each layout directly. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -33,7 +38,10 @@
 #define BS_X86 1
 #endif
 
-enum { K_PORTABLE = 0, K_AVXVNNI = 1, K_AVX512VNNI = 2, K_AMX = 3 };
+/* The numbers of BASAL_INT8 and bs_gemm_i8_supported (gemm.h); the default
+ * is the first of PREFERENCE the CPU runs. */
+enum { K_PORTABLE = 0, K_AVXVNNI = 1, K_AVX512VNNI = 2, K_AMX = 3, K_AVX2 = 4, K_LAST = K_AVX2 };
+static const int PREFERENCE[] = {K_AMX, K_AVX512VNNI, K_AVXVNNI, K_AVX2, K_PORTABLE};
 _Static_assert((int)BS_Q8_STRIP_ROWS == (int)BS_Q8_NR, "a strip's rows");
 
 /* ---- weights ------------------------------------------------------------------ */
@@ -200,8 +208,13 @@ static I8_512 void quant_row_avx512(const float *x, int k, int kp, int r, int il
     }
 }
 
-static I8_AVX2 void quant_row_avx2(const float *x, int k, int kp, int r, int il, uint8_t flip, uint8_t *dst,
-                                   float *sx) {
+#define A2 __attribute__((target("avx2,fma")))
+#define A2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* wide: every value as an int16 (int8-avx2's panels: byte offsets doubled,
+ * flip unused), else bytes. */
+A2_INLINE void quant_row_avx2_body(const float *x, int k, int kp, int r, int il, uint8_t flip, uint8_t *dst,
+                                   float *sx, const int wide) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 vmax = _mm256_setzero_ps();
     int i = 0;
@@ -225,12 +238,26 @@ static I8_AVX2 void quant_row_avx2(const float *x, int k, int kp, int r, int il,
         v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
         __m256i iv = _mm256_cvtps_epi32(v);
         __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(iv), _mm256_extracti128_si256(iv, 1));
+        if (wide) {
+            _mm_storel_epi64((__m128i *)(void *)(dst + 2 * quad_at(r, t / 4, il, kp)), w16);
+            _mm_storel_epi64((__m128i *)(void *)(dst + 2 * quad_at(r, t / 4 + 1, il, kp)), _mm_unpackhi_epi64(w16, w16));
+            continue;
+        }
         __m128i b = _mm_xor_si128(_mm_packs_epi16(w16, w16), _mm_set1_epi8((char)flip));
         uint32_t w4[2];
         _mm_storel_epi64((__m128i *)(void *)w4, b);
         memcpy(dst + quad_at(r, t / 4, il, kp), &w4[0], 4);
         memcpy(dst + quad_at(r, t / 4 + 1, il, kp), &w4[1], 4);
     }
+}
+
+static A2 void quant_row_avx2(const float *x, int k, int kp, int r, int il, uint8_t flip, uint8_t *dst, float *sx) {
+    quant_row_avx2_body(x, k, kp, r, il, flip, dst, sx, 0);
+}
+
+static A2 void quant_row_avx2_i16(const float *x, int k, int kp, int r, int il, uint8_t flip, uint8_t *dst,
+                                  float *sx) {
+    quant_row_avx2_body(x, k, kp, r, il, flip, dst, sx, 1);
 }
 #endif
 
@@ -369,6 +396,57 @@ I8_AVX2_INLINE void ukr256_half(const uint8_t *x, const int8_t *b, const int32_t
     }
 UKR256(1) UKR256(2) UKR256(3) UKR256(4) UKR256(5) UKR256(6)
 
+/* int8-avx2: 4 rows x 8 columns per pass, four passes per strip. One
+ * VPMADDWD multiplies a row's quad (4 int16, broadcast) by 4 columns' quads
+ * (16 weights widened to int16) and adds adjacent products: lanes (2c, 2c+1)
+ * hold column c's sums of depths 4j, 4j+1 and 4j+2, 4j+3; a horizontal add
+ * at the end joins them (every partial sum is exact: |each| <= 127 * 127 *
+ * K < 2^31). 8 sums, 4 activation quads, a weight vector and a product fit
+ * the 16 registers. */
+enum { AMR = 4 };
+
+A2_INLINE void ukr_avx2_pass(const int16_t *x, const int8_t *b, int kp, const float *sx, const float *sw, float *y,
+                             int ldy, int nv, const int R) {
+    __m256i c0[AMR], c1[AMR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) c0[r] = c1[r] = _mm256_setzero_si256();
+    const int quads = kp / 4;
+#pragma GCC unroll 2
+    for (int j = 0; j < quads; j++, x += 4 * AMR, b += 128) {
+        __m256i a[AMR];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            int64_t q4;
+            memcpy(&q4, x + 4 * r, 8);
+            a[r] = _mm256_set1_epi64x(q4);
+        }
+        const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(a[r], b0));
+        const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(b + 16)));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(a[r], b1));
+    }
+    const __m256 w = _mm256_loadu_ps(sw);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        /* hadd per 128-bit lane: (c0: cols 0 1, c1: cols 4 5 | c0: 2 3, c1: 6 7); the 64-bit permute orders them */
+        __m256i sum = _mm256_permute4x64_epi64(_mm256_hadd_epi32(c0[r], c1[r]), 0xD8);
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_set1_ps(sx[r]), w)));
+        memcpy(y + (size_t)r * ldy, out, (size_t)(nv < 8 ? nv : 8) * sizeof(float));
+    }
+}
+
+#define UKRA2(R)                                                                                           \
+    static A2 void ukra2_##R(const uint8_t *x, const int8_t *b, const int32_t *comp, int kp, const float *sx, \
+                             const float *sw, float *y, int ldy, int nv) {                                  \
+        (void)comp;                                                                                        \
+        for (int c = 0; c < BS_Q8_NR && c < nv; c += 8)                                                    \
+            ukr_avx2_pass((const int16_t *)(const void *)x, b + 4 * c, kp, sx, sw + c, y + c, ldy, nv - c, R); \
+    }
+UKRA2(1) UKRA2(2) UKRA2(3) UKRA2(4)
+
 #endif
 
 /* ---- kernel choice -------------------------------------------------------------------- */
@@ -396,6 +474,7 @@ int bs_gemm_i8_supported(int k) {
     case K_AVXVNNI: return bs_gemm_kernel() >= BS_KERNEL_AVX2 && cpu_has("avxvnni");
     case K_AVX512VNNI: return bs_gemm_kernel() == BS_KERNEL_AVX512 && cpu_has("avx512vnni");
     case K_AMX: return bs_gemm_i8_supported(K_AVX512VNNI) && bs_gemm_amx_i8_available();
+    case K_AVX2: return bs_gemm_kernel() >= BS_KERNEL_AVX2;
     default: return 0;
     }
 }
@@ -405,6 +484,7 @@ int bs_gemm_i8_parse(const char *name) {
     if (!strcmp(name, "amx") || !strcmp(name, "amx-int8")) return K_AMX;
     if (!strcmp(name, "avx512-vnni") || !strcmp(name, "avx512vnni")) return K_AVX512VNNI;
     if (!strcmp(name, "avx-vnni") || !strcmp(name, "avxvnni")) return K_AVXVNNI;
+    if (!strcmp(name, "avx2") || !strcmp(name, "int8-avx2")) return K_AVX2;
     if (!strcmp(name, "portable") || !strcmp(name, "int8-portable")) return K_PORTABLE;
     return -2;
 }
@@ -412,10 +492,12 @@ int bs_gemm_i8_parse(const char *name) {
 int bs_gemm_i8_kernel(void) {
     int k = atomic_load(&i8_kernel);
     if (k >= 0) return k;
-    int want = bs_gemm_i8_parse(getenv("BASAL_INT8"));
-    for (k = want >= 0 ? want : K_AMX; k > K_PORTABLE && !bs_gemm_i8_supported(k); k--) {}
+    int want = bs_gemm_i8_parse(getenv("BASAL_INT8")), i = 0;
+    if (want >= 0)
+        while (PREFERENCE[i] != want) i++;
+    while (PREFERENCE[i] != K_PORTABLE && !bs_gemm_i8_supported(PREFERENCE[i])) i++;
     int expected = -1;
-    atomic_compare_exchange_strong(&i8_kernel, &expected, k);
+    atomic_compare_exchange_strong(&i8_kernel, &expected, PREFERENCE[i]);
     return atomic_load(&i8_kernel);
 }
 
@@ -428,8 +510,8 @@ int bs_gemm_force_i8(int k) {
 int bs_gemm_i8_emulate_amx(int on) { return atomic_exchange(&i8_emulate, on); }
 
 const char *bs_gemm_i8_name_of(int k) {
-    static const char *const names[] = {"int8-portable", "avx-vnni", "avx512-vnni", "amx-int8"};
-    return k >= 0 && k <= K_AMX ? names[k] : "unknown";
+    static const char *const names[] = {"int8-portable", "avx-vnni", "avx512-vnni", "amx-int8", "int8-avx2"};
+    return k >= 0 && k <= K_LAST ? names[k] : "unknown";
 }
 
 const char *bs_gemm_i8_kernel_name(void) { return bs_gemm_i8_name_of(bs_gemm_i8_kernel()); }
@@ -439,6 +521,7 @@ const char *bs_gemm_i8_kernel_name(void) { return bs_gemm_i8_name_of(bs_gemm_i8_
 typedef struct {
     int kernel, emulated; /* emulated: the AMX path with the C emulation of its block */
     int mr;               /* rows per panel (tile height) */
+    int xsize;            /* bytes per quantized activation: 1, or 2 (int8-avx2's int16) */
     int il;               /* rows whose quads are interleaved: mr (VNNI panels) or 1 (plain rows) */
     uint8_t flip;         /* 0x80: unsigned x signed */
     quant_row_fn quant;
@@ -475,7 +558,7 @@ static void tile(const i8_job *j, int p, int s) {
     const int8_t *b = bs_q8_strip(w, s);
     const float *sw = w->scale + (size_t)s * BS_Q8_NR, *sx = j->sx + r0;
     float *y = j->y + (size_t)r0 * j->ldy + (size_t)s * BS_Q8_NR;
-    const uint8_t *xp = j->xq + (size_t)p * j->kp * f->mr;
+    const uint8_t *xp = j->xq + (size_t)p * j->kp * f->mr * f->xsize;
     if (f->ukr) {
         f->ukr[rows](xp, b, bs_q8_comp(w) + (size_t)s * BS_Q8_NR, j->kp, sx, sw, y, j->ldy, nv);
     } else if (f->kernel == K_AMX) {
@@ -515,10 +598,11 @@ static void compute_task(void *arg, int task, int thread) {
 static const i8_ukr ukr512[VMR + 1] = {NULL, ukr512_1, ukr512_2, ukr512_3, ukr512_4, ukr512_5, ukr512_6, ukr512_7,
                                        ukr512_8, ukr512_9, ukr512_10, ukr512_11, ukr512_12, ukr512_13, ukr512_14};
 static const i8_ukr ukr256[YMR + 1] = {NULL, ukr256_1, ukr256_2, ukr256_3, ukr256_4, ukr256_5, ukr256_6};
+static const i8_ukr ukra2[AMR + 1] = {NULL, ukra2_1, ukra2_2, ukra2_3, ukra2_4};
 #endif
 
 static family family_of(int k, int emulate) {
-    family f = {K_PORTABLE, 0, PMR, 1, 0, quant_row_portable, NULL};
+    family f = {K_PORTABLE, 0, PMR, 1, 1, 0, quant_row_portable, NULL};
     if (emulate) {
         f.kernel = K_AMX;
         f.emulated = 1;
@@ -527,9 +611,10 @@ static family family_of(int k, int emulate) {
     }
 #ifdef BS_X86
     switch (k) {
-    case K_AMX: f = (family){K_AMX, 0, 32, 1, 0, quant_row_avx512, NULL}; break;
-    case K_AVX512VNNI: f = (family){K_AVX512VNNI, 0, VMR, VMR, 0x80, quant_row_avx512, ukr512}; break;
-    case K_AVXVNNI: f = (family){K_AVXVNNI, 0, YMR, YMR, 0x80, quant_row_avx2, ukr256}; break;
+    case K_AMX: f = (family){K_AMX, 0, 32, 1, 1, 0, quant_row_avx512, NULL}; break;
+    case K_AVX512VNNI: f = (family){K_AVX512VNNI, 0, VMR, 1, VMR, 0x80, quant_row_avx512, ukr512}; break;
+    case K_AVXVNNI: f = (family){K_AVXVNNI, 0, YMR, 1, YMR, 0x80, quant_row_avx2, ukr256}; break;
+    case K_AVX2: f = (family){K_AVX2, 0, AMR, 2, AMR, 0, quant_row_avx2_i16, ukra2}; break;
     default: break;
     }
 #else
@@ -573,7 +658,7 @@ void bs_gemm_w8a8(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *
     j.ldy = ldy;
     j.panels = (m + f.mr - 1) / f.mr;
     j.strips = bs_q8_strips(w->n);
-    size_t xbytes = (size_t)j.panels * f.mr * j.kp; /* whole panels: AMX reads 32 rows */
+    size_t xbytes = (size_t)j.panels * f.mr * j.kp * f.xsize; /* whole panels: AMX reads 32 rows */
     float *scratch = bs_gemm_scratch_take((xbytes + 63) / 4 + (size_t)m + 16);
     if (!scratch) {
         gemm_i8_small(x, ldx, m, w, y, ldy);
@@ -582,7 +667,7 @@ void bs_gemm_w8a8(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *
     j.xq = (uint8_t *)scratch;
     j.sx = (float *)(void *)(j.xq + ((xbytes + 63) & ~(size_t)63));
     if ((size_t)m < (size_t)j.panels * f.mr) /* the rows of the last panel that do not exist read as zeros */
-        memset(j.xq + (size_t)(j.panels - 1) * f.mr * j.kp, (int)f.flip, (size_t)f.mr * j.kp);
+        memset(j.xq + (size_t)(j.panels - 1) * f.mr * j.kp * f.xsize, (int)f.flip, (size_t)f.mr * j.kp * f.xsize);
     int nthreads = bs_pool_size(pool);
     bs_pool_run(pool, (m + QROWS - 1) / QROWS, quant_task, &j);
     /* columns split among the threads; rows as well when there are too few
@@ -593,7 +678,7 @@ void bs_gemm_w8a8(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *
         j.cgs = 1;
         j.rgs = nthreads;
     }
-    size_t panel_bytes = (size_t)f.mr * j.kp;
+    size_t panel_bytes = (size_t)f.mr * j.kp * f.xsize;
     j.mb = (int)(X_BLOCK / panel_bytes);
     if (j.mb < 1) j.mb = 1;
     bs_pool_run(pool, j.rgs * j.cgs, compute_task, &j);

@@ -52,7 +52,7 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         const char *want = getenv("BASAL_BF16");
         int k = bs_gemm_bf16_parse(want);
         if (k == -2)
-            return bs_fail(e, BS_EINVAL, "BASAL_BF16=%s: unknown bf16 kernel (auto, amx, avx512-bf16, portable)", want);
+            return bs_fail(e, BS_EINVAL, "BASAL_BF16=%s: unknown bf16 kernel (auto, amx, avx512-bf16, avx2, portable)", want);
         static atomic_int warned;
         if (k >= 0 && k != bs_gemm_bf16_kernel() && !atomic_exchange(&warned, 1))
             bs_log(BS_LOG_WARN, "device", "BASAL_BF16=%s: this CPU (or its kernel) cannot run it; using %s", want,
@@ -67,7 +67,7 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         const char *want = getenv("BASAL_INT8");
         int k = bs_gemm_i8_parse(want);
         if (k == -2)
-            return bs_fail(e, BS_EINVAL, "BASAL_INT8=%s: unknown int8 kernel (auto, amx, avx512-vnni, avx-vnni, portable)",
+            return bs_fail(e, BS_EINVAL, "BASAL_INT8=%s: unknown int8 kernel (auto, amx, avx512-vnni, avx-vnni, avx2, portable)",
                            want);
         static atomic_int warned_i8;
         if (k >= 0 && k != bs_gemm_i8_kernel() && !atomic_exchange(&warned_i8, 1))

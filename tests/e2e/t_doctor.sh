@@ -253,6 +253,8 @@ flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 bf16hw=no; want_bf16=bf16-portable
 if [[ $flags == *" avx512f "* && $flags == *" avx512bw "* && $flags == *" avx512vl "* && $flags == *" avx512_bf16 "* ]]; then
     bf16hw=yes; want_bf16=avx512-bf16
+elif [[ $flags == *" avx2 "* && $flags == *" fma "* ]]; then
+    want_bf16=bf16-avx2  # the VDPBF16PS steps as FMAs (gemm_bf16_avx2.c)
 fi
 export BF16HW=$bf16hw WANT_BF16=$want_bf16 AMXHW=$([[ $flags == *" amx_bf16 "* && $bf16hw == yes ]] && echo yes || echo no)
 jcase bf16-kernel 0 '(has("os/cpu", "info", "dtype bf16 (opt-in): kernel amx-bf16 (AVX512-BF16 yes, AMX tiles granted)")

@@ -19,7 +19,7 @@
   (quantized again, the same answers); another alpha and a touched weights
   file give other keys.
 - Kernels and batching: the answers of every int8 kernel this CPU runs
-  (BASAL_INT8=portable, avx-vnni, avx512-vnni), on 1 and 2 threads, are the
+  (BASAL_INT8=portable, avx2, avx-vnni, avx512-vnni), on 1 and 2 threads, are the
   same bytes; over HTTP, answers of requests sent 16 at a time (packed into
   shared forwards) equal those sent one at a time.
 - Agreement with f32 over 200 requests per question type on fixtures, next
@@ -223,7 +223,7 @@ def part_cache_and_kernels():
          "the second start reads the cache")
     C.eq(out2, out1, "answers from the cache equal answers after quantizing")
     # every kernel, 1 and 2 threads: the same bytes
-    for kern in ("portable", "avx-vnni", "avx512-vnni"):
+    for kern in ("portable", "avx2", "avx-vnni", "avx512-vnni"):
         for th in ("1", "2"):
             rc, o, e = decide(src, body, extra=("--threads", th), env={"BASAL_INT8": kern})
             ran = "cannot run it" not in e  # a kernel this CPU lacks falls back, with a warning
@@ -277,7 +277,7 @@ def part_cache_and_kernels():
             if not (np.array_equal(q[base + ".q"], wq) and np.array_equal(q[base + ".scale"].view(np.uint32), ws.view(np.uint32))):
                 bad.append(base)
         C.eq(bad, [], "rotated down_proj weights (block Walsh-Hadamard / b, then per row) equal numpy's")
-    for kern in ("portable", "avx512-vnni"):
+    for kern in ("portable", "avx2", "avx512-vnni"):
         rc, o, e = decide(src, body, extra=("--threads", "1"), env=dict(env, BASAL_INT8=kern))
         C.ok(rc == 0 and o == o_rot, f"rotated plan, BASAL_INT8={kern}: the same answers")
     # settings that make no sense are refused with a message, never half-used

@@ -6,7 +6,7 @@
  *    zeros, NaN, an outlier, random rows of every length 1..300.
  * 2. Products against an exact reference computed here: int64 sums of the
  *    reference-quantized x and the row-major q, then (float)acc * (sx * s).
- *    Every int8 kernel family this CPU runs (portable, avx-vnni,
+ *    Every int8 kernel family this CPU runs (portable, int8-avx2, avx-vnni,
  *    avx512-vnni, amx-int8) and the AMX path with its C emulation of the
  *    tiles (on every CPU: the AMX kernel's addressing where AMX is absent)
  *    must give exactly those bits, on shapes with odd K and N tails, for
@@ -97,7 +97,7 @@ static void ref_product(const float *x, int m, int k, const int8_t *q, const flo
 /* The kernels to compare: every family this CPU runs, then the emulated AMX path (-1). */
 static int families(int *list) {
     int n = 0;
-    for (int k = 0; k <= 3; k++)
+    for (int k = 0; k <= 4; k++) /* portable, avx-vnni, avx512-vnni, amx-int8, int8-avx2 */
         if (bs_gemm_i8_supported(k)) list[n++] = k;
     list[n++] = -1;
     return n;
