@@ -309,10 +309,10 @@ static uint16_t edge_bf16(void) {
     uint16_t sign = (uint16_t)(r & 0x8000u), man = (uint16_t)((r >> 1) & 0x7fu);
     switch ((r >> 8) % 8) {
     case 0: return (uint16_t)(sign | man);                               /* subnormal (or zero) */
-    case 1: return (uint16_t)(sign | (uint16_t)((r >> 12) % 3 + 1) << 7 | man); /* just above 2^-126 */
-    case 2: return (uint16_t)(sign | (uint16_t)(0x1e + (r >> 12) % 6) << 7 | man); /* near 2^-97: products near 2^-195 */
-    case 3: return (uint16_t)(sign | (uint16_t)(0x3c + (r >> 12) % 6) << 7 | man); /* near 2^-63: products near 2^-126 */
-    case 4: return sign;                                                  /* +-0 */
+    case 1: case 2: return (uint16_t)(sign | (uint16_t)((r >> 12) % 3 + 1) << 7 | man); /* just above 2^-126 */
+    case 3: return (uint16_t)(sign | (uint16_t)(0x1e + (r >> 12) % 6) << 7 | man); /* near 2^-97: products near 2^-195 */
+    case 4: case 5: return (uint16_t)(sign | (uint16_t)(0x3c + (r >> 12) % 6) << 7 | man); /* near 2^-63: products near 2^-126 */
+    case 6: return sign;                                                  /* +-0 */
     default: return bs_f32_to_bf16(frand()); /* ordinary: sums that cancel */
     }
 }

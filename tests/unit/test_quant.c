@@ -127,6 +127,8 @@ static void check_products(bs_pool *pool2, bs_pool *pool3) {
                                     {72, 1100, 37}, {50, 1030, 300}};
     int chosen = bs_gemm_force_bf16_hw(1);
     int have_hw = bs_gemm_bf16_kernel() == 1;
+    bs_gemm_force_bf16_hw(3);
+    int have_avx2 = bs_gemm_bf16_kernel() == 3;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int n = shapes[si][0], k = shapes[si][1], M = shapes[si][2];
         float *w = malloc(sizeof(float) * (size_t)n * k), *x = malloc(sizeof(float) * (size_t)M * k);
@@ -149,9 +151,11 @@ static void check_products(bs_pool *pool2, bs_pool *pool3) {
                 bad += ubits(yp[(size_t)i * n + j]) != ubits(chain_out(x + (size_t)i * k, q + (size_t)j * k, k, wm.scale[j]));
         if (bad) fprintf(stderr, "n %d k %d: %d outputs differ from the definition\n", n, k, bad);
         CHECK_INT(bad, 0);
-        /* the instruction's kernel: the same bits */
-        if (have_hw) {
-            bs_gemm_force_bf16_hw(1);
+        /* the instruction's kernel and the AVX2 FMA one: the same bits (the
+         * batch invariance below runs on the last of them) */
+        for (int kern = 3; kern >= 1; kern -= 2) {
+            if (!(kern == 1 ? have_hw : have_avx2)) continue;
+            bs_gemm_force_bf16_hw(kern);
             bs_gemm_mode(pool2, BS_COMPUTE_BF16, x, k, M, &wm, y, n);
             CHECK(!memcmp(y, yp, sizeof(float) * (size_t)M * n));
         }
@@ -167,7 +171,7 @@ static void check_products(bs_pool *pool2, bs_pool *pool3) {
         CHECK(memcmp(y, yp, sizeof(float) * (size_t)M * n) != 0);
         free(w); free(x); free(y); free(y1); free(yp);
     }
-    if (!have_hw) printf("no AVX512-BF16 here: the portable int8w kernel only\n");
+    printf("int8w products checked: bf16-portable%s%s\n", have_avx2 ? ", bf16-avx2" : "", have_hw ? ", avx512-bf16" : "");
     bs_gemm_force_bf16_hw(chosen);
 }
 
