@@ -26,21 +26,23 @@
  *    visible keys in ordinal order (p of a key past the last visible one is
  *    zero); at the end o * (1/l).
  * The accumulations are the GEMM's bf16 arithmetic (gemm_bf16.c): in the
- * portable emulation and with AVX512-BF16, one VDPBF16PS pair step each
- * (the odd element's exact product first, then the even one's, each add
- * rounded once, DAZ/FTZ), so those two kernels give the same bits on every
- * CPU. With AMX the two products are TDPBF16PS tiles (one per 32 head
- * dimensions for the scores, one per 32 keys for o; o enters the tile as
- * o*c and leaves it after the tile's four steps): its own bits, as the AMX
- * GEMM. Every kernel computes a (query, head) from its own prompt only (a
- * tile row depends on its own query row; keys past a row's limit get p = 0,
- * adding exact zeros), so results are batch-invariant and thread-count
- * independent in each kernel (tests/unit/test_attention.c).
+ * portable emulation, with AVX512-BF16 and in the AVX2 FMA kernel, one
+ * VDPBF16PS pair step each (the odd element's exact product first, then the
+ * even one's, each add rounded once, DAZ/FTZ; on AVX2 as two FMAs, redone
+ * with the emulation where a subnormal appears), so those three kernels give
+ * the same bits on every CPU. With AMX the two products are TDPBF16PS tiles
+ * (one per 32 head dimensions for the scores, one per 32 keys for o; o
+ * enters the tile as o*c and leaves it after the tile's four steps): its own
+ * bits, as the AMX GEMM. Every kernel computes a (query, head) from its own
+ * prompt only (a tile row depends on its own query row; keys past a row's
+ * limit get p = 0, adding exact zeros), so results are batch-invariant and
+ * thread-count independent in each kernel (tests/unit/test_attention.c).
  *
  * Against the f32 definition this rounds q, k, v and p to 8 significant
  * bits: about 2^-9 relative on each score term and each weight. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -51,6 +53,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define BS_X86 1
+#include "cpu/bf16_avx2.h"          /* the MXCSR access, round8_bf16_bits, subnormal8 */
 #include "cpu/bf16_round_avx512.h" /* round16_bf16 */
 #endif
 
@@ -184,22 +187,353 @@ static float exp_sum_generic(const float *s, uint16_t *pb, int vis, float mx, fl
     return tree16(part);
 }
 
-static void accum_generic(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+/* accum on the output dims d0..d1-1 only (the AVX2 kernel redoes a piece) */
+static void accum_dims(const blk_t *B, int r0, int nr, const float *c, const int *npairs, int d0, int d1) {
     for (int r = r0; r < r0 + nr; r++) {
         float *o = B->oc + (size_t)r * B->dv;
         const uint16_t *p = B->pb + (size_t)r * TILE;
         if (c[r] != 1.0f) /* o*1 = o: skipping it changes no bit */
-            for (int d = 0; d < B->hd; d++) o[d] = o[d] * c[r];
+            for (int d = d0; d < d1; d++) o[d] = o[d] * c[r];
         for (int jp = 0; jp < npairs[r]; jp++) {
             uint32_t pw = p[2 * jp] | (uint32_t)p[2 * jp + 1] << 16;
             const uint32_t *v = B->vb + (size_t)jp * B->dv;
-            for (int d = 0; d < B->hd; d++) o[d] = bs_bf16_pair_step(o[d], pw, v[d]);
+            for (int d = d0; d < d1; d++) o[d] = bs_bf16_pair_step(o[d], pw, v[d]);
         }
     }
 }
 
+static void accum_generic(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+    accum_dims(B, r0, nr, c, npairs, 0, B->hd);
+}
+
 static const bf16_kernels generic = {16, pack_q_generic, gather_generic, scores_generic, row_max_generic,
                                      exp_sum_generic, accum_generic, "bf16-portable"};
+
+#ifdef BS_X86
+/* ---- AVX2 + FMA ("bf16-avx2"): the pair steps as plain FMAs ----
+ *
+ * The GEMM's bf16-avx2 technique (gemm_bf16_avx2.c, bf16_avx2.h): a bf16 x
+ * bf16 product is exact in f32, so a pair step is two FMAs (odd element
+ * first) unless an input or a sum is subnormal or a result underflows. The
+ * score and o products run as FMAs under the default MXCSR with its flags
+ * cleared, one checked piece per 4 rows (all 128 keys for s; 64 output
+ * dims for o); DE, UE or a subnormal final sum sends the piece to the
+ * portable code, from its original inputs. The weights' sums need no check:
+ * every weight is 0 or at least 2^-126, so no sum is subnormal and a step
+ * with (1, 1) is two plain adds. */
+
+#define A2_FN __attribute__((target("avx2,fma")))
+#define A2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* The last group of 4 score rows may run into the padding rows (zero
+ * queries); accum leaves their o and zero weights as they are. */
+_Static_assert(PAD >= 3, "the AVX2 score groups need 3 padding rows");
+
+/* 8 words at p, those from lane n on zero (and not read). */
+A2_INLINE __m256i load8(const void *p, int n) {
+    if (n >= 8) return _mm256_loadu_si256((const __m256i *)p);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_epi32((const int *)p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
+}
+
+/* The upper halves of 16 words (lo's 8, then hi's) in order: 8 pair words. */
+A2_INLINE __m256i pairs8(__m256i lo, __m256i hi) {
+    __m256i w = _mm256_packus_epi32(_mm256_srli_epi32(lo, 16), _mm256_srli_epi32(hi, 16));
+    return _mm256_permute4x64_epi64(w, 0xD8); /* packus works per 128-bit lane */
+}
+
+A2_FN static void pack_q_avx2(const float *q, int hd, uint32_t *dst) {
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) {
+        __m256i w = pairs8(round8_bf16_bits(_mm256_loadu_ps(q + d)), round8_bf16_bits(_mm256_loadu_ps(q + d + 8)));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + d / 2), w);
+    }
+    if (d < hd) pack_q_generic(q + d, hd - d, dst + d / 2);
+}
+
+/* gather_avx512's plan with AVX2 moves (the same words as gather_generic). */
+A2_FN static void gather_avx2(const float *const *kp, const float *const *vp, int nt, const blk_t *B) {
+    int hd = B->hd, dv = B->dv;
+    for (int j0 = 0; j0 < TILE; j0 += 8)
+        for (int p0 = 0; p0 < B->hp; p0 += 8) {
+            int e = 2 * p0, left = hd - e; /* floats of the 8 pairs */
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) {
+                __m256i w = _mm256_setzero_si256();
+                if (j0 + i < nt && left > 0) {
+                    const float *k = kp[j0 + i] + e;
+                    w = pairs8(load8(k, left), left > 8 ? load8(k + 8, left - 8) : _mm256_setzero_si256());
+                }
+                r[i] = _mm256_castsi256_ps(w);
+            }
+            bs_transpose8_avx2(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps((float *)(void *)(B->kb + (size_t)(p0 + i) * TILE + j0), r[i]);
+        }
+    const __m256i mhi = _mm256_set1_epi32((int)0xffff0000u);
+    for (int jp = 0; jp < TILE / 2; jp++) {
+        int j = 2 * jp;
+        uint32_t *dst = B->vb + (size_t)jp * dv;
+        for (int d = 0; d < dv; d += 8) {
+            __m256i a = _mm256_setzero_si256(), b = a;
+            if (d < hd && j < nt) a = load8(vp[j] + d, hd - d);
+            if (d < hd && j + 1 < nt) b = load8(vp[j + 1] + d, hd - d);
+            __m256i w = _mm256_or_si256(_mm256_srli_epi32(a, 16), _mm256_and_si256(b, mhi));
+            _mm256_storeu_si256((__m256i *)(void *)(dst + d), w);
+        }
+    }
+}
+
+/* The odd and the even element of pair words as f32. */
+A2_INLINE __m256 odd8(__m256i w) {
+    return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+A2_INLINE __m256 even8(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
+
+enum { QCH = 64 }; /* head pairs per staged piece of the query rows */
+
+/* s of rows r..r+3 x 16 keys from c0 over the pairs p0..p0+pn-1, going on
+ * from the sums in s unless first. qw: the rows' pairs widened (odd element,
+ * even element), so that a broadcast from memory feeds the FMAs. Returns the
+ * lanes whose sum is subnormal. 8 chains of 2 FMAs per pair: as many as the
+ * two FMA pipes keep in flight. */
+A2_INLINE __m256 scores_4x16(const blk_t *B, int r, int c0, int p0, int pn, const float (*qw)[2 * QCH], int first) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const float *s = B->s + (size_t)(r + i) * TILE + c0;
+        acc[i][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(s);
+        acc[i][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(s + 8);
+    }
+    for (int p = 0; p < pn; p++) {
+        const uint32_t *kr = B->kb + (size_t)(p0 + p) * TILE + c0;
+        const __m256i k0 = _mm256_loadu_si256((const __m256i *)(const void *)kr);
+        const __m256i k1 = _mm256_loadu_si256((const __m256i *)(const void *)(kr + 8));
+        const __m256 o0 = odd8(k0), o1 = odd8(k1);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 a = _mm256_broadcast_ss(&qw[i][2 * p]);
+            acc[i][0] = _mm256_fmadd_ps(a, o0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, o1, acc[i][1]);
+        }
+        const __m256 e0 = even8(k0), e1 = even8(k1);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 a = _mm256_broadcast_ss(&qw[i][2 * p + 1]);
+            acc[i][0] = _mm256_fmadd_ps(a, e0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, e1, acc[i][1]);
+        }
+    }
+    __m256 sub = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        float *s = B->s + (size_t)(r + i) * TILE + c0;
+        sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(acc[i][0]), subnormal8(acc[i][1])));
+        _mm256_storeu_ps(s, acc[i][0]);
+        _mm256_storeu_ps(s + 8, acc[i][1]);
+    }
+    return sub;
+}
+
+/* s of rows r..r+3, all keys: nonzero when a sum ended subnormal (a sum
+ * passed on through s between pieces of the head is an FMA operand next,
+ * which DE reports). */
+A2_FN static int scores_group(const blk_t *B, int r) {
+    float qw[4][2 * QCH];
+    int np = (B->hd + 1) / 2;
+    __m256 sub = _mm256_setzero_ps();
+    for (int p0 = 0; p0 < np; p0 += QCH) {
+        int pn = np - p0 < QCH ? np - p0 : QCH;
+        for (int i = 0; i < 4; i++)
+            for (int p = 0; p < pn; p++) {
+                uint32_t w = B->qb[(size_t)(r + i) * B->hp + p0 + p], o = w & 0xffff0000u, e = w << 16;
+                memcpy(&qw[i][2 * p], &o, 4);
+                memcpy(&qw[i][2 * p + 1], &e, 4);
+            }
+        for (int c0 = 0; c0 < TILE; c0 += 16) sub = _mm256_or_ps(sub, scores_4x16(B, r, c0, p0, pn, qw, p0 == 0));
+    }
+    return _mm256_movemask_ps(sub);
+}
+
+A2_FN static void scores_avx2(const blk_t *B, int r0, int nr) {
+    const unsigned csr = csr_get();
+    for (int r = r0; r < r0 + nr; r += 4) {
+        csr_set(CSR_DEFAULT);
+        int sub = scores_group(B, r);
+        unsigned flags = csr_get();
+        if ((flags & (CSR_DE | CSR_UE)) || sub) { /* s is only written: redo it from qb and kb */
+            csr_set(csr);
+            scores_generic(B, r, 4);
+        }
+    }
+    csr_set(csr);
+}
+
+/* Exact, as the maximum is; a maximum of zero goes to the scalar loop, which
+ * keeps the first zero's sign (vmaxps keeps its second operand on ties). */
+A2_FN static float row_max_avx2(const float *s, int n, float m, float scale) {
+    __m256 acc = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(_mm256_loadu_ps(s + j), acc); /* a NaN score keeps acc */
+    float lane[8], t = -INFINITY;
+    _mm256_storeu_ps(lane, acc);
+    for (int i = 0; i < 8; i++)
+        if (lane[i] > t) t = lane[i];
+    for (; j < n; j++)
+        if (s[j] > t) t = s[j];
+    if (t == 0.0f) return row_max_generic(s, n, m, scale);
+    t = t * scale;
+    return t > m ? t : m;
+}
+
+/* exp2_bf16 of s*scale - m on 8 lanes as bf16 bits in the upper halves,
+ * zero past the first n. 2^n for n >= -126 is a normal float, so p * 2^n is
+ * ldexpf(p, n): exact, or (n = -126, p < 1) rounded once like ldexpf; for
+ * n <= -127, p * 2^n < 2^-126 after any rounding, flushed, as below -200.
+ * A NaN lane stays NaN (!(n < -126), !(e < 2^-126)), as in exp2_bf16. */
+A2_INLINE __m256i exp2_bf16_8(const float *s, int n, __m256 sc, __m256 m) {
+    const __m256 x = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(s), sc), m);
+    const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(LOG2E));
+    const __m256 nf = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm256_sub_ps(t, nf);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(EXP2_C4), f, _mm256_set1_ps(EXP2_C3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_C2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_C1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf), _mm256_set1_epi32(127)), 23);
+    const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 keep = _mm256_and_ps(_mm256_cmp_ps(nf, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ),
+                                _mm256_cmp_ps(e, _mm256_set1_ps(0x1p-126f), _CMP_NLT_UQ));
+    keep = _mm256_and_ps(keep, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
+    return _mm256_and_si256(round8_bf16_bits(e), _mm256_castps_si256(keep));
+}
+
+/* exp_sum_generic 16 keys at a time: their 8 pair words feed partial sums
+ * 0-7 (keys 32i..32i+15) or 8-15 (keys 32i+16..32i+31), odd element first.
+ * A chunk past vis adds only zeros to sums >= 0, so stopping at vis (where
+ * the generic code goes on to the end of 32 keys) changes no bit. */
+A2_FN static float exp_sum_avx2(const float *s, uint16_t *pb, int vis, float mx, float scale) {
+    const __m256 m = _mm256_set1_ps(mx), sc = _mm256_set1_ps(scale);
+    __m256 part[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    int j = 0;
+    for (; j < vis; j += 16) {
+        __m256i w = pairs8(exp2_bf16_8(s + j, vis - j, sc, m), exp2_bf16_8(s + j + 8, vis - j - 8, sc, m));
+        _mm256_storeu_si256((__m256i *)(void *)(pb + j), w);
+        __m256 *acc = &part[(j / 16) & 1];
+        *acc = _mm256_add_ps(_mm256_add_ps(*acc, odd8(w)), even8(w));
+    }
+    for (; j < TILE; j += 16) _mm256_storeu_si256((__m256i *)(void *)(pb + j), _mm256_setzero_si256());
+    return bs_hsum8_avx2(_mm256_add_ps(part[0], part[1])); /* tree16 */
+}
+
+/* o of rows r..r+3 x dims d..d+15: o = o*c, the pairs below npmin for the
+ * four rows together (sharing each load of v), then each row's own
+ * remaining pairs: no row takes a step past its own (a zero step could turn
+ * -0 into +0). pw: the rows' weights widened, the odd key of a pair first.
+ * Returns the lanes whose sum is subnormal. */
+A2_INLINE __m256 accum_4x16(const blk_t *B, int r, int d, const float (*pw)[TILE], const float *cr, const int *np,
+                            int npmin) {
+    const int dv = B->dv;
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const float *o = B->oc + (size_t)(r + i) * dv + d;
+        acc[i][0] = _mm256_loadu_ps(o);
+        acc[i][1] = _mm256_loadu_ps(o + 8);
+        if (cr[i] != 1.0f) { /* skipped as accum_generic skips it */
+            acc[i][0] = _mm256_mul_ps(acc[i][0], _mm256_set1_ps(cr[i]));
+            acc[i][1] = _mm256_mul_ps(acc[i][1], _mm256_set1_ps(cr[i]));
+        }
+    }
+    for (int jp = 0; jp < npmin; jp++) {
+        const uint32_t *v = B->vb + (size_t)jp * dv + d;
+        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)v);
+        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(v + 8));
+        const __m256 o0 = odd8(v0), o1 = odd8(v1);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp]);
+            acc[i][0] = _mm256_fmadd_ps(a, o0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, o1, acc[i][1]);
+        }
+        const __m256 e0 = even8(v0), e1 = even8(v1);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp + 1]);
+            acc[i][0] = _mm256_fmadd_ps(a, e0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, e1, acc[i][1]);
+        }
+    }
+    __m256 sub = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        for (int jp = npmin; jp < np[i]; jp++) {
+            const uint32_t *v = B->vb + (size_t)jp * dv + d;
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)v);
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(v + 8));
+            __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp]), b = _mm256_broadcast_ss(&pw[i][2 * jp + 1]);
+            acc[i][0] = _mm256_fmadd_ps(b, even8(v0), _mm256_fmadd_ps(a, odd8(v0), acc[i][0]));
+            acc[i][1] = _mm256_fmadd_ps(b, even8(v1), _mm256_fmadd_ps(a, odd8(v1), acc[i][1]));
+        }
+        float *o = B->oc + (size_t)(r + i) * dv + d;
+        sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(acc[i][0]), subnormal8(acc[i][1])));
+        _mm256_storeu_ps(o, acc[i][0]);
+        _mm256_storeu_ps(o + 8, acc[i][1]);
+    }
+    return sub;
+}
+
+/* Rows in groups of 4 (a last group's rows past r0+nr are padding: c = 1 and
+ * no pairs of their own, so their zero o stays as it is); per group and 64
+ * output dims one checked piece, its o saved first so that the portable
+ * code can redo it from the start. */
+A2_FN static void accum_avx2(const blk_t *B, int r0, int nr, const float *c, const int *npairs) {
+    const unsigned csr = csr_get();
+    const int dv = B->dv, end = r0 + nr;
+    float pw[4][TILE], save[4][64], cr[4];
+    int np[4];
+    for (int r = r0; r < end; r += 4) {
+        int n = end - r < 4 ? end - r : 4, npmin = npairs[r], npmax = npairs[r];
+        for (int i = 0; i < 4; i++) {
+            cr[i] = i < n ? c[r + i] : 1.0f;
+            np[i] = i < n ? npairs[r + i] : npairs[r];
+            npmin = np[i] < npmin ? np[i] : npmin;
+            npmax = np[i] > npmax ? np[i] : npmax;
+        }
+        for (int i = n; i < 4; i++) np[i] = npmin;
+        for (int i = 0; i < 4; i++) /* keys (2jp, 2jp+1) -> (p[2jp+1], p[2jp]) as f32 */
+            for (int k = 0; k < 2 * npmax; k += 8) {
+                __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(B->pb + (size_t)(r + i) * TILE + k));
+                __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+                _mm256_storeu_ps(&pw[i][k], _mm256_permute_ps(f, 0xB1));
+            }
+        for (int d0 = 0; d0 < dv; d0 += 64) {
+            int nd = dv - d0 < 64 ? dv - d0 : 64;
+            for (int i = 0; i < 4; i++) memcpy(save[i], B->oc + (size_t)(r + i) * dv + d0, (size_t)nd * 4);
+            csr_set(CSR_DEFAULT);
+            __m256 sub = _mm256_setzero_ps();
+            for (int d = d0; d < d0 + nd; d += 16) sub = _mm256_or_ps(sub, accum_4x16(B, r, d, pw, cr, np, npmin));
+            unsigned flags = csr_get();
+            if ((flags & (CSR_DE | CSR_UE)) || _mm256_movemask_ps(sub)) {
+                csr_set(csr);
+                for (int i = 0; i < 4; i++) memcpy(B->oc + (size_t)(r + i) * dv + d0, save[i], (size_t)nd * 4);
+                if (d0 < B->hd) accum_dims(B, r, n, c, npairs, d0, d0 + nd < B->hd ? d0 + nd : B->hd);
+            }
+        }
+    }
+    csr_set(csr);
+}
+
+static const bf16_kernels avx2 = {16, pack_q_avx2, gather_avx2, scores_avx2, row_max_avx2, exp_sum_avx2,
+                                  accum_avx2, "bf16-avx2"};
+
+/* bs_attn_round_bf16 8 floats at a time */
+A2_FN static size_t round_avx2(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(x + i), round8_bf16_bits(_mm256_loadu_ps(x + i)));
+    return i;
+}
+#endif
 
 #ifdef BS_X86
 /* ---- AVX-512 pieces shared by the AVX512-BF16 and AMX kernels ---- */
@@ -492,6 +826,7 @@ static const bf16_kernels *kernels(void) {
     case 2: return &amx;
 #endif
     case 1: return &vdp;
+    case 3: return &avx2;
     default: break;
     }
 #endif
@@ -590,6 +925,38 @@ void bs_attn_round_bf16(float *x, size_t n) {
     size_t i = 0;
 #ifdef BS_X86
     if (bs_gemm_kernel() == BS_KERNEL_AVX512) i = round_avx512(x, n);
+    else if (bs_gemm_kernel() == BS_KERNEL_AVX2) i = round_avx2(x, n);
 #endif
     for (; i < n; i++) x[i] = bs_bf16_to_f32(bs_f32_to_bf16(x[i]));
+}
+
+/* ---- for tests: the current kernel's tile pieces on their own ---- */
+
+int bs_attn_bf16_scores_probe(const float *q, int nq, const float *k, int nk, int hd, float *s) {
+    const bf16_kernels *K = kernels();
+    if (nk < 0 || nk > TILE || nq < 1) return -1;
+    blk_t B = {.hd = hd, .hp = round_up((hd + 1) / 2, 16), .dv = round_up(hd, K->dv_align), .R = nq};
+    size_t Rp = (size_t)nq + PAD, nqb = align64(Rp * B.hp * 4), nkb = align64((size_t)B.hp * TILE * 4);
+    size_t nvb = align64((size_t)TILE / 2 * round_up(hd, 64) * 4), ns = align64(Rp * TILE * 4);
+    char *at = aligned_alloc(64, nqb + nkb + nvb + ns);
+    const float *kp[TILE];
+    if (!at) return -1;
+    memset(at, 0, nqb);
+    B.qb = (uint32_t *)(void *)at;
+    B.kb = (uint32_t *)(void *)(at + nqb);
+    B.vb = (uint32_t *)(void *)(at + nqb + nkb);
+    B.s = (float *)(void *)(at + nqb + nkb + nvb);
+    for (int j = 0; j < nk; j++) kp[j] = k + (size_t)j * hd;
+    K->gather(kp, kp, nk, &B);
+    for (int i = 0; i < nq; i++) K->pack_q(q + (size_t)i * hd, hd, B.qb + (size_t)i * B.hp);
+    K->scores(&B, 0, nq);
+    memcpy(s, B.s, (size_t)nq * TILE * 4);
+    free(at);
+    return 0;
+}
+
+float bs_attn_bf16_weights_probe(const float *s, int vis, float mx, float scale, uint16_t *p) {
+    float row[TILE] = {0};
+    memcpy(row, s, (size_t)(vis < TILE ? vis : TILE) * 4);
+    return kernels()->exp_sum(row, p, vis < TILE ? vis : TILE, mx, scale);
 }

@@ -33,6 +33,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "cpu/bf16_avx2.h" /* the MXCSR access, round8_bf16_bits, subnormal8 */
 #include "cpu/vmath.h"
 
 enum { MR = 4, NR = 16, KC = 256, MC = 96, NC = 1024, LDA = KC };
@@ -40,29 +41,6 @@ _Static_assert(MR * LDA + (KC / 2) * NR + 16 <= BS_GEMM_SMALL_FLOATS, "bf16-avx2
 
 #define A2_FN __attribute__((target("avx2,fma")))
 #define A2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-/* MXCSR: round to nearest even, every exception masked, no FTZ/DAZ. */
-enum { CSR_DEFAULT = 0x1f80u, CSR_DE = 0x02u, CSR_UE = 0x10u };
-
-/* Through memory with a clobber, so that the compiler keeps the tile's
- * loads after the write and its stores before the read. */
-static inline unsigned csr_get(void) {
-    unsigned v;
-    __asm__ volatile("stmxcsr %0" : "=m"(v) : : "memory");
-    return v;
-}
-static inline void csr_set(unsigned v) { __asm__ volatile("ldmxcsr %0" : : "m"(v) : "memory"); }
-
-/* 8 floats rounded to bf16 (nearest even; NaN quiet, as bs_f32_to_bf16),
- * kept as f32 with the low half zero. */
-A2_INLINE __m256i round8_bf16_bits(__m256 v) {
-    __m256i u = _mm256_castps_si256(v);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
-    return _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
-}
 
 /* x rows to widened pairs (odd, even) of bf16-rounded values; an odd K ends
  * with the pair (K-1, zero). */
@@ -192,15 +170,10 @@ A2_INLINE void ukr_body(const float *a, const float *b, int kc, float *c, int ld
         }
     }
     /* a nonzero |sum| below 2^-126 left in the outputs */
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), tiny = _mm256_set1_ps(0x1p-126f);
-    const __m256 zero = _mm256_setzero_ps();
-    __m256 sub = zero;
+    __m256 sub = _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-        sub = _mm256_or_ps(sub, _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(c0[i], absm), tiny, _CMP_LT_OQ),
-                                              _mm256_cmp_ps(c0[i], zero, _CMP_NEQ_OQ)));
-        sub = _mm256_or_ps(sub, _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(c1[i], absm), tiny, _CMP_LT_OQ),
-                                              _mm256_cmp_ps(c1[i], zero, _CMP_NEQ_OQ)));
+        sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(c0[i]), subnormal8(c1[i])));
         _mm256_storeu_ps(c + (size_t)i * ldc, c0[i]);
         _mm256_storeu_ps(c + (size_t)i * ldc + 8, c1[i]);
     }

@@ -9,9 +9,13 @@
  * and without a 16-wide tail, GQA ratios 1, 2, 6 and 7, key counts below, at
  * and across the 64-ordinal tiles (128 in the bf16 mode); the output written
  * over the queries (how the forward runs it) gives the same bits. The bf16 mode: every bf16
- * kernel the CPU runs (portable emulation, AVX512-BF16, AMX) against the
- * reference on bf16-rounded inputs, invariant in the same ways, and the
- * AVX512-BF16 kernel bitwise equal to the emulation. */
+ * kernel the CPU runs (portable emulation, AVX512-BF16, AMX, AVX2 FMA)
+ * against the reference on bf16-rounded inputs, invariant in the same ways,
+ * and the AVX512-BF16 and AVX2 kernels bitwise equal to the emulation; each
+ * one but AMX also bitwise equal to the definition written out here on edge
+ * cases (subnormal and underflowing inputs, weights near 2^-126: where
+ * FMAs without the flushes differ), and its weights equal to the
+ * definition's exp2 on a sweep of [-150, 0]. */
 #include <stdint.h>
 
 #include "check.h"
@@ -210,6 +214,230 @@ static void free_firsts(void) {
     }
 }
 
+/* ---- the bf16 mode's definition written out, for edge cases ----
+ * (attention_bf16.c, top comment). def_flush = 0 runs every step as two
+ * plain FMAs, without reading subnormals as zero or flushing them: on the
+ * edge cases below that must differ somewhere, or the checks could not
+ * tell a kernel that skips the flushes. */
+static int def_flush = 1;
+static float ftz(float x) { return def_flush && fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
+/* one VDPBF16PS pair step: the odd element (x1 w1) first */
+static float step(float acc, float x1, float w1, float x0, float w0) {
+    acc = ftz(fmaf(ftz(x1), ftz(w1), ftz(acc)));
+    return ftz(fmaf(ftz(x0), ftz(w0), acc));
+}
+
+static float bits_f(uint16_t h) { return bs_bf16_to_f32(h); }
+
+/* the weight of x <= 0: degree-4 polynomial for 2^f, ldexpf, a subnormal
+ * read as zero, rounded to bf16 (x finite or -inf) */
+static uint16_t exp2_def(float x) {
+    float t = x * 1.44269504088896341f, n = rintf(t), f = t - n;
+    float p = fmaf(fmaf(fmaf(fmaf(0.009600409306585789f, f, 0.05591697618365288f), f, 0.24023719131946564f), f,
+                        0.6931219696998596f), f, 1.0f);
+    float e = n < -200.0f ? 0.0f : ldexpf(p, (int)n);
+    return e < 0x1p-126f ? 0 : bs_f32_to_bf16(e);
+}
+
+/* the 16 partial sums of a tile's weights (pair steps with (1, 1)), then the fixed tree */
+static float weight_sum_def(const uint16_t *p, int vis) {
+    float part[16] = {0}, t[8];
+    for (int j0 = 0; j0 < vis; j0 += 32)
+        for (int k = 0; k < 16; k++)
+            part[k] = step(part[k], bits_f(p[j0 + 2 * k + 1]), 1.0f, bits_f(p[j0 + 2 * k]), 1.0f);
+    for (int i = 0; i < 8; i++) t[i] = part[i] + part[i + 8];
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+
+/* the dot product of a bf16 query row with a key over the head's pairs */
+static float score_def(const float *q, const float *k, int hd) {
+    float acc = 0.0f;
+    for (int d = 0; d < hd; d += 2)
+        acc = step(acc, d + 1 < hd ? to_bf16(q[d + 1]) : 0.0f, d + 1 < hd ? k[d + 1] : 0.0f, to_bf16(q[d]), k[d]);
+    return acc;
+}
+
+enum { BTILE = 128 }; /* the bf16 mode's key tile */
+
+/* All outputs of c as one run() computes them (blocks of bq queries: the
+ * keys of a tile past a block's last query are not there, so a zero weight
+ * at the end of an odd count meets v = 0 instead of the next key's). */
+static void attention_def(const case_t *c, float *out) {
+    int hd = c->hd, bq = bs_attn_bf16_block_queries(c->rep);
+    size_t kvd = (size_t)c->nkv * hd, qd = kvd * c->rep;
+    float scale = (float)(1.0 / sqrt((double)hd)), s[BTILE], *o = malloc((size_t)hd * 4);
+    uint16_t p[BTILE];
+    for (int t = 0; t < c->n; t++)
+        for (int h = 0; h < c->nkv * c->rep; h++) {
+            const float *q = c->q + t * qd + (size_t)h * hd;
+            size_t ko = (size_t)(h / c->rep) * hd;
+            int n_keys = (t / bq + 1) * bq < c->n ? (t / bq + 1) * bq : c->n;
+            float m = -INFINITY, l = 0.0f;
+            for (int d = 0; d < hd; d++) o[d] = 0.0f;
+            for (int t0 = 0; t0 <= t; t0 += BTILE) {
+                int nt = n_keys - t0 < BTILE ? n_keys - t0 : BTILE, vis = t - t0 + 1 < nt ? t - t0 + 1 : nt;
+                float mxs = -INFINITY;
+                for (int j = 0; j < vis; j++) {
+                    s[j] = score_def(q, c->k + (t0 + j) * kvd + ko, hd);
+                    if (s[j] > mxs) mxs = s[j];
+                }
+                float m1 = mxs * scale > m ? mxs * scale : m, cc = m1 == m ? 1.0f : expf(m - m1);
+                for (int j = 0; j < BTILE; j++) p[j] = j < vis ? exp2_def(s[j] * scale - m1) : 0;
+                l = l * cc + weight_sum_def(p, vis);
+                m = m1;
+                if (cc != 1.0f)
+                    for (int d = 0; d < hd; d++) o[d] = o[d] * cc;
+                for (int j = 0; j < vis; j += 2) {
+                    const float *v0 = c->v + (t0 + j) * kvd + ko, *v1 = v0 + kvd;
+                    for (int d = 0; d < hd; d++)
+                        o[d] = step(o[d], bits_f(p[j + 1]), j + 1 < nt ? v1[d] : 0.0f, bits_f(p[j]), v0[d]);
+                }
+            }
+            for (int d = 0; d < hd; d++) out[t * qd + (size_t)h * hd + d] = o[d] * (1.0f / l);
+        }
+    free(o);
+}
+
+/* A bf16 value for the edge cases: subnormals, values just above 2^-126,
+ * near 2^-97 and 2^-63 (products near 2^-195 and 2^-126), zeros of both
+ * signs, and ordinary values times big (big = 16: scores of hundreds, so
+ * weights reach 2^-126 and below). */
+static float edge_value(float big) {
+    int kind = irand(8);
+    float sign = irand(2) ? -1.0f : 1.0f, man = 1.0f + (float)irand(128) / 128.0f;
+    switch (kind) {
+    case 0: return sign * ldexpf((float)irand(128), -133); /* subnormal (or zero) in bf16 */
+    case 1: return sign * ldexpf(man, -126 + irand(3));
+    case 2: return sign * ldexpf(man, -97 + irand(6));
+    case 3: return sign * ldexpf(man, -66 + irand(6));
+    case 4: return sign * 0.0f;
+    default: return to_bf16(frand() * big);
+    }
+}
+
+/* The weights against exp2_def on every x in [-150, 0] in steps of 2^-10,
+ * on [-88, -86] (2^n at -126, where ldexpf rounds into the subnormals) in
+ * steps of 2^-17, and on random rows (scale, maximum, visible count), with
+ * their sums against weight_sum_def: bitwise. */
+static void check_weights(void) {
+    float s[BTILE];
+    uint16_t p[BTILE];
+    long bad = 0, n = 0;
+    for (int sweep = 0; sweep < 3; sweep++) {
+        double x0 = sweep == 0 ? -150.0 : -88.0, dx = sweep == 0 ? 0x1p-10 : 0x1p-17, x1 = sweep == 0 ? 0.0 : -86.0;
+        int rows = sweep == 2 ? 4000 : (int)((x1 - x0) / dx / BTILE) + 1;
+        for (int r = 0; r < rows; r++) {
+            int vis = BTILE;
+            float scale = 1.0f, mx = 0.0f;
+            if (sweep < 2) {
+                for (int j = 0; j < BTILE; j++) {
+                    double x = x0 + ((double)r * BTILE + j) * dx;
+                    s[j] = (float)(x < x1 ? x : x1);
+                }
+            } else {
+                vis = 1 + irand(BTILE);
+                scale = 0.05f + 0.5f * (frand() + 1.0f);
+                float top = -INFINITY, spread = (float)(1 << irand(10));
+                for (int j = 0; j < vis; j++) {
+                    s[j] = frand() * spread;
+                    if (irand(64) == 0) s[j] = irand(2) ? -1e30f : -INFINITY;
+                    if (s[j] > top) top = s[j];
+                }
+                mx = top * scale;
+            }
+            float sum = bs_attn_bf16_weights_probe(s, vis, mx, scale, p);
+            uint16_t want[BTILE];
+            for (int j = 0; j < BTILE; j++) {
+                want[j] = j < vis ? exp2_def(s[j] * scale - mx) : 0;
+                if (p[j] != want[j] && bad++ < 3)
+                    fprintf(stderr, "weight of %a (scale %a, max %a): %04x, definition %04x\n", s[j], scale, mx, p[j],
+                            want[j]);
+            }
+            float ws = weight_sum_def(want, vis);
+            if (memcmp(&sum, &ws, 4) && bad++ < 3) fprintf(stderr, "weight sum %a, definition %a\n", sum, ws);
+            n += vis;
+        }
+    }
+    CHECK_INT(bad, 0);
+    printf("  weights: %ld compared bitwise with the definition, %ld differ (exp2 sweep, its subnormal edge, "
+           "random rows)\n", n, bad);
+}
+
+/* Scores (before the scale) on edge values against score_def: bitwise;
+ * FMAs without the flushes must differ somewhere. hd 130 has a 65th pair
+ * (the AVX2 kernel stages 64 at a time); 9 queries end in a partial group. */
+static void check_scores_edges(void) {
+    static const int hds[] = {8, 40, 130};
+    long bad = 0, plain_differ = 0, n = 0;
+    for (int hi = 0; hi < 3; hi++) {
+        int hd = hds[hi], nq = 9, nk = hi == 1 ? 77 : BTILE;
+        float *q = malloc((size_t)nq * hd * 4), *k = malloc((size_t)nk * hd * 4), *s = malloc((size_t)nq * BTILE * 4);
+        for (int i = 0; i < nq * hd; i++) q[i] = edge_value(1.0f);
+        for (int i = 0; i < nk * hd; i++) k[i] = edge_value(1.0f);
+        for (int i = 0; i < hd; i++) q[i] = to_bf16(frand()); /* one ordinary row */
+        CHECK_INT(bs_attn_bf16_scores_probe(q, nq, k, nk, hd, s), 0);
+        for (int i = 0; i < nq; i++)
+            for (int j = 0; j < BTILE; j++, n++) {
+                float want = j < nk ? score_def(q + i * hd, k + j * hd, hd) : 0.0f;
+                if (memcmp(&s[i * BTILE + j], &want, 4) && bad++ < 3)
+                    fprintf(stderr, "hd %d score (%d, %d): %a, definition %a\n", hd, i, j, s[i * BTILE + j], want);
+                if (j < nk) {
+                    def_flush = 0;
+                    float plain = score_def(q + i * hd, k + j * hd, hd);
+                    def_flush = 1;
+                    plain_differ += memcmp(&plain, &want, 4) != 0;
+                }
+            }
+        free(q); free(k); free(s);
+    }
+    CHECK_INT(bad, 0);
+    CHECK(plain_differ > 0);
+    printf("  scores on subnormal and underflowing inputs: %ld compared bitwise with the definition, %ld differ "
+           "(FMAs without the flushes: %ld differ)\n", n, bad, plain_differ);
+}
+
+/* Whole attentions on edge values against attention_def: bitwise. Some
+ * keys big (weights down to 2^-126 and below); the first 4 dims of v only
+ * tiny values, so that o stays where the flushes act; FMAs without them
+ * must change some output. */
+static void check_attention_edges(void) {
+    static const int shape[][4] = {{16, 1, 2, 150}, {130, 1, 3, 140}}; /* hd, nkv, rep, n */
+    long bad = 0, plain_differ = 0, total = 0;
+    for (int si = 0; si < 2; si++) {
+        case_t c;
+        rng = 0x9E3779B97F4A7C15ull + (uint64_t)si;
+        make_case(&c, shape[si][0], shape[si][1], shape[si][2], shape[si][3], 1.0f);
+        int hd = c.hd, n = c.n;
+        size_t kvd = (size_t)c.nkv * hd, qd = kvd * c.rep, nout = (size_t)n * qd;
+        for (size_t i = 0; i < (size_t)n * qd; i++) c.q[i] = edge_value(16.0f);
+        for (int j = 0; j < n; j++) {
+            int big = irand(3) == 0;
+            for (size_t d = 0; d < kvd; d++) {
+                c.k[j * kvd + d] = big ? to_bf16(frand() * 16.0f) : edge_value(4.0f);
+                c.v[j * kvd + d] = d % (size_t)hd < 4 ? edge_value(0.0f) : edge_value(1.0f);
+            }
+        }
+        float *got = malloc(nout * 4), *want = malloc(nout * 4), *plain = malloc(nout * 4);
+        run(&c, 0, n, NULL, 0, got);
+        attention_def(&c, want);
+        def_flush = 0;
+        attention_def(&c, plain);
+        def_flush = 1;
+        for (size_t i = 0; i < nout; i++) {
+            if (memcmp(&got[i], &want[i], 4) && bad++ < 3)
+                fprintf(stderr, "hd %d out[%zu]: %a, definition %a\n", hd, i, got[i], want[i]);
+            plain_differ += memcmp(&plain[i], &want[i], 4) != 0;
+        }
+        total += (long)nout;
+        free(got); free(want); free(plain);
+        free_case(&c);
+    }
+    CHECK_INT(bad, 0);
+    CHECK(plain_differ > 0);
+    printf("  attention on subnormal, underflowing and far-apart inputs: %ld outputs compared bitwise with the "
+           "definition, %ld differ (FMAs without the flushes: %ld differ)\n", total, bad, plain_differ);
+}
+
 int main(void) {
     bs_kernel native = bs_gemm_kernel();
     const bs_kernel fams[] = {BS_KERNEL_GENERIC, BS_KERNEL_AVX2, BS_KERNEL_AVX512};
@@ -233,13 +461,13 @@ int main(void) {
     /* bf16 mode: the emulation first, then what this CPU runs */
     bf16_mode = 1;
     int bf16_native = bs_gemm_bf16_kernel(), bran = 0;
-    for (int k = 0; k <= 2; k++) {
+    for (int k = 0; k <= 3; k++) {
         bs_gemm_force_bf16_hw(k);
         if (bs_gemm_bf16_kernel() != k) {
             printf("bf16 kernel %d not supported by this CPU: skipped\n", k);
             continue;
         }
-        compare = k < 2;
+        compare = k != 2; /* AMX has bits of its own */
         worst_seen = 0;
         all_cases();
         printf("bf16 kernel %s: invariant, max |err| vs the float64 reference %.3g%s\n", bs_attn_bf16_kernel_name(),
@@ -247,6 +475,11 @@ int main(void) {
         if (!compare) {
             printf("  (its own bits: max |difference| from the emulation %.3g)\n", amx_vs_portable);
             CHECK(amx_vs_portable < 1e-3); /* the same definition up to the tiles' rounding */
+        }
+        check_weights(); /* AMX's weights are the VDPBF16PS kernel's */
+        if (compare) {
+            check_scores_edges();
+            check_attention_edges();
         }
         bran++;
     }

@@ -4,9 +4,9 @@
  * other prompts, as one of several rows at any offset, with 1 or 2 threads,
  * and whatever other vocabulary rows are read out; the same bits from every
  * kernel family the CPU supports; dtype bf16 invariant within its mode and
- * the same from the instruction and its emulation (issue 16). Also the
- * storage equivalences of spec 07 §8.1 (bf16 = f32 = sharded), the logit
- * lens hook, and input errors. */
+ * the same from the instruction, the AVX2 FMA kernel and the emulation
+ * (issue 16). Also the storage equivalences of spec 07 §8.1 (bf16 = f32 =
+ * sharded), the logit lens hook, and input errors. */
 #include <stdint.h>
 
 #include "check.h"
@@ -149,10 +149,11 @@ static void invariance(const char *model_name, int families) {
     int bf16_native = bs_gemm_force_bf16_hw(0);
     for (int i = 0; i < NP; i++) CHECK_INT(run_rows(&m, &i, 1, ones, 1, out_ids, NIDS, alone16), 0);
     CHECK(memcmp(alone16, alone, sz * 4) != 0);
-    for (int k = 0; k < 3; k++) {
+    static const char *const bf16_names[] = {"bf16-portable", "avx512-bf16", "amx-bf16", "bf16-avx2"};
+    for (int k = 0; k < 4; k++) {
         if (k > 0) {
             bs_gemm_force_bf16_hw(k);
-            if (strcmp(bs_gemm_bf16_kernel_name(), k == 1 ? "avx512-bf16" : "amx-bf16")) continue; /* not on this CPU */
+            if (strcmp(bs_gemm_bf16_kernel_name(), bf16_names[k])) continue; /* not on this CPU */
         }
         float *ref = alone16, *own = NULL;
         if (k == 2) { /* AMX: its own bits; compare it with itself alone */
