@@ -283,11 +283,6 @@ A2_FN static void gather_avx2(const float *const *kp, const float *const *vp, in
     }
 }
 
-/* The odd and the even element of pair words as f32. */
-A2_INLINE __m256 odd8(__m256i w) {
-    return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
-}
-A2_INLINE __m256 even8(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
 
 enum { QCH = 64 }; /* head pairs per staged piece of the query rows */
 
@@ -304,25 +299,8 @@ A2_INLINE __m256 scores_4x16(const blk_t *B, int r, int c0, int p0, int pn, cons
         acc[i][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(s);
         acc[i][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(s + 8);
     }
-    for (int p = 0; p < pn; p++) {
-        const uint32_t *kr = B->kb + (size_t)(p0 + p) * TILE + c0;
-        const __m256i k0 = _mm256_loadu_si256((const __m256i *)(const void *)kr);
-        const __m256i k1 = _mm256_loadu_si256((const __m256i *)(const void *)(kr + 8));
-        const __m256 o0 = odd8(k0), o1 = odd8(k1);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m256 a = _mm256_broadcast_ss(&qw[i][2 * p]);
-            acc[i][0] = _mm256_fmadd_ps(a, o0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a, o1, acc[i][1]);
-        }
-        const __m256 e0 = even8(k0), e1 = even8(k1);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m256 a = _mm256_broadcast_ss(&qw[i][2 * p + 1]);
-            acc[i][0] = _mm256_fmadd_ps(a, e0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a, e1, acc[i][1]);
-        }
-    }
+    for (int p = 0; p < pn; p++)
+        bs_bf16_pair_step_4x16(acc, &qw[0][2 * p], 2 * QCH, B->kb + (size_t)(p0 + p) * TILE + c0, 4);
     __m256 sub = _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -419,7 +397,7 @@ A2_FN static float exp_sum_avx2(const float *s, uint16_t *pb, int vis, float mx,
         __m256i w = pairs8(exp2_bf16_8(s + j, vis - j, sc, m), exp2_bf16_8(s + j + 8, vis - j - 8, sc, m));
         _mm256_storeu_si256((__m256i *)(void *)(pb + j), w);
         __m256 *acc = &part[(j / 16) & 1];
-        *acc = _mm256_add_ps(_mm256_add_ps(*acc, odd8(w)), even8(w));
+        *acc = _mm256_add_ps(_mm256_add_ps(*acc, bs_odd8(w)), bs_even8(w));
     }
     for (; j < TILE; j += 16) _mm256_storeu_si256((__m256i *)(void *)(pb + j), _mm256_setzero_si256());
     return bs_hsum8_avx2(_mm256_add_ps(part[0], part[1])); /* tree16 */
@@ -444,25 +422,7 @@ A2_INLINE __m256 accum_4x16(const blk_t *B, int r, int d, const float (*pw)[TILE
             acc[i][1] = _mm256_mul_ps(acc[i][1], _mm256_set1_ps(cr[i]));
         }
     }
-    for (int jp = 0; jp < npmin; jp++) {
-        const uint32_t *v = B->vb + (size_t)jp * dv + d;
-        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)v);
-        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(v + 8));
-        const __m256 o0 = odd8(v0), o1 = odd8(v1);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp]);
-            acc[i][0] = _mm256_fmadd_ps(a, o0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a, o1, acc[i][1]);
-        }
-        const __m256 e0 = even8(v0), e1 = even8(v1);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp + 1]);
-            acc[i][0] = _mm256_fmadd_ps(a, e0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a, e1, acc[i][1]);
-        }
-    }
+    for (int jp = 0; jp < npmin; jp++) bs_bf16_pair_step_4x16(acc, &pw[0][2 * jp], TILE, B->vb + (size_t)jp * dv + d, 4);
     __m256 sub = _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -471,8 +431,8 @@ A2_INLINE __m256 accum_4x16(const blk_t *B, int r, int d, const float (*pw)[TILE
             const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)v);
             const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(v + 8));
             __m256 a = _mm256_broadcast_ss(&pw[i][2 * jp]), b = _mm256_broadcast_ss(&pw[i][2 * jp + 1]);
-            acc[i][0] = _mm256_fmadd_ps(b, even8(v0), _mm256_fmadd_ps(a, odd8(v0), acc[i][0]));
-            acc[i][1] = _mm256_fmadd_ps(b, even8(v1), _mm256_fmadd_ps(a, odd8(v1), acc[i][1]));
+            acc[i][0] = _mm256_fmadd_ps(b, bs_even8(v0), _mm256_fmadd_ps(a, bs_odd8(v0), acc[i][0]));
+            acc[i][1] = _mm256_fmadd_ps(b, bs_even8(v1), _mm256_fmadd_ps(a, bs_odd8(v1), acc[i][1]));
         }
         float *o = B->oc + (size_t)(r + i) * dv + d;
         sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(acc[i][0]), subnormal8(acc[i][1])));

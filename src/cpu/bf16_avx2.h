@@ -39,4 +39,39 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 subnorma
                          _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_OQ));
 }
 
+/* The odd and the even element of 8 pair words (element 2i in the low
+ * half) as f32. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 bs_odd8(__m256i w) {
+    return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 bs_even8(__m256i w) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* One VDPBF16PS pair step on R (<= 4) rows x 16 lanes, as FMAs: acc[i][h]
+ * (lanes 8h..8h+7 of row i) with row i's pair (a + i * lda: the odd element
+ * at a[0], the even one at a[1], widened) times the 16 pair words at w; the
+ * odd elements first, each add rounded once (the DAZ/FTZ cases are the
+ * callers' MXCSR check). The GEMM tiles, the attention scores and its
+ * outputs all run this step. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void bs_bf16_pair_step_4x16(
+    __m256 acc[][2], const float *a, size_t lda, const uint32_t *w, const int R) {
+    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)w);
+    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(w + 8));
+    const __m256 o0 = bs_odd8(w0), o1 = bs_odd8(w1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        __m256 x = _mm256_broadcast_ss(a + (size_t)i * lda);
+        acc[i][0] = _mm256_fmadd_ps(x, o0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, o1, acc[i][1]);
+    }
+    const __m256 e0 = bs_even8(w0), e1 = bs_even8(w1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        __m256 x = _mm256_broadcast_ss(a + (size_t)i * lda + 1);
+        acc[i][0] = _mm256_fmadd_ps(x, e0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, e1, acc[i][1]);
+    }
+}
+
 #endif

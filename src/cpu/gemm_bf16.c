@@ -146,43 +146,10 @@ static BF16_FN void pack_a(const float *x, int ldx, int rows, int k0, int kc, fl
     }
 }
 
-/* 8 pairs (16 consecutive weights) of one row as 8 words; dt constant. An
- * int8 weight widens to f32 and then bf16 exactly (|q| <= 127). */
-BF16_INLINE __m256 load8pairs(const void *p, const bs_dtype dt) {
-    if (dt == BS_BF16) return _mm256_loadu_ps(p);
-    if (dt == BS_I8) /* |q| <= 127 fits bf16's 8 bits: the f32's top half is the bf16, no rounding to do */
-        return _mm256_castsi256_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
-            _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)))), 16)));
-    return _mm256_castsi256_ps(round16_bf16(_mm512_loadu_ps(p)));
-}
-
-/* dst[p][32] for a full strip and k16 (a multiple of 16) depth: 8 x 8 word
- * transposes, four per 8 pairs. */
-BF16_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst, const bs_dtype dt) {
-    const size_t es = dt == BS_F32 ? 4 : dt == BS_I8 ? 1 : 2, ld = (size_t)w->k * es;
-    const char *src = (const char *)w->data + ((size_t)n0 * w->k + (size_t)k0) * es;
-    for (int kk = 0; kk < k16; kk += 16, src += 16 * es, dst += 8 * NR) {
-#pragma GCC unroll 4
-        for (int h = 0; h < NR / 8; h++) {
-            __m256 r[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) r[i] = load8pairs(src + (size_t)(h * 8 + i) * ld, dt);
-            bs_transpose8_avx2(r); /* moves 32-bit words, whatever they hold */
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * NR + h * 8, r[i]);
-        }
-    }
-}
-
-static BF16_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
-    int k16 = kc & ~15;
-    if (w->n - n0 < NR || k16 < kc || w->dtype == BS_F16) {
-        bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, NR);
-        return;
-    }
-    if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, BS_BF16);
-    else if (w->dtype == BS_I8) pack_b_t(w, n0, k0, k16, dst, BS_I8);
-    else pack_b_t(w, n0, k0, k16, dst, BS_F32);
+/* The weights' pairs: the AVX2 packing (the same words as the portable one)
+ * serves both families that read them. */
+static void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    bs_gemm_pack_b_pairs_avx2(w, n0, k0, kc, dst, NR);
 }
 
 #define STEP(p)                                                                                     \

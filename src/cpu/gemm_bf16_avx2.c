@@ -77,32 +77,36 @@ A2_INLINE __m256 load8pairs(const void *p, const bs_dtype dt) {
     return _mm256_castsi256_ps(_mm256_permute4x64_epi64(w, 0xD8));
 }
 
-/* A full strip, k16 (a multiple of 16) deep: 8 x 8 word transposes. */
-A2_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst, const bs_dtype dt) {
+/* A full strip of nr columns (a multiple of 8), k16 (a multiple of 16)
+ * deep: 8 x 8 word transposes. */
+A2_INLINE void pack_b_t(const bs_wmat *w, int n0, int k0, int k16, float *dst, int nr, const bs_dtype dt) {
     const size_t es = dt == BS_F32 ? 4 : dt == BS_I8 ? 1 : 2, ld = (size_t)w->k * es;
     const char *src = (const char *)w->data + ((size_t)n0 * w->k + (size_t)k0) * es;
-    for (int kk = 0; kk < k16; kk += 16, src += 16 * es, dst += 8 * NR) {
-#pragma GCC unroll 2
-        for (int h = 0; h < NR / 8; h++) {
+    for (int kk = 0; kk < k16; kk += 16, src += 16 * es, dst += 8 * nr) {
+        for (int h = 0; h < nr / 8; h++) {
             __m256 r[8];
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) r[i] = load8pairs(src + (size_t)(h * 8 + i) * ld, dt);
             bs_transpose8_avx2(r);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * NR + h * 8, r[i]);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * nr + h * 8, r[i]);
         }
     }
 }
 
-static A2_FN void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+A2_FN void bs_gemm_pack_b_pairs_avx2(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr) {
     int k16 = kc & ~15;
-    if (w->n - n0 < NR || k16 < kc || w->dtype == BS_F16) {
-        bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, NR);
+    if (w->n - n0 < nr || k16 < kc || nr % 8 || w->dtype == BS_F16) {
+        bs_gemm_pack_b_pairs(w, n0, k0, kc, dst, nr);
         return;
     }
-    if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, BS_BF16);
-    else if (w->dtype == BS_I8) pack_b_t(w, n0, k0, k16, dst, BS_I8);
-    else pack_b_t(w, n0, k0, k16, dst, BS_F32);
+    if (w->dtype == BS_BF16) pack_b_t(w, n0, k0, k16, dst, nr, BS_BF16);
+    else if (w->dtype == BS_I8) pack_b_t(w, n0, k0, k16, dst, nr, BS_I8);
+    else pack_b_t(w, n0, k0, k16, dst, nr, BS_F32);
+}
+
+static void pack_b(const bs_wmat *w, int n0, int k0, int kc, float *dst) {
+    bs_gemm_pack_b_pairs_avx2(w, n0, k0, kc, dst, NR);
 }
 
 /* The tile again with the portable step, from its start values. */
@@ -122,25 +126,17 @@ static __attribute__((noinline)) void tile_exact(const float *a, const float *b,
     }
 }
 
-/* One half step (odd or even elements) of pair p for the R rows. */
-#define HALF_STEP(bo0, bo1, e)                                                                      \
-    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                                          \
-        __m256 av = _mm256_broadcast_ss(a + (size_t)i * LDA + 2 * p + (e));                         \
-        c0[i] = _mm256_fmadd_ps(av, bo0, c0[i]);                                                    \
-        c1[i] = _mm256_fmadd_ps(av, bo1, c1[i]);                                                    \
-    }
-
 A2_INLINE void ukr_body(const float *a, const float *b, int kc, float *c, int ldc, int first, float *stage,
                         const float *next, int next_rows, const float *pf, const int R) {
     float start[MR * NR];
     if (!first) memcpy(start, stage, (size_t)R * NR * sizeof(float));
     const unsigned csr = csr_get();
     csr_set(CSR_DEFAULT);
-    __m256 c0[MR], c1[MR];
+    __m256 acc[MR][2];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-        c0[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR);
-        c1[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR + 8);
+        acc[i][0] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR);
+        acc[i][1] = first ? _mm256_setzero_ps() : _mm256_load_ps(stage + i * NR + 8);
     }
     uintptr_t pn = (uintptr_t)pf;
 #pragma GCC unroll 4
@@ -152,30 +148,17 @@ A2_INLINE void ukr_body(const float *a, const float *b, int kc, float *c, int ld
         _mm256_store_ps(stage + i * NR, _mm256_loadu_ps(next + (size_t)i * ldc));
         _mm256_store_ps(stage + i * NR + 8, _mm256_loadu_ps(next + (size_t)i * ldc + 8));
     }
-    const __m256i hi_mask = _mm256_set1_epi32((int)0xffff0000u);
     const int pairs = (kc + 1) / 2;
 #pragma GCC unroll 2
-    for (int p = 0; p < pairs; p++) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + (size_t)p * NR));
-        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + (size_t)p * NR + 8));
-        {
-            const __m256 o0 = _mm256_castsi256_ps(_mm256_and_si256(w0, hi_mask));
-            const __m256 o1 = _mm256_castsi256_ps(_mm256_and_si256(w1, hi_mask));
-            HALF_STEP(o0, o1, 0)
-        }
-        {
-            const __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
-            const __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
-            HALF_STEP(e0, e1, 1)
-        }
-    }
+    for (int p = 0; p < pairs; p++)
+        bs_bf16_pair_step_4x16(acc, a + 2 * p, LDA, (const uint32_t *)(const void *)(b + (size_t)p * NR), R);
     /* a nonzero |sum| below 2^-126 left in the outputs */
     __m256 sub = _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-        sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(c0[i]), subnormal8(c1[i])));
-        _mm256_storeu_ps(c + (size_t)i * ldc, c0[i]);
-        _mm256_storeu_ps(c + (size_t)i * ldc + 8, c1[i]);
+        sub = _mm256_or_ps(sub, _mm256_or_ps(subnormal8(acc[i][0]), subnormal8(acc[i][1])));
+        _mm256_storeu_ps(c + (size_t)i * ldc, acc[i][0]);
+        _mm256_storeu_ps(c + (size_t)i * ldc + 8, acc[i][1]);
     }
     const unsigned flags = csr_get();
     csr_set(csr);

@@ -71,6 +71,8 @@ extern const bs_gemm_impl bs_gemm_impl_bf16_avx2;
  * width: dst[p * nr + j] = bf16(w[n0+j][k0+2p]) | bf16(w[n0+j][k0+2p+1]) << 16
  * (zero past N and past kc). */
 void bs_gemm_pack_b_pairs(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
+/* The same words with AVX2 (x86 CPUs with AVX2 only: gemm_bf16_avx2.c). */
+void bs_gemm_pack_b_pairs_avx2(const bs_wmat *w, int n0, int k0, int kc, float *dst, int nr);
 /* The AMX-BF16 kernels (gemm_amx.c; x86-64 only): a separate, opt-in mode
  * whose bits differ from the two above. */
 extern const bs_gemm_impl bs_gemm_impl_amx;

@@ -23,7 +23,7 @@
  *    how many outputs differ from the pair-step kernels is printed
  *    (TDPBF16PS is not the VDPBF16PS step sequence: gemm_amx.c).
  * 2 and 3 run every bf16 kernel the CPU has: the emulation, bf16-avx2
- * (AVX2 + FMA), avx512-bf16 and amx-bf16; 4 is below. */
+ * (AVX2 + FMA), avx512-bf16 and amx-bf16; 4 and 5 are below. */
 #include <stdint.h>
 
 #include "check.h"
@@ -380,12 +380,56 @@ static void check_avx2_edges(bs_pool *pool2) {
     bs_gemm_force_bf16_hw(chosen);
 }
 
+/* 5. The AVX2 packing of weight pairs (gemm_bf16_avx2.c), which bf16-avx2
+ *    (strips of 16) and avx512-bf16 (strips of 32) both use: the same words
+ *    as the portable packing, for every storage, full and ragged strips,
+ *    depths with and without a tail of 16. */
+static void check_pack_pairs(void) {
+    if (bs_gemm_kernel() < BS_KERNEL_AVX2) {
+        printf("no AVX2: the AVX2 weight packing is not run here\n");
+        return;
+    }
+    enum { N = 70, K = 300 };
+    float *w = malloc(sizeof(float) * N * K);
+    uint16_t *wb = malloc(2u * N * K), *wh = malloc(2u * N * K);
+    int8_t *wq = malloc((size_t)N * K);
+    float *got = malloc(sizeof(float) * 32 * K), *want = malloc(sizeof(float) * 32 * K);
+    for (int i = 0; i < N * K; i++) {
+        uint32_t r = (uint32_t)xr();
+        w[i] = i % 97 == 0 ? fbits(r) : frand() * 3.0f; /* some NaN, inf, subnormal bit patterns */
+        wb[i] = (uint16_t)r;
+        wh[i] = bs_f32_to_f16(frand());
+        wq[i] = (int8_t)((int)(r % 255) - 127);
+    }
+    const bs_wmat ws[4] = {{BS_F32, w, N, K, NULL, BS_WPACK_NONE, NULL}, {BS_BF16, wb, N, K, NULL, BS_WPACK_NONE, NULL},
+                           {BS_F16, wh, N, K, NULL, BS_WPACK_NONE, NULL}, {BS_I8, wq, N, K, NULL, BS_WPACK_NONE, NULL}};
+    int bad = 0, cases = 0;
+    for (int d = 0; d < 4; d++)
+        for (int nr = 16; nr <= 32; nr += 16)
+            for (int n0 = 0; n0 < N; n0 += nr)
+                for (int ki = 0; ki < 8; ki++) {
+                    static const int kcs[8] = {16, 32, 96, 160, 256, 288, 63, 110}; /* the last two: a tail */
+                    int kc = kcs[ki];
+                    size_t words = (size_t)((kc + 1) / 2) * nr;
+                    memset(got, 0xA5, words * 4);
+                    memset(want, 0x5A, words * 4);
+                    bs_gemm_pack_b_pairs_avx2(&ws[d], n0, K - kc, kc, got, nr);
+                    bs_gemm_pack_b_pairs(&ws[d], n0, K - kc, kc, want, nr);
+                    bad += memcmp(got, want, words * 4) != 0;
+                    cases++;
+                }
+    CHECK_INT(bad, 0);
+    printf("AVX2 weight pairs equal the portable packing in %d cases (strips of 16 and 32)\n", cases);
+    free(w); free(wb); free(wh); free(wq); free(got); free(want);
+}
+
 int main(void) {
     bs_pool *pool2 = bs_pool_create(2), *pool3 = bs_pool_create(3);
     CHECK(pool2 && pool3);
     check_step();
     check_gemm(pool2, pool3);
     check_avx2_edges(pool2);
+    check_pack_pairs();
     bs_pool_destroy(pool2);
     bs_pool_destroy(pool3);
     return check_report("test_gemm_bf16");
