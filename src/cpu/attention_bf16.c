@@ -230,7 +230,7 @@ static const bf16_kernels generic = {16, pack_q_generic, gather_generic, scores_
 _Static_assert(PAD >= 3, "the AVX2 score groups need 3 padding rows");
 
 /* 8 words at p, those from lane n on zero (and not read). */
-A2_INLINE __m256i load8(const void *p, int n) {
+A2_INLINE __m256i load8_masked(const void *p, int n) {
     if (n >= 8) return _mm256_loadu_si256((const __m256i *)p);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_maskload_epi32((const int *)p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
@@ -262,7 +262,7 @@ A2_FN static void gather_avx2(const float *const *kp, const float *const *vp, in
                 __m256i w = _mm256_setzero_si256();
                 if (j0 + i < nt && left > 0) {
                     const float *k = kp[j0 + i] + e;
-                    w = pairs8(load8(k, left), left > 8 ? load8(k + 8, left - 8) : _mm256_setzero_si256());
+                    w = pairs8(load8_masked(k, left), left > 8 ? load8_masked(k + 8, left - 8) : _mm256_setzero_si256());
                 }
                 r[i] = _mm256_castsi256_ps(w);
             }
@@ -275,8 +275,8 @@ A2_FN static void gather_avx2(const float *const *kp, const float *const *vp, in
         uint32_t *dst = B->vb + (size_t)jp * dv;
         for (int d = 0; d < dv; d += 8) {
             __m256i a = _mm256_setzero_si256(), b = a;
-            if (d < hd && j < nt) a = load8(vp[j] + d, hd - d);
-            if (d < hd && j + 1 < nt) b = load8(vp[j + 1] + d, hd - d);
+            if (d < hd && j < nt) a = load8_masked(vp[j] + d, hd - d);
+            if (d < hd && j + 1 < nt) b = load8_masked(vp[j + 1] + d, hd - d);
             __m256i w = _mm256_or_si256(_mm256_srli_epi32(a, 16), _mm256_and_si256(b, mhi));
             _mm256_storeu_si256((__m256i *)(void *)(dst + d), w);
         }

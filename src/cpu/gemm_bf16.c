@@ -47,17 +47,6 @@ float bs_bf16_pair_step(float acc, uint32_t xpair, uint32_t wpair) {
     return flush_tiny(fmaf(bf16_daz(xpair & 0xffffu), bf16_daz(wpair & 0xffffu), acc));
 }
 
-/* A weight rounded to bf16 bits (bf16 storage is used as is; f16 widens
- * exactly first). */
-static inline uint32_t weight_bf16(const bs_wmat *w, size_t idx) {
-    switch (w->dtype) {
-    case BS_BF16: return ((const uint16_t *)w->data)[idx];
-    case BS_F16: return bs_f32_to_bf16(bs_f16_to_f32(((const uint16_t *)w->data)[idx]));
-    case BS_I8: return bs_f32_to_bf16((float)((const int8_t *)w->data)[idx]); /* exact: |q| <= 127 */
-    default: return bs_f32_to_bf16(((const float *)w->data)[idx]);
-    }
-}
-
 /* ---- portable family (6 x 16 tiles, as the f32 one) -------------------------- */
 
 enum { PMR = 6, PNR = 16, PKC = 256, PMC = 144, PNC = 1024, PLDA = PKC / 2 };
@@ -69,20 +58,6 @@ static void pack_a_portable(const float *x, int ldx, int rows, int k0, int kc, f
         uint32_t *dst = (uint32_t *)(void *)(ap + (size_t)i * PLDA);
         for (int kk = 0; kk < kc; kk += 2)
             dst[kk / 2] = bs_f32_to_bf16(src[kk]) | (kk + 1 < kc ? (uint32_t)bs_f32_to_bf16(src[kk + 1]) << 16 : 0u);
-    }
-}
-
-/* Weight strip into pairs: dst[p*nr + j] for columns n0 + j (zero past N). */
-void bs_gemm_pack_b_pairs(const bs_wmat *w, int n0, int k0, int kc, float *dstf, int nr) {
-    uint32_t *dst = (uint32_t *)(void *)dstf;
-    int nv = w->n - n0 < nr ? w->n - n0 : nr;
-    for (int j = 0; j < nr; j++) {
-        size_t base = (size_t)(n0 + j) * (size_t)w->k + (size_t)k0;
-        for (int kk = 0; kk < kc; kk += 2) {
-            uint32_t v = 0;
-            if (j < nv) v = weight_bf16(w, base + kk) | (kk + 1 < kc ? weight_bf16(w, base + kk + 1) << 16 : 0u);
-            dst[(kk / 2) * nr + j] = v;
-        }
     }
 }
 
