@@ -148,7 +148,9 @@ static int compare_int8(const int *sel, int nsel, const int *ms, int nm, const i
         for (size_t i = 0; i < nk; i++) wb[i] = bs_f32_to_bf16(frand() * 0.05f);
         bs_wmat wbf = {BS_BF16, wb, s->n, s->k, NULL, BS_WPACK_NONE, NULL}, w8w = wbf, w8 = wbf;
         for (int r = 0; r < s->n; r++) bs_quantize_row_i8(wb + (size_t)r * s->k, BS_BF16, s->k, q + (size_t)r * s->k, &sc[r]);
+        /* int8w laid out for its kernel as a model load does (bf16-avx2; a no-op elsewhere) */
         if (bs_gemm_prepack(NULL, &wbf, BS_COMPUTE_BF16, NULL) < 0 || bs_gemm_quantize(NULL, &w8w, NULL) < 0 ||
+            (prepack && bs_gemm_prepack(NULL, &w8w, BS_COMPUTE_BF16, NULL) < 0) ||
             bs_gemm_pack_w8a8(NULL, &w8, q, sc, NULL) < 0) {
             fprintf(stderr, "out of memory\n");
             return 1;
@@ -208,7 +210,8 @@ static void usage(FILE *f) {
             "                    (bench/README.md, \"AMX phases\")\n"
             "  --phases-blas     with --phases: our f32 mode against OpenBLAS sgemm instead (default: off)\n"
             "  --int8            the bf16 mode, int8w and int8 (W8A8) on the same weights in turn (default: off;\n"
-            "                    the int8 kernel: BASAL_INT8, the bf16 one: BASAL_BF16)\n"
+            "                    the int8 kernel: BASAL_INT8, the bf16 one: BASAL_BF16; int8w's weights laid out for\n"
+            "                    bf16-avx2 as a model load does, per call with --no-prepack; bf16's always prepacked)\n"
             "  --list            print the shapes and exit\n"
             "  -h, --help        this help\n");
 }

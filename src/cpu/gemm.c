@@ -357,6 +357,7 @@ static void gemm_task(void *arg, int task, int thread) {
     if (mcb > j->mc_cap) mcb = j->mc_cap;
     size_t esz = bs_dtype_size(w->dtype);
     const uint32_t *wpk = im->prepacked != BS_WPACK_NONE && w->packed_kind == im->prepacked ? w->packed : NULL;
+    const int pw = bs_gemm_pair_words(im);
     float stage[BS_GEMM_MAX_MR * BS_GEMM_MAX_NR] __attribute__((aligned(64)));
     for (int k0 = 0; k0 < w->k; k0 += KCB) {
         int kc = w->k - k0 < KCB ? w->k - k0 : KCB, first = k0 == 0;
@@ -386,10 +387,10 @@ static void gemm_task(void *arg, int task, int thread) {
                      * row block the next one is brought in from memory while
                      * this one computes. Later row blocks find the strips in
                      * L2/L3: prefetching them again was 7% slower (Zen 5). */
-                    bs = (float *)(void *)(wpk + bs_gemm_pairs_offset(k0, kc, s, j->strips, nr));
+                    bs = (float *)(void *)(wpk + bs_gemm_pairs_offset(k0, kc, s, j->strips, pw));
                     if (m0 == ma) {
-                        pf_init(&pfw, pk0 < w->k ? wpk + bs_gemm_pairs_offset(pk0, pkc, ps, j->strips, nr) : NULL, 0,
-                                (size_t)((pkc + 1) / 2) * nr * 4 - 1, 1, panels);
+                        pf_init(&pfw, pk0 < w->k ? wpk + bs_gemm_pairs_offset(pk0, pkc, ps, j->strips, pw) : NULL, 0,
+                                (size_t)((pkc + 1) / 2) * pw * 4 - 1, 1, panels);
                         pfwp = &pfw;
                     }
                 } else if (m0 == ma) {
@@ -594,8 +595,16 @@ int bs_gemm_bf16_kernel(void) { return bf16_choice(); }
 
 /* An int8w product (gemm.h, bs_gemm_quantize): the bf16 chain over q, by the
  * instruction or its exact emulation (AMX's bits differ, so never AMX), then
- * the scales. */
+ * the scales. q prepacked for bf16-avx2 (BS_WPACK_I8S) has that one reader,
+ * whichever bf16 kernel is chosen later (every kernel gives these bits). */
 static void gemm_i8w(bs_pool *pool, const float *x, int ldx, int m, const bs_wmat *w, float *y, int ldy) {
+#ifdef BS_X86
+    if (w->packed_kind == BS_WPACK_I8S) {
+        bs_wmat qs = { BS_I8, NULL, w->n, w->k, w->packed, BS_WPACK_I8S, w->scale };
+        gemm_with(&bs_gemm_impl_bf16_avx2_i8, pool, x, ldx, m, &qs, y, ldy);
+        return;
+    }
+#endif
     bs_wmat q = { BS_I8, w->packed, w->n, w->k, NULL, BS_WPACK_NONE, w->scale };
     const bs_gemm_impl *im = bf16_impl();
 #if defined(__x86_64__)
@@ -610,7 +619,7 @@ void bs_gemm_mode(bs_pool *pool, bs_compute mode, const float *x, int ldx, int m
         bs_gemm_w8a8(pool, x, ldx, m, w, y, ldy);
         return;
     }
-    if (mode == BS_COMPUTE_BF16 && w->packed_kind == BS_WPACK_I8) {
+    if (mode == BS_COMPUTE_BF16 && (w->packed_kind == BS_WPACK_I8 || w->packed_kind == BS_WPACK_I8S)) {
         gemm_i8w(pool, x, ldx, m, w, y, ldy);
         return;
     }
@@ -633,13 +642,43 @@ static void pairs_prepack_task(void *arg, int task, int thread) {
         int kc = p->w->k - k0 < im->kc ? p->w->k - k0 : im->kc;
         for (int s = task * p->per_task; s < s1; s++)
             im->pack_b(p->w, s * im->nr, k0, kc,
-                       (float *)(void *)(p->dst + bs_gemm_pairs_offset(k0, kc, s, p->strips, im->nr)));
+                       (float *)(void *)(p->dst + bs_gemm_pairs_offset(k0, kc, s, p->strips, bs_gemm_pair_words(im))));
     }
+}
+
+/* int8w's copy (BS_WPACK_I8, row-major q and scales) laid out again for
+ * bf16-avx2 (BS_WPACK_I8S), in place of it: 1, or 0 when the bf16 kernel is
+ * another (they read q row-major), BS_ENOMEM. */
+static int prepack_i8w(bs_pool *pool, bs_wmat *w, size_t *bytes) {
+#ifdef BS_X86
+    const bs_gemm_impl *im = &bs_gemm_impl_bf16_avx2_i8;
+    if (bf16_impl() != &bs_gemm_impl_bf16_avx2) return 0;
+    int strips = (w->n + im->nr - 1) / im->nr;
+    size_t qbytes = ((size_t)((w->k + 1) / 2) * (size_t)strips * (size_t)im->nr * 2 + 63) & ~(size_t)63;
+    size_t n = qbytes + (size_t)w->n * sizeof(float);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n)) return BS_ENOMEM;
+    bs_wmat q = { BS_I8, w->packed, w->n, w->k, NULL, BS_WPACK_NONE, w->scale };
+    pairs_job pj = {im, &q, p, strips, 8};
+    bs_pool_run(pool, (strips + pj.per_task - 1) / pj.per_task, pairs_prepack_task, &pj);
+    memcpy((char *)p + qbytes, w->scale, (size_t)w->n * sizeof(float));
+    bs_gemm_unpack(w);
+    w->packed = p;
+    w->packed_kind = BS_WPACK_I8S;
+    w->scale = (const float *)(const void *)((const char *)p + qbytes);
+    if (bytes) *bytes = n;
+    return 1;
+#else
+    (void)pool; (void)w; (void)bytes;
+    return 0;
+#endif
 }
 
 int bs_gemm_prepack(bs_pool *pool, bs_wmat *w, bs_compute mode, size_t *bytes) {
     if (bytes) *bytes = 0;
-    if (mode != BS_COMPUTE_BF16 || w->packed || w->n <= 0 || w->k <= 0) return 0;
+    if (mode != BS_COMPUTE_BF16 || w->n <= 0 || w->k <= 0) return 0;
+    if (w->packed_kind == BS_WPACK_I8) return prepack_i8w(pool, w, bytes);
+    if (w->packed) return 0;
     const bs_gemm_impl *im = bf16_impl();
     int strips = (w->n + im->nr - 1) / im->nr;
     size_t n;

@@ -65,8 +65,11 @@ extern const bs_gemm_impl bs_gemm_impl_avx512;
  * AVX512-BF16 kernels (x86 only). */
 extern const bs_gemm_impl bs_gemm_impl_bf16_portable;
 extern const bs_gemm_impl bs_gemm_impl_avx512bf16;
-/* The same chain with AVX2 FMAs (gemm_bf16_avx2.c; x86 only): the same bits. */
+/* The same chain with AVX2 FMAs (gemm_bf16_avx2.c; x86 only): the same bits;
+ * and its form for int8w weights prepacked as BS_WPACK_I8S (int8 pairs
+ * widened as they are read, 6 x 16 tiles). */
 extern const bs_gemm_impl bs_gemm_impl_bf16_avx2;
+extern const bs_gemm_impl bs_gemm_impl_bf16_avx2_i8;
 /* A strip of w (columns n0.., depth k0..k0+kc-1) as bf16 pairs for any strip
  * width: dst[p * nr + j] = bf16(w[n0+j][k0+2p]) | bf16(w[n0+j][k0+2p+1]) << 16
  * (zero past N and past kc). */
@@ -90,6 +93,12 @@ void bs_gemm_amx_prepack(bs_pool *pool, const bs_wmat *w, void *dst);
  * `strips` strips: every earlier K block holds k0/2 pairs per column. */
 static inline size_t bs_gemm_pairs_offset(int k0, int kc, int s, int strips, int nr) {
     return ((size_t)(k0 / 2) * (size_t)strips + (size_t)s * (size_t)((kc + 1) / 2)) * (size_t)nr;
+}
+/* 32-bit words of one pair of a strip in a family's prepacked layout (its
+ * nr for PAIRS; half of it for I8S, one byte per weight): the nr argument of
+ * bs_gemm_pairs_offset for that layout. */
+static inline int bs_gemm_pair_words(const bs_gemm_impl *im) {
+    return im->prepacked == BS_WPACK_I8S ? im->nr / 2 : im->nr;
 }
 
 /* Scratch of the drivers (gemm.c): one block is kept for the next call; NULL

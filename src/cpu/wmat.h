@@ -16,7 +16,17 @@
  * its per-row scales (bs_wmat.scale). */
 /* Q8: the int8 mode's W8A8 weights (bs_gemm_pack_w8a8): 32-column strips of
  * int8 quads, one layout for every int8 kernel (gemm_i8.c). */
-typedef enum { BS_WPACK_NONE = 0, BS_WPACK_AMX = 1, BS_WPACK_PAIRS = 2, BS_WPACK_I8 = 3, BS_WPACK_Q8 = 4 } bs_wpack;
+/* I8S: an I8 copy laid out for the bf16-avx2 kernels (bs_gemm_prepack): the
+ * strips of PAIRS, 16 columns wide, with per pair the 16 odd int8 weights
+ * and then the 16 even ones (half PAIRS' bytes), then the per-row scales. */
+typedef enum {
+    BS_WPACK_NONE = 0,
+    BS_WPACK_AMX = 1,
+    BS_WPACK_PAIRS = 2,
+    BS_WPACK_I8 = 3,
+    BS_WPACK_Q8 = 4,
+    BS_WPACK_I8S = 5
+} bs_wpack;
 
 typedef struct bs_wmat {
     bs_dtype dtype;
@@ -27,7 +37,7 @@ typedef struct bs_wmat {
      * read data. */
     const void *packed;
     bs_wpack packed_kind;
-    const float *scale; /* BS_I8 data, BS_WPACK_I8 or BS_WPACK_Q8: row n's weights are scale[n] * q[n][k] */
+    const float *scale; /* BS_I8 data, BS_WPACK_I8, I8S or Q8: row n's weights are scale[n] * q[n][k] */
 } bs_wmat;
 
 /* Frees w->packed (any layout) and clears packed_kind and scale; the stored

@@ -81,7 +81,8 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         if (bs_cache_dir(&cache, &src, &ce) < 0) cache = NULL;
         int rc = bs_model_quantize_int8(m, cache, e);
         free(cache);
-        bs_trim_heap(); /* the quantization's temporaries */
+        if (rc >= 0) rc = bs_model_prepack(m, e); /* its int8w projections, for their kernel */
+        bs_trim_heap(); /* the quantization's temporaries, the copies the packing replaced */
         if (rc < 0) m->compute = BS_COMPUTE_F32;
         return rc;
     }
@@ -94,6 +95,7 @@ static int cpu_dtype(bs_model *m, const char *dtype, bs_err *e) {
         if (bs_cache_dir(&cache, &src, &ce) < 0) cache = NULL;
         int rc = bs_model_quantize(m, cache, e);
         free(cache);
+        if (rc >= 0) rc = bs_model_prepack(m, e); /* after the cache is written: it stores q row-major */
         bs_trim_heap();
         if (rc < 0) m->compute = BS_COMPUTE_F32;
         return rc;

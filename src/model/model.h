@@ -10,9 +10,12 @@
 int bs_model_load(bs_model *m, const char *dir, bs_pool *pool, bs_err *e);
 void bs_model_free(bs_model *m);
 /* After m->compute is set: packs the projection weights once for the GEMM
- * kernel of that mode when it reads its own layout (AMX in the bf16 mode),
- * with progress, and drops the mapped originals from memory; nothing for
- * other kernels. BS_ENOMEM leaves m as it was. */
+ * kernel of that mode when it reads its own layout (AMX, avx512-bf16 and
+ * bf16-avx2 in the bf16 mode; bf16-avx2's int8 strips for the int8w copies,
+ * which then replace their row-major form: call it after the quantization
+ * cache is written), with progress, and drops the mapped originals from
+ * memory; nothing for other kernels. BS_ENOMEM frees every packed and
+ * quantized copy (the stored weights stay). */
 int bs_model_prepack(bs_model *m, bs_err *e);
 /* Frees the packed and quantized copies (bs_model_drop_copies) and the int8
  * mode's smoothing (bs_model_free does it too). */

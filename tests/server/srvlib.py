@@ -24,6 +24,11 @@ FIXTURES = os.environ.get("FIXTURES", "build/fixtures")
 SHARED = os.environ.get("SHARED", "../shared")
 # Sanitizer builds are several times slower; every time budget scales with it.
 SLOW = 4.0 if "asan" in BASAL else 1.0
+# Agreement bounds are statistics over hundreds of requests, and the answers are the same bits in
+# every build, so they are checked in the release build (or with BASAL_TEST_FULL=1, `make
+# test-full`); a sanitizer build sends a small sample through the same paths (SMOKE_REQUESTS requests).
+STATISTICS = SLOW == 1 or os.environ.get("BASAL_TEST_FULL") == "1"
+SMOKE_REQUESTS = 24
 
 
 class Checks:

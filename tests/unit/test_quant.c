@@ -11,7 +11,9 @@
  *    test_gemm_bf16) over bf16(x) and q, times s, computed here one output
  *    at a time; the avx512-bf16 kernel and the portable one bitwise equal;
  *    batch invariance (M = 1..37, 1/2/3 threads); unpack restores the
- *    stored weights' bf16 product. */
+ *    stored weights' bf16 product. On AVX2 CPUs, q prepacked for bf16-avx2
+ *    (BS_WPACK_I8S) gives the same bits, alone and batched, and with
+ *    activations in the subnormals (its exact fallback) the definition's. */
 #include <stdint.h>
 
 #include "check.h"
@@ -158,6 +160,39 @@ static void check_products(bs_pool *pool2, bs_pool *pool3) {
             bs_gemm_force_bf16_hw(kern);
             bs_gemm_mode(pool2, BS_COMPUTE_BF16, x, k, M, &wm, y, n);
             CHECK(!memcmp(y, yp, sizeof(float) * (size_t)M * n));
+        }
+        /* bf16-avx2's own layout of q (bs_gemm_prepack: int8 strips, 6 x 16
+         * tiles): the same bits, whichever bf16 kernel is chosen after; rows
+         * of x scaled into the subnormals take the exact fallback */
+        if (have_avx2) {
+            bs_wmat ws = {BS_F32, w, n, k, NULL, BS_WPACK_NONE, NULL};
+            bs_gemm_force_bf16_hw(3);
+            CHECK_INT(bs_gemm_quantize(pool2, &ws, NULL), 1);
+            CHECK_INT(bs_gemm_prepack(pool2, &ws, BS_COMPUTE_BF16, &bytes), 1);
+            CHECK_INT(ws.packed_kind, BS_WPACK_I8S);
+            CHECK(bytes >= (size_t)n * k + (size_t)n * 4 && bytes < (size_t)(n + 16) * (k + 1) + (size_t)n * 4 + 64);
+            for (int kern = 3; kern >= 0; kern -= 3) {
+                bs_gemm_force_bf16_hw(kern);
+                bs_gemm_mode(kern ? pool2 : pool3, BS_COMPUTE_BF16, x, k, M, &ws, y, n);
+                CHECK(!memcmp(y, yp, sizeof(float) * (size_t)M * n));
+            }
+            for (int i = 0; i < M; i += 3) {
+                bs_gemm_mode(i % 2 ? NULL : pool3, BS_COMPUTE_BF16, x + (size_t)i * k, k, 1, &ws, y1, n);
+                CHECK(!memcmp(y1, yp + (size_t)i * n, sizeof(float) * (size_t)n));
+            }
+            float *xs = malloc(sizeof(float) * (size_t)M * k);
+            for (int i = 0; i < M * k; i++) xs[i] = x[i] * (i / k % 2 ? 0x1p-130f : 0x1p-122f);
+            bs_gemm_mode(pool2, BS_COMPUTE_BF16, xs, k, M, &ws, y, n);
+            bad = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < n; j++)
+                    bad += ubits(y[(size_t)i * n + j]) !=
+                           ubits(chain_out(xs + (size_t)i * k, q + (size_t)j * k, k, wm.scale[j]));
+            if (bad) fprintf(stderr, "n %d k %d: %d tiny outputs differ from the definition\n", n, k, bad);
+            CHECK_INT(bad, 0);
+            free(xs);
+            bs_gemm_unpack(&ws);
+            CHECK(ws.packed == NULL && ws.scale == NULL);
         }
         /* batch invariance: every row alone, serial and threaded */
         for (int i = 0; i < M; i += 5) {
