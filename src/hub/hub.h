@@ -140,6 +140,7 @@ typedef struct bs_hub_plan {
     bs_hub_file *files;
     size_t n_files;
     uint64_t bytes_total, bytes_missing;
+    int pull_lock; /* the repository's pull lock (hub_int.h) as its descriptor + 1 while held, else 0 */
 } bs_hub_plan;
 
 typedef struct bs_hub bs_hub;

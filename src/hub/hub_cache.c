@@ -308,6 +308,38 @@ done:
     return rc;
 }
 
+int bs_hub_repo_lock(const bs_hub_env *env, const char *repo, int exclusive, int *fd_out, bs_err *e) {
+    *fd_out = -1;
+    const char *slash = strchr(repo, '/');
+    char *dir = bs_strfmt("%s/.locks/models--%.*s--%s", env->cache, (int)(slash - repo), repo, slash + 1);
+    char *path = dir ? bs_path_join(dir, ".pull.lock") : NULL;
+    int rc = path ? bs_hub_mkdir_p(dir, e) : bs_fail(e, BS_ENOMEM, "out of memory"), fd = -1;
+    if (rc < 0) goto done;
+    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
+        rc = bs_fail(e, BS_EIO, "%s: cannot open the lock file: %s", path, strerror(errno));
+        goto done;
+    }
+    (void)fchmod(fd, 0664); /* as bs_hub_lock's: users sharing a cache all take it */
+    int got;
+    while ((got = flock(fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH)) != 0 && errno == EINTR) {}
+    if (got != 0 && exclusive && errno == EWOULDBLOCK) {
+        rc = 0;
+        goto done;
+    }
+    if (got != 0) {
+        rc = bs_fail(e, BS_EIO, "%s: cannot lock: %s", path, strerror(errno));
+        goto done;
+    }
+    *fd_out = fd;
+    fd = -1;
+    rc = 1;
+done:
+    if (fd >= 0) close(fd);
+    free(path);
+    free(dir);
+    return rc;
+}
+
 void bs_hub_unlock(int fd) {
     if (fd >= 0) close(fd); /* closing the descriptor releases the flock */
 }
@@ -500,7 +532,8 @@ static int remove_tree(const char *path) {
     return rmdir(path) == 0 ? rc : -1;
 }
 
-/* Whether another process holds a lock of the repository (downloading). */
+/* Whether another process holds a blob lock of the repository (downloading;
+ * the pull lock, a dot name, is bs_hub_repo_lock's). */
 static int repo_busy(const bs_hub_env *env, const char *repo) {
     const char *slash = strchr(repo, '/');
     char *dirp = bs_strfmt("%s/.locks/models--%.*s--%s", env->cache, (int)(slash - repo), repo, slash + 1);
@@ -571,14 +604,20 @@ int bs_hub_cache_remove(const bs_hub_env *env, const bs_hub_ref *r, int whole, u
     *freed = 0;
     char *repo_dir = bs_hub_repo_dir(env, r->repo), *commit = NULL, *snap = NULL, *blobs = NULL;
     json_t *used = NULL;
-    int rc = BS_OK;
+    int rc = BS_OK, pull_lock = -1;
     struct stat st;
     if (!repo_dir) return bs_fail(e, BS_ENOMEM, "out of memory");
     if (stat(repo_dir, &st) != 0) {
         rc = bs_fail(e, BS_EIO, "the cache (%s) has no copy of %s", env->cache, r->repo);
         goto done;
     }
-    if (repo_busy(env, r->repo)) {
+    /* a pull between two blobs holds only the repository's lock; one of another tool, only a blob's */
+    int held = bs_hub_repo_lock(env, r->repo, 1, &pull_lock, e);
+    if (held < 0) {
+        rc = held;
+        goto done;
+    }
+    if (!held || repo_busy(env, r->repo)) {
         rc = bs_fail(e, BS_EIO, "%s is being downloaded by another process; remove it when that is done", r->repo);
         goto done;
     }
@@ -639,6 +678,7 @@ int bs_hub_cache_remove(const bs_hub_env *env, const bs_hub_ref *r, int whole, u
     }
     free(snaps);
 done:
+    bs_hub_unlock(pull_lock);
     json_decref(used);
     free(repo_dir);
     free(commit);

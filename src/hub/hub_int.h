@@ -57,6 +57,13 @@ typedef int (*bs_hub_cancel_fn)(void *ud);
 int bs_hub_lock(const bs_hub_env *env, const char *repo, const char *etag, const char *what, bs_hub_cancel_fn cancel,
                 void *ud, int *fd, bs_err *e);
 void bs_hub_unlock(int fd);
+/* The repository's pull lock, <cache>/.locks/models--o--n/.pull.lock (a dot
+ * name: not a blob's). A pull holds it shared from its first write to the
+ * end of its plan (bs_hub_plan_free), between blobs too; `models rm` takes
+ * it exclusive without waiting, so that it never removes a repository under
+ * a pull, and holds it while it removes. 1 with *fd held; 0 (exclusive only)
+ * when a pull holds it; BS_EIO. */
+int bs_hub_repo_lock(const bs_hub_env *env, const char *repo, int exclusive, int *fd, bs_err *e);
 
 
 /* ---- hub_http.c ---- */

@@ -605,6 +605,7 @@ done:
 }
 
 void bs_hub_plan_free(bs_hub_plan *p) {
+    if (p->pull_lock > 0) bs_hub_unlock(p->pull_lock - 1);
     for (size_t i = 0; p->files && i < p->n_files; i++) {
         free(p->files[i].path);
         free(p->files[i].etag);
@@ -944,12 +945,25 @@ done:
     return rc;
 }
 
+/* The repository's pull lock, taken before the plan's first write and held
+ * until bs_hub_plan_free: `models rm` never removes what a pull is writing. */
+static void hold_repo(bs_hub *h, bs_hub_plan *p) {
+    if (p->pull_lock > 0) return;
+    bs_err le = { 0 };
+    int fd = -1;
+    /* a cache where no lock can be made (read-only) cannot be written either:
+     * the write that needs it fails with its own reason */
+    if (bs_hub_repo_lock(h->env, p->ref.repo, 0, &fd, &le) == 1) p->pull_lock = fd + 1;
+    else bs_log(BS_LOG_DEBUG, "hub", "%s: no pull lock: %s", p->ref.repo, le.msg);
+}
+
 /* Brings f into blobs/<etag>, under the blob's lock. */
 static int fetch_file(bs_hub *h, bs_hub_plan *p, bs_hub_file *f, bs_err *e) {
     if (f->have && blob_present(p->repo_dir, f)) return BS_OK;
     char *blob = bs_strfmt("%s/blobs/%s", p->repo_dir, f->etag), *tmp = NULL, *url = NULL;
     int rc = BS_OK, fd = -1, auth = 1;
     if (!blob || !(tmp = bs_strfmt("%s.incomplete", blob))) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
+    hold_repo(h, p);
     char *blobs_dir = bs_strfmt("%s/blobs", p->repo_dir);
     if (!blobs_dir) { rc = bs_fail(e, BS_ENOMEM, "out of memory"); goto done; }
     rc = bs_hub_mkdir_p(blobs_dir, e);
@@ -1019,6 +1033,7 @@ int bs_hub_fetch(bs_hub *h, bs_hub_plan *p, char **dir, bs_err *e) {
     int rc = BS_OK;
     char shown[300], a[32], b[32];
     bs_hub_ref_show(&p->ref, shown, sizeof shown);
+    hold_repo(h, p);
     for (size_t i = 0; i < p->n_files; i++) p->files[i].have = blob_present(p->repo_dir, &p->files[i]);
     uint64_t need = bytes_to_write(p), missing = 0;
     int n_missing = 0;

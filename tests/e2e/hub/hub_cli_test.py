@@ -15,6 +15,7 @@ usage: hub_cli_test.py [-h]
 Oracles independent of basal-c: the sizes of the source files (os.path.getsize),
 os.statvfs for the free space, the request log of the local Hub, and the
 regular expressions of the formats README.md describes."""
+import fcntl
 import json
 import os
 import pty
@@ -164,10 +165,23 @@ try:
     blobs = os.path.join(cache, "models--acme--y", "blobs")
     srvlib.wait_until(lambda: os.path.isdir(blobs) and any(b.endswith(".incomplete") for b in os.listdir(blobs)),
                       60 * SLOW, poll=0.05)
+    # the pull holds its repository's lock from its first write to its end, between blobs too (a
+    # blob's lock alone left gaps in which rm removed the repository under the pull)
+    def pull_lock_free():
+        fd = os.open(os.path.join(cache, ".locks", "models--acme--y", ".pull.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+    c.ok(not pull_lock_free(), "during the pull its repository lock is held")
     r = sh(BASAL, "models", "rm", "acme/y", "--all-revisions", env={"HF_HUB_CACHE": cache})
     c.ok(r.returncode == 1 and "being downloaded by another process" in r.stderr.decode(),
          f"models rm during a download: refused ({out(r)[-300:]})")
     c.eq(p.wait(timeout=120 * SLOW), 0, "the pull it would have harmed completes")
+    c.ok(pull_lock_free(), "after the pull its repository lock is free")
     c.eq(sorted(os.listdir(os.path.join(cache, "models--acme--y", "snapshots", "2" * 40))), model_files(src2),
          "its snapshot is whole")
 

@@ -206,10 +206,12 @@ try:
     c.ok(any("cursor=" in q["path"] for q in log), "pull mini: the paged listing was followed (Link rel=next)")
     c.ok(not any(n.endswith(".incomplete") for n in os.listdir(os.path.join(cache, "models--Remek--basal-1.5-mini", "blobs"))),
          "pull mini: no .incomplete left")
-    # huggingface_hub's locks: .locks/models--O--N/<etag>.lock, group-writable (WeakFileLock's mode 0o664)
+    # huggingface_hub's locks: .locks/models--O--N/<etag>.lock, group-writable (WeakFileLock's mode 0o664),
+    # and basal-c's lock of a pull in progress (.pull.lock: a dot name, never an etag)
     locks = os.path.join(cache, ".locks", "models--Remek--basal-1.5-mini")
-    want_locks = sorted(expected_etag(os.path.join(src_mini, f)) + ".lock" for f in os.listdir(snap))
-    c.eq(sorted(os.listdir(locks)) if os.path.isdir(locks) else None, want_locks, "pull mini: one lock file per blob")
+    want_locks = sorted([expected_etag(os.path.join(src_mini, f)) + ".lock" for f in os.listdir(snap)] + [".pull.lock"])
+    c.eq(sorted(os.listdir(locks)) if os.path.isdir(locks) else None, want_locks,
+         "pull mini: one lock file per blob, and the pull's")
     c.ok(all(os.stat(os.path.join(locks, x)).st_mode & 0o777 == 0o664 for x in want_locks if os.path.exists(os.path.join(locks, x))),
          "pull mini: lock files are mode 0664")
 
