@@ -48,6 +48,18 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 bs_even8
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
+/* Half of a pair step on R rows x 16 lanes: acc[i][h] (lanes 8h..8h+7 of
+ * row i) += a[i * lda] * v_h, one rounding each. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void bs_bf16_half_step_16(
+    __m256 acc[][2], const float *a, size_t lda, __m256 v0, __m256 v1, const int R) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+        __m256 x = _mm256_broadcast_ss(a + (size_t)i * lda);
+        acc[i][0] = _mm256_fmadd_ps(x, v0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, v1, acc[i][1]);
+    }
+}
+
 /* One VDPBF16PS pair step on R (<= 4) rows x 16 lanes, as FMAs: acc[i][h]
  * (lanes 8h..8h+7 of row i) with row i's pair (a + i * lda: the odd element
  * at a[0], the even one at a[1], widened) times the 16 pair words at w; the
@@ -58,20 +70,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bs_bf16_pa
     __m256 acc[][2], const float *a, size_t lda, const uint32_t *w, const int R) {
     const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)w);
     const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(w + 8));
-    const __m256 o0 = bs_odd8(w0), o1 = bs_odd8(w1);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-        __m256 x = _mm256_broadcast_ss(a + (size_t)i * lda);
-        acc[i][0] = _mm256_fmadd_ps(x, o0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, o1, acc[i][1]);
-    }
-    const __m256 e0 = bs_even8(w0), e1 = bs_even8(w1);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-        __m256 x = _mm256_broadcast_ss(a + (size_t)i * lda + 1);
-        acc[i][0] = _mm256_fmadd_ps(x, e0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, e1, acc[i][1]);
-    }
+    bs_bf16_half_step_16(acc, a, lda, bs_odd8(w0), bs_odd8(w1), R);
+    bs_bf16_half_step_16(acc, a + 1, lda, bs_even8(w0), bs_even8(w1), R);
 }
 
 #endif

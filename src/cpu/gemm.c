@@ -654,7 +654,7 @@ static int prepack_i8w(bs_pool *pool, bs_wmat *w, size_t *bytes) {
     const bs_gemm_impl *im = &bs_gemm_impl_bf16_avx2_i8;
     if (bf16_impl() != &bs_gemm_impl_bf16_avx2) return 0;
     int strips = (w->n + im->nr - 1) / im->nr;
-    size_t qbytes = ((size_t)((w->k + 1) / 2) * (size_t)strips * (size_t)im->nr * 2 + 63) & ~(size_t)63;
+    size_t qbytes = ((size_t)((w->k + 1) / 2) * (size_t)strips * (size_t)bs_gemm_pair_words(im) * 4 + 63) & ~(size_t)63;
     size_t n = qbytes + (size_t)w->n * sizeof(float);
     void *p = NULL;
     if (posix_memalign(&p, 64, n)) return BS_ENOMEM;

@@ -98,20 +98,8 @@ A2_INLINE __m256 widen8_i8(const int8_t *w) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)w)));
 }
 A2_INLINE void i8_pair_step_6x16(__m256 acc[][2], const float *a, const int8_t *w, const int R) {
-    const __m256 o0 = widen8_i8(w), o1 = widen8_i8(w + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < R; i++) {
-        __m256 x = _mm256_broadcast_ss(a + (size_t)i * LDA);
-        acc[i][0] = _mm256_fmadd_ps(x, o0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, o1, acc[i][1]);
-    }
-    const __m256 e0 = widen8_i8(w + 16), e1 = widen8_i8(w + 24);
-#pragma GCC unroll 6
-    for (int i = 0; i < R; i++) {
-        __m256 x = _mm256_broadcast_ss(a + (size_t)i * LDA + 1);
-        acc[i][0] = _mm256_fmadd_ps(x, e0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, e1, acc[i][1]);
-    }
+    bs_bf16_half_step_16(acc, a, LDA, widen8_i8(w), widen8_i8(w + 8), R);
+    bs_bf16_half_step_16(acc, a + 1, LDA, widen8_i8(w + 16), widen8_i8(w + 24), R);
 }
 
 /* The tile of R rows (R <= MR of the family: 4 for pair words, 6 for int8

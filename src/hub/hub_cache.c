@@ -264,29 +264,37 @@ done:
     return rc;
 }
 
-static char *lock_path(const bs_hub_env *env, const char *repo, const char *etag) {
+/* <cache>/.locks/models--o--n, where every lock of repository o/n lives. */
+static char *lock_dir(const bs_hub_env *env, const char *repo) {
     const char *slash = strchr(repo, '/');
-    return bs_strfmt("%s/.locks/models--%.*s--%s/%s.lock", env->cache, (int)(slash - repo), repo, slash + 1, etag);
+    return bs_strfmt("%s/.locks/models--%.*s--%s", env->cache, (int)(slash - repo), repo, slash + 1);
+}
+
+/* Opens (creating it and its directory) the lock file `name` of repo;
+ * group-writable whatever the umask, as huggingface_hub's WeakFileLock makes
+ * them: users sharing a cache can all take it (refused for another user's
+ * file: no harm). *path: its path, for messages (the caller frees it). */
+static int open_lock(const bs_hub_env *env, const char *repo, const char *name, char **path, int *fd, bs_err *e) {
+    *fd = -1;
+    char *dir = lock_dir(env, repo);
+    *path = dir ? bs_path_join(dir, name) : NULL;
+    int rc = *path ? bs_hub_mkdir_p(dir, e) : bs_fail(e, BS_ENOMEM, "out of memory");
+    free(dir);
+    if (rc < 0) return rc;
+    if ((*fd = open(*path, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0)
+        return bs_fail(e, BS_EIO, "%s: cannot open the lock file: %s", *path, strerror(errno));
+    (void)fchmod(*fd, 0664);
+    return BS_OK;
 }
 
 int bs_hub_lock(const bs_hub_env *env, const char *repo, const char *etag, const char *what, bs_hub_cancel_fn cancel,
                 void *ud, int *fd_out, bs_err *e) {
     *fd_out = -1;
-    char *path = lock_path(env, repo, etag);
-    int rc = BS_OK, fd = -1, said = 0;
-    if (!path) return bs_fail(e, BS_ENOMEM, "out of memory");
-    char *slash = strrchr(path, '/');
-    *slash = 0;
-    rc = bs_hub_mkdir_p(path, e);
-    *slash = '/';
+    char name[300], *path = NULL;
+    int fd = -1, said = 0;
+    snprintf(name, sizeof name, "%s.lock", etag);
+    int rc = open_lock(env, repo, name, &path, &fd, e);
     if (rc < 0) goto done;
-    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
-        rc = bs_fail(e, BS_EIO, "%s: cannot open the lock file: %s", path, strerror(errno));
-        goto done;
-    }
-    /* group-writable whatever the umask, as huggingface_hub's WeakFileLock makes them: users
-     * sharing a cache can all wait on it (refused for another user's file: no harm) */
-    (void)fchmod(fd, 0664);
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR) {
             rc = bs_fail(e, BS_EIO, "%s: cannot lock: %s", path, strerror(errno));
@@ -310,16 +318,9 @@ done:
 
 int bs_hub_repo_lock(const bs_hub_env *env, const char *repo, int exclusive, int *fd_out, bs_err *e) {
     *fd_out = -1;
-    const char *slash = strchr(repo, '/');
-    char *dir = bs_strfmt("%s/.locks/models--%.*s--%s", env->cache, (int)(slash - repo), repo, slash + 1);
-    char *path = dir ? bs_path_join(dir, ".pull.lock") : NULL;
-    int rc = path ? bs_hub_mkdir_p(dir, e) : bs_fail(e, BS_ENOMEM, "out of memory"), fd = -1;
+    char *path = NULL;
+    int fd = -1, rc = open_lock(env, repo, ".pull.lock", &path, &fd, e);
     if (rc < 0) goto done;
-    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
-        rc = bs_fail(e, BS_EIO, "%s: cannot open the lock file: %s", path, strerror(errno));
-        goto done;
-    }
-    (void)fchmod(fd, 0664); /* as bs_hub_lock's: users sharing a cache all take it */
     int got;
     while ((got = flock(fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH)) != 0 && errno == EINTR) {}
     if (got != 0 && exclusive && errno == EWOULDBLOCK) {
@@ -336,7 +337,6 @@ int bs_hub_repo_lock(const bs_hub_env *env, const char *repo, int exclusive, int
 done:
     if (fd >= 0) close(fd);
     free(path);
-    free(dir);
     return rc;
 }
 
@@ -535,8 +535,7 @@ static int remove_tree(const char *path) {
 /* Whether another process holds a blob lock of the repository (downloading;
  * the pull lock, a dot name, is bs_hub_repo_lock's). */
 static int repo_busy(const bs_hub_env *env, const char *repo) {
-    const char *slash = strchr(repo, '/');
-    char *dirp = bs_strfmt("%s/.locks/models--%.*s--%s", env->cache, (int)(slash - repo), repo, slash + 1);
+    char *dirp = lock_dir(env, repo);
     DIR *d = dirp ? opendir(dirp) : NULL;
     struct dirent *de;
     int busy = 0;
