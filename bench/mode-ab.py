@@ -84,7 +84,9 @@ def main():
             except OSError:
                 pass
             if srv.poll() is not None or time.time() > deadline:
-                sys.exit(f"mode-ab: the server did not start; its log: {log.name}")
+                log.flush()
+                last = open(log.name, errors="replace").read().strip().splitlines()[-1:]
+                sys.exit(f"mode-ab: the server did not start ({last[0] if last else 'no output'}); its log: {log.name}")
             time.sleep(1)
         lat = {m: [] for m in modes}
         for rnd in range(a.warmup + a.rounds):
